@@ -1,0 +1,38 @@
+# Holdfast. `make test` and `make demo` work on a fresh clone: they build .venv from the
+# pinned requirements (and node_modules from package-lock.json where the CDK CLI is needed).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export AWS_REGION ?= us-east-1
+CDK := node_modules/.bin/cdk
+
+.PHONY: test demo synth bench clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+demo: $(VENV)/.installed
+	$(PY) -m holdfast.demo
+
+synth: $(VENV)/.installed node_modules/.installed
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CDK) synth --no-notices --quiet
+	@echo "templates in cdk.out/"
+
+bench: $(VENV)/.installed
+	$(PY) -m pytest -m benchmark -s
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out out

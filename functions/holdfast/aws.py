@@ -1,0 +1,59 @@
+"""Boto3 clients for Holdfast: standard retries, short timeouts, created lazily.
+
+Nothing here runs at import time, and every component takes a `Clients` so tests and
+the CLI can point it at moto or a local endpoint. Retries are botocore's `standard`
+mode (3 attempts, a shared retry quota); Holdfast never stacks its own retry loop on
+top of the SDK's. AWS_ENDPOINT_URL and AWS_REGION are honoured as boto3 honours them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+DEFAULT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    connect_timeout=3,
+    read_timeout=10,
+    max_pool_connections=32,
+)
+
+
+class Clients:
+    """A lazily filled, thread-safe cache of boto3 clients from one session."""
+
+    def __init__(
+        self,
+        session: boto3.session.Session | None = None,
+        *,
+        region: str | None = None,
+        profile: str | None = None,
+        endpoint_url: str | None = None,
+        config: Config | None = None,
+    ):
+        self._session = session or boto3.session.Session(profile_name=profile, region_name=region)
+        self._endpoint_url = endpoint_url
+        self._config = config or DEFAULT_CONFIG
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def region(self) -> str:
+        return self._session.region_name or "us-east-1"
+
+    def __call__(self, service: str) -> Any:
+        with self._lock:
+            client = self._clients.get(service)
+            if client is None:
+                kwargs: dict[str, Any] = {"config": self._config}
+                if self._endpoint_url:
+                    kwargs["endpoint_url"] = self._endpoint_url
+                client = self._session.client(service, **kwargs)
+                self._clients[service] = client
+            return client
+
+    def account_id(self) -> str:
+        return self("sts").get_caller_identity()["Account"]

@@ -1,0 +1,68 @@
+"""The `holdfast` command line, with the conventions of the AWS CLI.
+
+Global options come before the command:
+  holdfast [--region R] [--profile P] [--endpoint-url URL] [--ledger-table NAME]
+           [--selector KEY=VALUE] [--settings FILE] [--json] COMMAND ...
+
+`--json` prints one JSON document on stdout; otherwise readable tables on stdout and
+progress on stderr. Exit codes: 0 success, 1 some resources failed (each one named),
+2 usage or settings error.
+
+Each command lives in its own module here and exposes `register(subparsers)`; the
+parser sets `func(ctx, args) -> int` for the chosen command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from ..settings import SettingsError
+from .context import Context, UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+# Command modules, in the order `holdfast --help` lists them.
+COMMAND_MODULES = ("resources", "detect", "control", "audit", "drain")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 on usage errors, like the AWS CLI
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"holdfast: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="holdfast", description="Holdfast: protect and restore an account's automation during a regional EC2 impairment.")
+    parser.add_argument("--region", help="AWS region (default: AWS_REGION, then the profile's region)")
+    parser.add_argument("--profile", help="named profile from the AWS config")
+    parser.add_argument("--endpoint-url", help="send every request to this URL (default: AWS_ENDPOINT_URL)")
+    parser.add_argument("--ledger-table", default=None, help="ledger DynamoDB table (default: holdfast-ledger)")
+    parser.add_argument("--selector", default=None, help="opt-in tag KEY=VALUE (default: the settings' selector)")
+    parser.add_argument("--settings", default=None, help="JSON file whose `holdfast` object (or the whole document) holds the settings")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        ctx = Context.from_args(args)
+        return int(args.func(ctx, args) or EXIT_OK)
+    except (SettingsError, UsageError) as err:
+        print(f"holdfast: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("holdfast: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())

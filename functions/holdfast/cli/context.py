@@ -1,0 +1,85 @@
+"""What every command gets: settings, clients, the ledger name, and output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Sequence, TextIO
+
+from ..aws import Clients
+from ..ledger import DEFAULT_TABLE
+from ..settings import CONTEXT_KEY, Settings, SettingsError
+
+
+class UsageError(Exception):
+    """Bad arguments or input the user can fix; exits 2."""
+
+
+def load_settings_file(path: str | None) -> Settings:
+    """Settings from a JSON file: its `holdfast` object, or the whole document."""
+    if path is None:
+        return Settings()
+    try:
+        raw = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise UsageError(f"cannot read settings file {path}: {err.strerror}") from err
+    except json.JSONDecodeError as err:
+        raise UsageError(f"settings file {path} is not valid JSON: {err}") from err
+    if isinstance(raw, dict) and CONTEXT_KEY in raw:
+        raw = raw[CONTEXT_KEY]
+    if isinstance(raw, dict) and "context" in raw and isinstance(raw["context"], dict):  # a cdk.json
+        raw = raw["context"].get(CONTEXT_KEY, {})
+    return Settings.from_mapping(raw)
+
+
+@dataclass
+class Context:
+    settings: Settings
+    clients: Clients
+    ledger_table: str
+    json: bool
+    out: TextIO = sys.stdout
+    err: TextIO = sys.stderr
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "Context":
+        settings = load_settings_file(args.settings)
+        if args.selector is not None:
+            settings = Settings.from_mapping({**settings.to_mapping(), "selector": args.selector})
+        clients = Clients(region=args.region, profile=args.profile, endpoint_url=args.endpoint_url)
+        return cls(
+            settings=settings,
+            clients=clients,
+            ledger_table=args.ledger_table or DEFAULT_TABLE,
+            json=args.json,
+        )
+
+    # ---- output --------------------------------------------------------------------
+
+    def emit(self, document: Any, text: str | None = None) -> None:
+        """Print the JSON document with --json, else the readable text."""
+        if self.json:
+            json.dump(document, self.out, indent=2, sort_keys=False, default=str)
+            self.out.write("\n")
+        elif text is not None:
+            self.out.write(text if text.endswith("\n") else text + "\n")
+
+    def progress(self, message: str) -> None:
+        """Progress for humans, on stderr, never mixed into the JSON document."""
+        if not self.json and self.err.isatty():
+            self.err.write(f"\r{message}\033[K")
+            self.err.flush()
+
+    def warn(self, message: str) -> None:
+        self.err.write(f"holdfast: {message}\n")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain aligned text table."""
+    rows = [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])

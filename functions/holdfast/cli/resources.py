@@ -1,0 +1,7 @@
+"""CLI commands: resources (filled by its issue)."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    """No commands here yet."""

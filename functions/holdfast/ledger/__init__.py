@@ -1,0 +1,22 @@
+"""The ledger: one DynamoDB table, on demand, that holds Holdfast's durable state.
+
+Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at`
+(epoch seconds). Item families, each owned by one module:
+
+| pk                          | sk                         | module              |
+|-----------------------------|----------------------------|---------------------|
+| `RES#<arn>`                 | `ORIGINAL`                 | ledger.resources    |
+| `SIGNAL#<yyyy-mm-ddThh>`    | `<iso time>#<signal id>`   | ledger.signals      |
+| `PLAN`                      | `CURRENT` / `GEN#<gen:012>`| ledger.plan         |
+| `CONTROL`                   | `PAUSE`                    | ledger.plan         |
+
+Old plans and signals leave by TTL only; nothing deletes the active plan or the
+original record of an engaged resource (DESIGN.md invariant 5).
+"""
+
+from __future__ import annotations
+
+DEFAULT_TABLE = "holdfast-ledger"
+PK = "pk"
+SK = "sk"
+TTL_ATTRIBUTE = "expires_at"

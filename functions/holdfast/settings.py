@@ -1,0 +1,434 @@
+"""Holdfast's settings: typed, frozen, documented, validated.
+
+Settings come from the `holdfast` object in `cdk.json` context. The stack validates
+them at synth and hands them to the functions as JSON in the HOLDFAST_SETTINGS
+environment variable; the CLI takes the same object from a file. Every key has a
+default, every bad value fails with a message that names the key, the value and what
+is allowed, and an unknown key (a typo) is an error, never silently ignored.
+
+Pure: no boto3, no clock. `python -m holdfast.settings` prints the README table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+CONTEXT_KEY = "holdfast"
+ENV_VAR = "HOLDFAST_SETTINGS"
+
+MODES = ("auto", "recommend", "off")
+ASG_PROCESSES = (
+    "Launch",
+    "Terminate",
+    "AddToLoadBalancer",
+    "AlarmNotification",
+    "AZRebalance",
+    "HealthCheck",
+    "InstanceRefresh",
+    "ReplaceUnhealthy",
+    "ScheduledActions",
+)
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+OFF = "off"
+
+_ACCOUNT = re.compile(r"^\d{12}$")
+_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
+_TAG_VALUE = re.compile(r"^[\w.:/=+\-@ ]{0,256}$")
+
+
+class SettingsError(ValueError):
+    """A setting is wrong. The message names the key, the value and what is allowed."""
+
+    def __init__(self, key: str, value: Any, allowed: str):
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{CONTEXT_KEY}.{key} = {json.dumps(value, default=str)}: {allowed}")
+
+
+def _doc(text: str, **extra: Any) -> dict:
+    return {"doc": text, **extra}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One deployment target: an account and a region."""
+
+    account: str
+    region: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every Holdfast setting, with its default. Construct with `Settings.from_mapping`."""
+
+    selector: str = field(
+        default="holdfast:protect=true",
+        metadata=_doc("Opt-in tag `KEY=VALUE`. Holdfast touches only resources that carry it."),
+    )
+    mode: str = field(
+        default="auto",
+        metadata=_doc("`auto` acts; `recommend` decides and reports but changes nothing; `off` does nothing."),
+    )
+    targets: tuple[Target, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Deployment targets, a list of `{\"account\": \"123456789012\", \"region\": \"us-east-1\"}`. "
+            "One stack each; empty means the CLI's default environment."
+        ),
+    )
+    asg_processes: tuple[str, ...] = field(
+        default=("ReplaceUnhealthy", "AZRebalance"),
+        metadata=_doc("Auto Scaling processes suspended while engaged."),
+    )
+    esm_floor: int = field(
+        default=2,
+        metadata=_doc("SQS event source mapping MaximumConcurrency while engaged (2–1000). An owner cap below it stays."),
+    )
+    esm_cap_steps: tuple[int, ...] = field(
+        default=(5, 20, 100, 300),
+        metadata=_doc("Caps the drain stage raises mappings through, one per hold, each above the floor and rising (2–1000); then the original."),
+    )
+    hold_minutes: int = field(
+        default=10,
+        metadata=_doc("Hold after each recovery step before the next (1–1440)."),
+    )
+    capacity_hold_minutes: int = field(
+        default=30,
+        metadata=_doc("Launches must be normal this long before capacity-removing automation resumes (1–1440)."),
+    )
+    async_max_event_age_seconds: int = field(
+        default=900,
+        metadata=_doc("Lambda async MaximumEventAgeInSeconds while engaged (60–21600); never raised."),
+    )
+    async_max_retry_attempts: int = field(
+        default=1,
+        metadata=_doc("Lambda async MaximumRetryAttempts while engaged (0–2); never raised."),
+    )
+    nlb_dns_failover_minimum_healthy_count: int | str = field(
+        default=OFF,
+        metadata=_doc("NLB `dns_failover.minimum_healthy_targets.count` while engaged: `off` or 1–1000. `off` keeps zones in DNS."),
+    )
+    nlb_dns_failover_minimum_healthy_percentage: int | str = field(
+        default=OFF,
+        metadata=_doc("NLB `dns_failover.minimum_healthy_targets.percentage` while engaged: `off` or 1–100."),
+    )
+    nlb_routing_minimum_healthy_count: int = field(
+        default=1,
+        metadata=_doc("NLB `unhealthy_state_routing.minimum_healthy_targets.count` while engaged: 1–1000."),
+    )
+    nlb_routing_minimum_healthy_percentage: int | str = field(
+        default=50,
+        metadata=_doc("NLB `unhealthy_state_routing.minimum_healthy_targets.percentage` while engaged: `off` or 1–100. Below it, traffic goes to all targets."),
+    )
+    gating_alarms: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc("CloudWatch alarm names that must all be OK before a stage advances."),
+    )
+    detect_min_groups: int = field(
+        default=3,
+        metadata=_doc("Impaired needs capacity-class launch failures from at least this many groups (1–100)."),
+    )
+    detect_min_zones: int = field(
+        default=2,
+        metadata=_doc("… spanning at least this many Availability Zones (1–10)."),
+    )
+    detect_window_minutes: int = field(
+        default=10,
+        metadata=_doc("… within this many minutes (1–120)."),
+    )
+    recover_quiet_minutes: int = field(
+        default=15,
+        metadata=_doc("Recovered needs no capacity-class failure and healthy probes for this long (1–1440)."),
+    )
+    health_services: tuple[str, ...] = field(
+        default=("EC2",),
+        metadata=_doc("AWS Health services whose open issue in this region means impaired. EC2 is always included."),
+    )
+    probe_endpoints: tuple[str, ...] = field(
+        default=("dynamodb.{region}.amazonaws.com", "ec2.{region}.amazonaws.com"),
+        metadata=_doc("Host names resolved by the DNS probe each tick; `{region}` is replaced. An empty answer is a failure."),
+    )
+    probe_api_services: tuple[str, ...] = field(
+        default=("dynamodb", "ec2"),
+        metadata=_doc("Services probed with one cheap read-only call each tick (dynamodb, ec2, autoscaling, lambda, sqs)."),
+    )
+    probe_timeout_seconds: float = field(
+        default=2.0,
+        metadata=_doc("Timeout of each probe (0.1–10)."),
+    )
+    probe_failure_ratio: float = field(
+        default=0.5,
+        metadata=_doc("Probes failing above this ratio over the window mean impaired (0–1, exclusive of 1)."),
+    )
+    schedule_minutes: int = field(
+        default=1,
+        metadata=_doc("Reconciler schedule period (1–60)."),
+    )
+    tick_budget_seconds: int = field(
+        default=45,
+        metadata=_doc("Time a tick may spend walking resources; the rest continues next tick (10–600)."),
+    )
+    lambda_writes_per_second: float = field(
+        default=10.0,
+        metadata=_doc("Client-side rate for Lambda control-plane writes; AWS allows about 15/s for all of them together (1–15)."),
+    )
+    max_resources: int = field(
+        default=5000,
+        metadata=_doc("Blast-radius limit: refuse to act when the selector matches more resources (1–100000)."),
+    )
+    signal_ttl_hours: int = field(
+        default=48,
+        metadata=_doc("Signals expire from the ledger by TTL after this long (1–720)."),
+    )
+    notification_email: str | None = field(
+        default=None,
+        metadata=_doc("E-mail subscribed to stage-change notifications (optional)."),
+    )
+    log_retention_days: int = field(
+        default=90,
+        metadata=_doc("Controllers' log retention, one of CloudWatch Logs' periods (1, 3, 5, 7, 14, 30, 60, 90, …)."),
+    )
+
+    # ---- derived views -------------------------------------------------------------
+
+    @property
+    def selector_key(self) -> str:
+        return self.selector.split("=", 1)[0]
+
+    @property
+    def selector_value(self) -> str:
+        return self.selector.split("=", 1)[1]
+
+    def probe_hosts(self, region: str) -> tuple[str, ...]:
+        return tuple(h.replace("{region}", region) for h in self.probe_endpoints)
+
+    # ---- construction --------------------------------------------------------------
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> "Settings":
+        """Validate a raw mapping (cdk.json context, JSON file, env) into Settings."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, Mapping):
+            raise SettingsError("", raw, "must be a JSON object of settings")
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        for key in raw:
+            if key not in known:
+                close = [k for k in known if k.replace("_", "") == str(key).replace("_", "").replace("-", "").lower()]
+                hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
+                raise SettingsError(str(key), raw[key], f"unknown key{hint}")
+        values = {name: _CHECKS[name](name, raw[name]) for name in raw}
+        settings = cls(**values)
+        _check_whole(settings)
+        return settings
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "Settings":
+        if not text:
+            return cls.from_mapping({})
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise SettingsError("", text[:80], f"is not valid JSON ({err})") from err
+        return cls.from_mapping(raw)
+
+    def to_json(self) -> str:
+        """The canonical JSON form, which `from_json` reads back to an equal object."""
+        return json.dumps(self.to_mapping(), sort_keys=True, separators=(",", ":"))
+
+    def to_mapping(self) -> dict[str, Any]:
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "targets":
+                value = [dataclasses.asdict(t) for t in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+# ---- per-key checks ------------------------------------------------------------------
+
+
+def _int(lo: int, hi: int, *, off: bool = False):
+    allowed = f"must be {'`off` or ' if off else ''}an integer from {lo} to {hi}"
+
+    def check(key: str, value: Any) -> int | str:
+        if off and value == OFF:
+            return OFF
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise SettingsError(key, value, allowed)
+        return value
+
+    return check
+
+
+def _number(lo: float, hi: float, *, hi_open: bool = False):
+    allowed = f"must be a number from {lo} to {hi}{' (exclusive)' if hi_open else ''}"
+
+    def check(key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(key, value, allowed)
+        if not lo <= value <= hi or (hi_open and value >= hi):
+            raise SettingsError(key, value, allowed)
+        return float(value)
+
+    return check
+
+
+def _choice(options: tuple):
+    def check(key: str, value: Any):
+        if value not in options:
+            raise SettingsError(key, value, f"must be one of {', '.join(map(str, options))}")
+        return value
+
+    return check
+
+
+def _str_list(item_check=None, *, allowed: str = "must be a list of strings", min_len: int = 0):
+    def check(key: str, value: Any) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise SettingsError(key, value, allowed)
+        if len(value) < min_len:
+            raise SettingsError(key, value, f"{allowed}, at least {min_len}")
+        if len(set(value)) != len(value):
+            raise SettingsError(key, value, f"{allowed}, without duplicates")
+        if item_check:
+            for item in value:
+                item_check(key, item)
+        return tuple(value)
+
+    return check
+
+
+def _selector(key: str, value: Any) -> str:
+    allowed = "must be a tag `KEY=VALUE`, key 1–128 and value 0–256 characters of letters, digits, spaces and _ . : / = + - @"
+    if not isinstance(value, str) or "=" not in value:
+        raise SettingsError(key, value, allowed)
+    tag_key, tag_value = value.split("=", 1)
+    if not _TAG_KEY.match(tag_key) or not _TAG_VALUE.match(tag_value) or tag_key.lower().startswith("aws:"):
+        raise SettingsError(key, value, allowed)
+    return value
+
+
+def _targets(key: str, value: Any) -> tuple[Target, ...]:
+    allowed = 'must be a list of {"account": 12 digits, "region": e.g. "us-east-1"}, without duplicates'
+    if not isinstance(value, list):
+        raise SettingsError(key, value, allowed)
+    targets = []
+    for item in value:
+        if (
+            not isinstance(item, Mapping)
+            or set(item) != {"account", "region"}
+            or not isinstance(item["account"], str)
+            or not _ACCOUNT.match(item["account"])
+            or not isinstance(item["region"], str)
+            or not _REGION.match(item["region"])
+        ):
+            raise SettingsError(key, item, allowed)
+        targets.append(Target(item["account"], item["region"]))
+    if len(set(targets)) != len(targets):
+        raise SettingsError(key, value, allowed)
+    return tuple(targets)
+
+
+def _cap_steps(key: str, value: Any) -> tuple[int, ...]:
+    allowed = "must be a rising list of integers from 2 to 1000"
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise SettingsError(key, value, allowed)
+    if any(not 2 <= v <= 1000 for v in value) or any(a >= b for a, b in zip(value, value[1:])):
+        raise SettingsError(key, value, allowed)
+    return tuple(value)
+
+
+def _email(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _EMAIL.match(value):
+        raise SettingsError(key, value, "must be an e-mail address or null")
+    return value
+
+
+def _host(key: str, host: str) -> None:
+    if not re.match(r"^[A-Za-z0-9{}.\-]+$", host) or "." not in host:
+        raise SettingsError(key, host, "each endpoint must be a host name such as dynamodb.{region}.amazonaws.com")
+
+
+PROBE_API_SERVICES = ("dynamodb", "ec2", "autoscaling", "lambda", "sqs")
+
+_CHECKS = {
+    "selector": _selector,
+    "mode": _choice(MODES),
+    "targets": _targets,
+    "asg_processes": _str_list(_choice(ASG_PROCESSES), allowed=f"must be a list of Auto Scaling processes ({', '.join(ASG_PROCESSES)})", min_len=1),
+    "esm_floor": _int(2, 1000),
+    "esm_cap_steps": _cap_steps,
+    "hold_minutes": _int(1, 1440),
+    "capacity_hold_minutes": _int(1, 1440),
+    "async_max_event_age_seconds": _int(60, 21600),
+    "async_max_retry_attempts": _int(0, 2),
+    "nlb_dns_failover_minimum_healthy_count": _int(1, 1000, off=True),
+    "nlb_dns_failover_minimum_healthy_percentage": _int(1, 100, off=True),
+    "nlb_routing_minimum_healthy_count": _int(1, 1000),
+    "nlb_routing_minimum_healthy_percentage": _int(1, 100, off=True),
+    "gating_alarms": _str_list(allowed="must be a list of CloudWatch alarm names"),
+    "detect_min_groups": _int(1, 100),
+    "detect_min_zones": _int(1, 10),
+    "detect_window_minutes": _int(1, 120),
+    "recover_quiet_minutes": _int(1, 1440),
+    "health_services": _str_list(allowed="must be a list of AWS Health service names such as EC2"),
+    "probe_endpoints": _str_list(_host, allowed="must be a list of host names"),
+    "probe_api_services": _str_list(_choice(PROBE_API_SERVICES), allowed=f"must be a list of services ({', '.join(PROBE_API_SERVICES)})"),
+    "probe_timeout_seconds": _number(0.1, 10),
+    "probe_failure_ratio": _number(0, 1, hi_open=True),
+    "schedule_minutes": _int(1, 60),
+    "tick_budget_seconds": _int(10, 600),
+    "lambda_writes_per_second": _number(1, 15),
+    "max_resources": _int(1, 100000),
+    "signal_ttl_hours": _int(1, 720),
+    "notification_email": _email,
+    "log_retention_days": _choice(LOG_RETENTION_DAYS),
+}
+
+
+def _check_whole(s: Settings) -> None:
+    """Rules that relate several keys."""
+    if s.esm_cap_steps and s.esm_cap_steps[0] <= s.esm_floor:
+        raise SettingsError(
+            "esm_cap_steps", list(s.esm_cap_steps), f"each step must be above esm_floor ({s.esm_floor})"
+        )
+    # AWS rejects a DNS-failover threshold below the routing threshold (ModifyTargetGroupAttributes).
+    for unit in ("count", "percentage"):
+        dns = getattr(s, f"nlb_dns_failover_minimum_healthy_{unit}")
+        routing = getattr(s, f"nlb_routing_minimum_healthy_{unit}")
+        if dns != OFF and routing != OFF and dns < routing:
+            raise SettingsError(
+                f"nlb_dns_failover_minimum_healthy_{unit}",
+                dns,
+                f"must be `off` or at least nlb_routing_minimum_healthy_{unit} ({routing})",
+            )
+    if "EC2" not in s.health_services:
+        object.__setattr__(s, "health_services", ("EC2",) + s.health_services)
+
+
+def markdown_table() -> str:
+    """The README's settings table, generated from the dataclass so the two cannot drift."""
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+    defaults = Settings().to_mapping()
+    for f in dataclasses.fields(Settings):
+        default = json.dumps(defaults[f.name])
+        rows.append(f"| `{f.name}` | `{default}` | {f.metadata['doc']} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised by the README test
+    print(markdown_table())
