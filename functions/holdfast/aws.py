@@ -9,6 +9,7 @@ top of the SDK's. AWS_ENDPOINT_URL and AWS_REGION are honoured as boto3 honours 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from typing import Any
 
 import boto3
@@ -39,6 +40,8 @@ class Clients:
         self._config = config or DEFAULT_CONFIG
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # API calls made through these clients, by "service:Operation"; the CLI reports them.
+        self.calls: Counter[str] = Counter()
 
     @property
     def region(self) -> str:
@@ -52,8 +55,13 @@ class Clients:
                 if self._endpoint_url:
                     kwargs["endpoint_url"] = self._endpoint_url
                 client = self._session.client(service, **kwargs)
+                client.meta.events.register("before-call", self._count)
                 self._clients[service] = client
             return client
+
+    def _count(self, model, **_: Any) -> None:
+        with self._lock:
+            self.calls[f"{model.service_model.service_name}:{model.name}"] += 1
 
     def account_id(self) -> str:
         return self("sts").get_caller_identity()["Account"]

@@ -1,0 +1,93 @@
+"""The contract every actuator keeps, and the plain data they exchange.
+
+An actuator is the imperative shell for one resource kind. Decisions (what posture to
+set, what to write back on restore) are pure functions the actuator calls; the
+actuator reads and writes AWS, the write-ahead tag and the ledger.
+
+Shape:
+- `discover()` -> the selected resources, each with the values Holdfast manages as
+  they are now, and any write-ahead record found on the resource's own tag.
+- `engage(resource)` -> records the original (tag AND ledger; the tag alone if the
+  ledger is unreachable) before changing anything, then moves the resource into
+  posture. Monotone and idempotent: no write when already in posture, never
+  overwrites a recorded original. Needs no plan guard.
+- `relax(resource, target, guard)` -> moves toward the original: `target=None` is a
+  full restore (then Holdfast's tags and ledger record are removed); otherwise a
+  partial relax (for an event source mapping, `{"MaximumConcurrency": n}`: raise the
+  cap to n, never above the original). `guard()` is called immediately before each
+  relaxing write, AWS or ledger, and raises `StalePlan` when the plan generation has
+  moved on; the actuator then stops and returns `refused-stale` (invariant 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+KINDS = ("asg", "esm", "async", "nlb", "scalable-target")
+
+# Outcome actions.
+ENGAGED = "engaged"          # Holdfast changed the resource into posture
+ALREADY = "already"          # nothing to do; no write made
+RAISED = "raised"            # a partial relax (cap raised)
+RESTORED = "restored"        # fully restored and forgotten
+DRIFT_KEPT = "drift-kept"    # restored, but owner-changed values were kept (see drift)
+VANISHED = "vanished"        # the resource no longer exists: reported and forgotten
+FAILED = "failed"            # an API error; the next run retries
+REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan moved on
+PLANNED = "planned"          # recommend mode / `plan`: would change, did not
+
+
+class StalePlan(Exception):
+    """A relaxing write was refused because the plan generation moved on."""
+
+
+Guard = Callable[[], None]
+
+
+def no_guard() -> None:
+    """For operator-forced restores (`resume --now`, `release`), which hold no plan."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    arn: str
+    name: str
+    current: Mapping[str, Any]
+    # The write-ahead record found on the resource's own tags, decoded; None if absent.
+    record: "Record | None" = None
+
+
+@dataclass(frozen=True)
+class Record:
+    """What Holdfast saved before changing a resource: original and applied values."""
+
+    kind: str
+    arn: str
+    original: Mapping[str, Any]
+    applied: Mapping[str, Any]
+
+
+@dataclass
+class Outcome:
+    kind: str
+    arn: str
+    action: str
+    changes: dict[str, Any] = field(default_factory=dict)   # key -> {"from": ..., "to": ...}
+    drift: dict[str, Any] = field(default_factory=dict)     # key -> {"original", "applied", "current"}
+    error: str | None = None
+    ledger_written: bool | None = None   # False: ran without the ledger (tag only)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
+
+
+class Actuator(Protocol):
+    kind: str
+
+    def discover(self) -> list[Resource]: ...
+
+    def engage(self, resource: Resource) -> Outcome: ...
+
+    def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome: ...
