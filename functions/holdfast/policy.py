@@ -1,0 +1,237 @@
+"""The stage policy: given what is observed, which plan should be in force.
+
+Pure: no boto3, no clock. `decide(verdict, plan, alarms, now, settings)` returns the
+next plan and the reasons for it; the reconciler writes that plan (a new generation)
+only when it differs, and moves the resources toward `posture(plan, settings)`.
+
+Stages follow the recovery order (DESIGN.md, "Default recovery plan"):
+
+    normal -> hold -> drain (one ESM cap step per hold) -> fresh-work -> routing
+           -> capacity -> normal
+
+- A stage advances when its posture walk is complete, its hold has passed (time in
+  stage counted from the later of entering it, the verdict turning `recovering` and
+  the last capacity-class failure), the verdict is `recovering` or `normal`, and every
+  gating alarm is OK. A missing alarm or INSUFFICIENT_DATA is not OK.
+- routing -> capacity also needs launches normal for `capacity_hold_minutes` and at
+  least one successful launch after the last capacity failure.
+- A gating alarm in ALARM steps back one stage (in drain, one cap step); after a step
+  back the next one waits a full hold, so a slow alarm cannot walk the plan to hold.
+- An `impaired` verdict returns to hold from any stage.
+- An operator `advance` for the current generation skips the time gates (hold and
+  capacity hold); the walk, the verdict and the alarms still gate. Pause is handled
+  by the reconciler, which then decides nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from .actuators.base import KINDS
+
+NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
+STAGES = (NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY)
+
+# The stage in which each kind is relaxed; before it the kind is held (engaged).
+RELAXED_IN = {"esm": DRAIN, "async": FRESH_WORK, "nlb": ROUTING, "asg": CAPACITY, "scalable-target": CAPACITY}
+
+# Verdict states (holdfast.detection.detector); repeated here so the policy needs no import of the shell.
+IMPAIRED, RECOVERING = "impaired", "recovering"
+
+# Per-kind posture.
+ENGAGE = "engage"     # into the safe posture (monotone; no guard)
+RESTORE = "restore"   # back to the original (relaxing; guarded)
+# or {"MaximumConcurrency": n}: a partial relax of event source mappings (guarded)
+
+ALARM_OK = "OK"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The posture plan in force. A new decision is a new generation."""
+
+    generation: int = 0
+    stage: str = NORMAL
+    entered_at: datetime | None = None
+    drain_step: int = 0            # index into settings.esm_cap_steps; len(steps) = the originals
+    verdict: str = "normal"        # the verdict state the plan was decided on
+    reasons: tuple[str, ...] = ()
+    mode: str = "auto"             # settings.mode it was decided under
+    impaired_at: datetime | None = None  # when the latest hold began
+    stepped_back: bool = False     # entered by a regression: re-engage before relaxing
+    done: frozenset[str] = frozenset()   # kinds whose walk finished for this generation
+
+    def __post_init__(self):
+        if self.stage not in STAGES:
+            raise ValueError(f"unknown stage {self.stage!r}; expected one of {STAGES}")
+
+    @property
+    def label(self) -> str:
+        return f"{self.stage} step {self.drain_step}" if self.stage == DRAIN else self.stage
+
+
+@dataclass(frozen=True)
+class Decision:
+    plan: Plan
+    changed: bool
+    reasons: tuple[str, ...]
+    # What still stands between this plan and the next stage (empty when it advanced).
+    gates: tuple[str, ...] = field(default=())
+
+
+def posture(plan: Plan, settings) -> dict[str, Any]:
+    """kind -> ENGAGE, RESTORE or a partial target, for every kind; {} in normal."""
+    if plan.stage == NORMAL:
+        return {}
+    order = STAGES.index(plan.stage)
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        relaxed_from = STAGES.index(RELAXED_IN[kind])
+        if order < relaxed_from:
+            out[kind] = ENGAGE
+        elif kind == "esm" and plan.stage == DRAIN and plan.drain_step < len(settings.esm_cap_steps):
+            out[kind] = {"MaximumConcurrency": settings.esm_cap_steps[plan.drain_step]}
+        else:
+            out[kind] = RESTORE
+    return out
+
+
+def decide(
+    verdict,
+    plan: Plan | None,
+    alarms: Mapping[str, str | None],
+    now: datetime,
+    settings,
+    *,
+    advance_generation: int | None = None,
+) -> Decision:
+    """The next plan. `verdict` has .state, .since, .reasons, .last_capacity_failure and
+    .last_successful_launch; `alarms` maps each gating alarm name to its state (None
+    when the alarm does not exist)."""
+    plan = plan or Plan(mode=settings.mode)
+    state = verdict.state
+
+    def new(stage: str, reasons: list[str], **changes) -> Decision:
+        fresh = replace(
+            plan,
+            generation=plan.generation + 1,
+            stage=stage,
+            entered_at=now,
+            drain_step=changes.pop("drain_step", 0),
+            verdict=state,
+            reasons=tuple(reasons),
+            mode=settings.mode,
+            stepped_back=changes.pop("stepped_back", False),
+            done=frozenset(),
+            **changes,
+        )
+        return Decision(fresh, True, tuple(reasons))
+
+    def stay(reasons: list[str], gates: list[str] = ()) -> Decision:
+        return Decision(plan, False, tuple(reasons), tuple(gates))
+
+    if state == IMPAIRED:
+        why = [f"verdict impaired: {'; '.join(verdict.reasons) or 'no reason given'}"]
+        if plan.stage == HOLD:
+            return stay(why + ["holding"], ["verdict is impaired"])
+        origin = "impairment detected" if plan.stage == NORMAL else f"new impairment during {plan.label}"
+        return new(HOLD, why + [f"{origin}: back to hold"], impaired_at=now)
+
+    if plan.stage == NORMAL:
+        return stay([f"verdict {state}: nothing engaged"])
+
+    if plan.mode != settings.mode:
+        return _same_stage(plan, settings, state)
+
+    alarm_gates, alarming = _alarm_gates(alarms, settings)
+    if alarming and plan.stage != HOLD:
+        if plan.stepped_back and now - plan.entered_at < timedelta(minutes=settings.hold_minutes):
+            return stay([f"alarm {', '.join(alarming)} in ALARM; stepped back already, waiting a hold"], alarm_gates)
+        stage, step = _previous(plan, settings)
+        return new(
+            stage,
+            [f"alarm {', '.join(alarming)} in ALARM during {plan.label}: step back to {stage}{f' step {step}' if stage == DRAIN else ''}"],
+            drain_step=step,
+            stepped_back=True,
+        )
+
+    gates = [f"{kind} walk not finished" for kind in posture(plan, settings) if kind not in plan.done]
+    skip_time = advance_generation == plan.generation
+    started = _stage_clock(plan, verdict)
+    if not skip_time and now - started < timedelta(minutes=settings.hold_minutes):
+        left = timedelta(minutes=settings.hold_minutes) - (now - started)
+        gates.append(f"hold: {_minutes(left)} left of {settings.hold_minutes} min")
+    target, step = _next(plan, settings)
+    if target == CAPACITY:
+        gates += _capacity_gates(plan, verdict, now, settings, skip_time)
+    gates += alarm_gates
+    if gates:
+        return stay([f"{plan.label}: verdict {state}"], gates)
+    reasons = [f"{plan.label} passed: verdict {state}, alarms OK" + (", hold skipped by operator" if skip_time else "")]
+    return new(target, reasons + [f"advance to {target}{f' step {step}' if target == DRAIN else ''}"], drain_step=step)
+
+
+def _same_stage(plan: Plan, settings, state: str) -> Decision:
+    """A mode change starts a new generation in the same stage and keeps its clock:
+    progress recorded under `recommend` (nothing written) must not count under `auto`."""
+    reasons = (f"mode changed from {plan.mode} to {settings.mode}: walk again",)
+    fresh = replace(plan, generation=plan.generation + 1, mode=settings.mode, verdict=state, reasons=reasons, done=frozenset())
+    return Decision(fresh, True, reasons)
+
+
+def _alarm_gates(alarms: Mapping[str, str | None], settings) -> tuple[list[str], list[str]]:
+    gates, alarming = [], []
+    for name in settings.gating_alarms:
+        value = alarms.get(name)
+        if value is None:
+            gates.append(f"alarm {name} missing: not OK")
+        elif value != ALARM_OK:
+            gates.append(f"alarm {name} is {value}: not OK")
+            if value == "ALARM":
+                alarming.append(name)
+    return gates, alarming
+
+
+def _stage_clock(plan: Plan, verdict) -> datetime:
+    """Time in stage counts from the latest of: entering it, the verdict turning
+    recovering, the last capacity-class failure."""
+    times = [plan.entered_at]
+    if verdict.state == RECOVERING and verdict.since:
+        times.append(verdict.since)
+    if verdict.last_capacity_failure:
+        times.append(verdict.last_capacity_failure)
+    return max(times)
+
+
+def _capacity_gates(plan: Plan, verdict, now: datetime, settings, skip_time: bool) -> list[str]:
+    gates = []
+    failure, success = verdict.last_capacity_failure, verdict.last_successful_launch
+    if success is None or (failure is not None and success <= failure):
+        gates.append("capacity: no successful launch since the last capacity failure")
+    normal_since = max(t for t in (plan.impaired_at, failure, plan.entered_at) if t is not None)
+    needed = timedelta(minutes=settings.capacity_hold_minutes)
+    if not skip_time and now - normal_since < needed:
+        gates.append(f"capacity hold: launches normal {_minutes(now - normal_since)} of {settings.capacity_hold_minutes} min")
+    return gates
+
+
+def _next(plan: Plan, settings) -> tuple[str, int]:
+    if plan.stage == HOLD:
+        return DRAIN, 0
+    if plan.stage == DRAIN and plan.drain_step < len(settings.esm_cap_steps):
+        return DRAIN, plan.drain_step + 1
+    order = (HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY, NORMAL)
+    return order[order.index(plan.stage) + 1], 0
+
+
+def _previous(plan: Plan, settings) -> tuple[str, int]:
+    if plan.stage == DRAIN:
+        return (DRAIN, plan.drain_step - 1) if plan.drain_step > 0 else (HOLD, 0)
+    before = STAGES[STAGES.index(plan.stage) - 1]
+    return before, (len(settings.esm_cap_steps) if before == DRAIN else 0)
+
+
+def _minutes(delta: timedelta) -> str:
+    return f"{max(delta.total_seconds(), 0) / 60:.1f} min"

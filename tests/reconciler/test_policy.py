@@ -1,0 +1,183 @@
+"""The stage policy, table-driven: advances, gates, regressions and re-impairment at each stage."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from holdfast import policy
+from holdfast.actuators.base import KINDS
+from holdfast.policy import CAPACITY, DRAIN, ENGAGE, FRESH_WORK, HOLD, NORMAL, RESTORE, ROUTING, Plan, decide, posture
+from holdfast.settings import Settings
+
+T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
+S = Settings.from_mapping({"gating_alarms": ["backlog-age"], "hold_minutes": 10, "capacity_hold_minutes": 30})
+STEPS = len(S.esm_cap_steps)
+
+
+@dataclass(frozen=True)
+class V:
+    """A verdict as detection.Verdict shapes it (only what the policy reads)."""
+
+    state: str
+    since: datetime = T0
+    reasons: tuple[str, ...] = ()
+    last_capacity_failure: datetime | None = None
+    last_successful_launch: datetime | None = T0 + timedelta(minutes=1)
+
+
+OK = {"backlog-age": "OK"}
+IMPAIRED = V("impaired", reasons=("3 groups, 2 zones",))
+RECOVERING = V("recovering")
+
+
+def plan(stage, step=0, **kw):
+    kw.setdefault("done", frozenset(KINDS))
+    kw.setdefault("impaired_at", T0)
+    return Plan(generation=7, stage=stage, entered_at=T0, drain_step=step, verdict="recovering", **kw)
+
+
+LATER = T0 + timedelta(hours=1)
+
+# (stage, step, verdict, alarms, now, expected stage, expected step, reason fragment)
+ADVANCES = [
+    (HOLD, 0, RECOVERING, OK, LATER, DRAIN, 0, "advance to drain step 0"),
+    (DRAIN, 0, RECOVERING, OK, LATER, DRAIN, 1, "advance to drain step 1"),
+    (DRAIN, STEPS - 1, RECOVERING, OK, LATER, DRAIN, STEPS, f"step {STEPS}"),
+    (DRAIN, STEPS, RECOVERING, OK, LATER, FRESH_WORK, 0, "advance to fresh-work"),
+    (FRESH_WORK, 0, V("normal"), OK, LATER, ROUTING, 0, "advance to routing"),
+    (ROUTING, 0, RECOVERING, OK, LATER, CAPACITY, 0, "advance to capacity"),
+    (CAPACITY, 0, RECOVERING, OK, LATER, NORMAL, 0, "advance to normal"),
+]
+
+
+@pytest.mark.parametrize("stage,step,verdict,alarms,now,want,want_step,why", ADVANCES)
+def test_each_stage_advances_when_every_gate_is_open(stage, step, verdict, alarms, now, want, want_step, why):
+    d = decide(verdict, plan(stage, step), alarms, now, S)
+    assert d.changed and (d.plan.stage, d.plan.drain_step) == (want, want_step)
+    assert d.plan.generation == 8 and d.plan.entered_at == now and d.plan.done == frozenset()
+    assert any(why in r for r in d.reasons), d.reasons
+
+
+STAGED = [(HOLD, 0), (DRAIN, 0), (DRAIN, 2), (DRAIN, STEPS), (FRESH_WORK, 0), (ROUTING, 0), (CAPACITY, 0)]
+
+
+@pytest.mark.parametrize("stage,step", STAGED + [(NORMAL, 0)])
+def test_a_new_impairment_returns_to_hold_from_any_stage(stage, step):
+    d = decide(IMPAIRED, plan(stage, step), OK, LATER, S)
+    if stage == HOLD:
+        assert not d.changed and "verdict is impaired" in d.gates
+    else:
+        assert d.changed and d.plan.stage == HOLD and d.plan.impaired_at == LATER
+        assert any("back to hold" in r for r in d.reasons) and any("3 groups" in r for r in d.reasons)
+
+
+PREVIOUS = {
+    (DRAIN, 0): (HOLD, 0),
+    (DRAIN, 2): (DRAIN, 1),
+    (DRAIN, STEPS): (DRAIN, STEPS - 1),
+    (FRESH_WORK, 0): (DRAIN, STEPS),
+    (ROUTING, 0): (FRESH_WORK, 0),
+    (CAPACITY, 0): (ROUTING, 0),
+}
+
+
+@pytest.mark.parametrize("stage,step", list(PREVIOUS))
+def test_an_alarm_during_a_hold_steps_back_one_stage(stage, step):
+    d = decide(RECOVERING, plan(stage, step), {"backlog-age": "ALARM"}, T0 + timedelta(minutes=3), S)
+    assert d.changed and (d.plan.stage, d.plan.drain_step) == PREVIOUS[(stage, step)]
+    assert d.plan.stepped_back and any("step back" in r for r in d.reasons)
+
+
+def test_after_a_step_back_the_next_waits_a_full_hold():
+    back = plan(ROUTING, stepped_back=True)
+    alarm = {"backlog-age": "ALARM"}
+    assert not decide(RECOVERING, back, alarm, T0 + timedelta(minutes=9), S).changed
+    assert decide(RECOVERING, back, alarm, T0 + timedelta(minutes=10), S).plan.stage == FRESH_WORK
+
+
+def test_an_alarm_in_hold_keeps_holding():
+    d = decide(RECOVERING, plan(HOLD), {"backlog-age": "ALARM"}, LATER, S)
+    assert not d.changed and "alarm backlog-age is ALARM: not OK" in d.gates
+
+
+@pytest.mark.parametrize(
+    "alarms,gate",
+    [({}, "alarm backlog-age missing: not OK"), ({"backlog-age": "INSUFFICIENT_DATA"}, "alarm backlog-age is INSUFFICIENT_DATA: not OK")],
+)
+def test_a_missing_or_insufficient_alarm_blocks_advancing_without_stepping_back(alarms, gate):
+    d = decide(RECOVERING, plan(ROUTING), alarms, LATER, S)
+    assert not d.changed and gate in d.gates
+
+
+@pytest.mark.parametrize("stage,step", STAGED)
+def test_the_hold_must_pass(stage, step):
+    d = decide(RECOVERING, plan(stage, step), OK, T0 + timedelta(minutes=9), S)
+    assert not d.changed and any(g.startswith("hold: 1.0 min left") for g in d.gates), d.gates
+
+
+def test_the_hold_counts_from_the_verdict_turning_recovering_and_the_last_failure():
+    late = V("recovering", since=T0 + timedelta(minutes=20))
+    assert not decide(late, plan(HOLD), OK, T0 + timedelta(minutes=25), S).changed
+    assert decide(late, plan(HOLD), OK, T0 + timedelta(minutes=30), S).changed
+    failed = V("recovering", last_capacity_failure=T0 + timedelta(minutes=40), last_successful_launch=T0 + timedelta(minutes=45))
+    assert not decide(failed, plan(HOLD), OK, T0 + timedelta(minutes=45), S).changed
+
+
+def test_an_unfinished_walk_blocks_advancing():
+    d = decide(RECOVERING, plan(DRAIN, 1, done=frozenset({"asg", "nlb"})), OK, LATER, S)
+    assert not d.changed
+    assert {"esm walk not finished", "async walk not finished", "scalable-target walk not finished"} <= set(d.gates)
+
+
+def test_capacity_waits_for_launches_normal_for_the_capacity_hold():
+    routing = plan(ROUTING, impaired_at=T0)
+    recent = V("recovering", last_capacity_failure=T0 + timedelta(minutes=10), last_successful_launch=T0 + timedelta(minutes=11))
+    d = decide(recent, routing, OK, T0 + timedelta(minutes=35), S)
+    assert not d.changed and any(g.startswith("capacity hold: launches normal 25.0 min of 30") for g in d.gates), d.gates
+    assert decide(recent, routing, OK, T0 + timedelta(minutes=40), S).plan.stage == CAPACITY
+    never = V("recovering", last_successful_launch=None)
+    assert "capacity: no successful launch since the last capacity failure" in decide(never, routing, OK, LATER, S).gates
+
+
+def test_operator_advance_skips_the_time_gates_of_this_generation_only():
+    early = T0 + timedelta(minutes=1)
+    assert not decide(RECOVERING, plan(ROUTING), OK, early, S).changed
+    assert not decide(RECOVERING, plan(ROUTING), OK, early, S, advance_generation=6).changed
+    d = decide(RECOVERING, plan(ROUTING), OK, early, S, advance_generation=7)
+    assert d.plan.stage == CAPACITY and "hold skipped by operator" in d.reasons[0]
+    # the walk and the alarms still gate
+    assert not decide(RECOVERING, plan(ROUTING), {}, early, S, advance_generation=7).changed
+    assert not decide(RECOVERING, plan(ROUTING, done=frozenset()), OK, early, S, advance_generation=7).changed
+
+
+def test_normal_stays_normal_unless_impaired():
+    d = decide(RECOVERING, None, {}, T0, S)
+    assert not d.changed and d.plan.generation == 0 and d.plan.stage == NORMAL
+
+
+def test_a_mode_change_walks_again_in_the_same_stage_keeping_its_clock():
+    d = decide(RECOVERING, plan(ROUTING, mode="recommend"), OK, T0 + timedelta(minutes=1), S)
+    assert d.changed and d.plan.stage == ROUTING and d.plan.generation == 8
+    assert d.plan.entered_at == T0 and d.plan.done == frozenset() and d.plan.mode == "auto"
+
+
+def test_posture_holds_each_kind_until_its_stage():
+    assert posture(plan(NORMAL), S) == {}
+    assert set(posture(plan(HOLD), S).values()) == {ENGAGE}
+    assert posture(plan(DRAIN, 1), S) == {"esm": {"MaximumConcurrency": S.esm_cap_steps[1]}, "async": ENGAGE, "nlb": ENGAGE, "asg": ENGAGE, "scalable-target": ENGAGE}
+    assert posture(plan(DRAIN, STEPS), S)["esm"] == RESTORE
+    assert posture(plan(ROUTING), S) == {"esm": RESTORE, "async": RESTORE, "nlb": RESTORE, "asg": ENGAGE, "scalable-target": ENGAGE}
+    assert set(posture(plan(CAPACITY), S).values()) == {RESTORE}
+
+
+def test_the_policy_is_pure():
+    tree = ast.parse(open(policy.__file__).read())
+    imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported <= {"__future__", "dataclasses", "datetime", "typing", "actuators.base"}, imported
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert not {c for c in calls if c.endswith((".now", ".utcnow", ".time", ".monotonic"))}
