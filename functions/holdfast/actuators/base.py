@@ -57,6 +57,8 @@ class Resource:
     current: Mapping[str, Any]
     # The write-ahead record found on the resource's own tags, decoded; None if absent.
     record: "Record | None" = None
+    # Identifiers the actuator needs to write (group name, mapping UUID, ...); not compared.
+    ref: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,10 @@ class Actuator(Protocol):
     def engage(self, resource: Resource) -> Outcome: ...
 
     def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome: ...
+
+    # One resource by ARN, selected or not (a release, or a ledger record whose resource
+    # lost its selector tag); None when it no longer exists.
+    def get(self, arn: str) -> Resource | None: ...
+
+    # What engage would change: key -> engaged value, only keys that differ. Pure.
+    def posture(self, current: Mapping[str, Any]) -> dict[str, Any]: ...

@@ -1,0 +1,87 @@
+"""Auto Scaling groups: suspend `settings.asg_processes` while engaged.
+
+Keys are process names, values True when suspended. Only processes the owner had not
+suspended are recorded, so a restore resumes exactly those Holdfast suspended and
+never one the owner had. Groups are found in bulk with a `tag:KEY` filter (100 a page;
+the tagging API returns nothing for Auto Scaling groups) and their tags come with them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..iam import uses
+from ..settings import ASG_PROCESSES
+from .base import Resource
+from .common import TaggedActuator, Vanished, make_resource
+
+
+class AsgActuator(TaggedActuator):
+    kind = "asg"
+
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
+    def discover(self) -> list[Resource]:
+        pages = self.clients("autoscaling").get_paginator("describe_auto_scaling_groups").paginate(
+            Filters=[{"Name": f"tag:{self.settings.selector_key}", "Values": [self.settings.selector_value]}],
+            PaginationConfig={"PageSize": 100},
+        )
+        return [self._resource(g) for page in pages for g in page["AutoScalingGroups"]]
+
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
+    def get(self, arn: str) -> Resource | None:
+        name = arn.split(":autoScalingGroupName/", 1)[-1]
+        groups = self.clients("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])
+        found = [g for g in groups["AutoScalingGroups"] if g["AutoScalingGroupARN"] == arn]
+        return self._resource(found[0]) if found else None
+
+    def _resource(self, group: Mapping[str, Any]) -> Resource:
+        suspended = {p["ProcessName"] for p in group.get("SuspendedProcesses", [])}
+        return make_resource(
+            self.kind,
+            group["AutoScalingGroupARN"],
+            group["AutoScalingGroupName"],
+            {p: p in suspended for p in ASG_PROCESSES},
+            {t["Key"]: t["Value"] for t in group.get("Tags", [])},
+        )
+
+    def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        return {p: True for p in self.settings.asg_processes if not current.get(p)}
+
+    @uses("autoscaling:SuspendProcesses", "autoscaling:ResumeProcesses", by=("reconciler", "cli"))
+    def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
+        client = self.clients("autoscaling")
+        suspend = sorted(p for p, on in values.items() if on)
+        resume = sorted(p for p, on in values.items() if not on)
+        try:
+            if suspend:
+                client.suspend_processes(AutoScalingGroupName=resource.name, ScalingProcesses=suspend)
+            if resume:
+                client.resume_processes(AutoScalingGroupName=resource.name, ScalingProcesses=resume)
+        except client.exceptions.ClientError as err:
+            _vanished(err)
+            raise
+
+    @uses("autoscaling:CreateOrUpdateTags", by=("reconciler", "cli"))
+    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
+        client = self.clients("autoscaling")
+        try:
+            client.create_or_update_tags(Tags=[
+                {"ResourceId": resource.name, "ResourceType": "auto-scaling-group", "Key": k, "Value": v,
+                 "PropagateAtLaunch": False}
+                for k, v in tags.items()
+            ])
+        except client.exceptions.ClientError as err:
+            _vanished(err)
+            raise
+
+    @uses("autoscaling:DeleteTags", by=("reconciler", "cli"))
+    def _untag(self, resource: Resource, keys: list[str]) -> None:
+        self.clients("autoscaling").delete_tags(Tags=[
+            {"ResourceId": resource.name, "ResourceType": "auto-scaling-group", "Key": k} for k in keys
+        ])
+
+
+def _vanished(err) -> None:
+    # Auto Scaling answers a missing group with a ValidationError naming it.
+    if err.response["Error"]["Code"] == "ValidationError" and "not found" in err.response["Error"]["Message"].lower():
+        raise Vanished() from err

@@ -1,0 +1,232 @@
+"""The shape every actuator shares: write-ahead engage and decided restore.
+
+A kind supplies the AWS side as hooks — `discover`, `get`, `posture` (pure),
+`_write` (move the resource to given values), `_tag` / `_untag` (the record on the
+resource) — and, for partial relaxes, `partial`. This class supplies the order of
+operations that the invariants depend on:
+
+engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
+         A tag that cannot be written stops the resource from being changed.
+restore: guard, resource -> guard, untag -> guard, forget the ledger record
+         Each step only after the one before succeeded, so a crash anywhere leaves a
+         record from which the next run finishes the job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .. import restore
+from ..tags import RECORD_KEYS, TagError, read_record, record_tags
+from .base import (
+    ALREADY,
+    DRIFT_KEPT,
+    ENGAGED,
+    FAILED,
+    PLANNED,
+    RAISED,
+    REFUSED_STALE,
+    RESTORED,
+    VANISHED,
+    Guard,
+    Outcome,
+    Record,
+    Resource,
+    StalePlan,
+)
+
+
+class Vanished(Exception):
+    """The resource no longer exists."""
+
+
+class TokenBucket:
+    """A client-side rate limit shared by threads (Lambda's control plane: ~15 writes/s in all)."""
+
+    def __init__(self, rate: float, *, burst: float = 1.0, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.rate = rate
+        self.burst = burst
+        self._tokens = burst
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._last = monotonic()
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        """Wait until a token is free, then spend it."""
+        with self._lock:
+            now = self._monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
+        if wait:
+            self._sleep(wait)
+
+
+def error_text(err: Exception) -> str:
+    if isinstance(err, ClientError):
+        e = err.response.get("Error", {})
+        return f"{e.get('Code')}: {e.get('Message')}"
+    return f"{type(err).__name__}: {err}"
+
+
+def error_code(err: Exception) -> str | None:
+    return err.response.get("Error", {}).get("Code") if isinstance(err, ClientError) else None
+
+
+def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
+                  ref: Mapping[str, Any] | None = None) -> Resource:
+    """A Resource whose record is decoded from its tags (a garbled tag counts as none)."""
+    try:
+        found = read_record(tags)
+    except TagError:
+        found = None
+    record = Record(kind, arn, *found) if found else None
+    return Resource(kind, arn, name, dict(current), record, dict(ref or {}))
+
+
+class TaggedActuator:
+    """Engage and relax for a kind whose write-ahead record is a pair of tags."""
+
+    kind = ""
+
+    def __init__(self, clients, settings, ledger, *, lambda_bucket: TokenBucket | None = None,
+                 expired_queue_arn: str | None = None):
+        self.clients = clients
+        self.settings = settings
+        self.ledger = ledger
+        self.lambda_bucket = lambda_bucket
+        self.expired_queue_arn = expired_queue_arn
+
+    # ---- hooks a kind provides -------------------------------------------------------
+
+    def discover(self) -> list[Resource]:
+        raise NotImplementedError
+
+    def get(self, arn: str) -> Resource | None:
+        raise NotImplementedError
+
+    def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def partial(self, record: Record, current: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
+        raise ValueError(f"{self.kind} has no partial relax; use a full restore (target None)")
+
+    def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
+        raise NotImplementedError
+
+    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
+        raise NotImplementedError
+
+    def _untag(self, resource: Resource, keys: list[str]) -> None:
+        raise NotImplementedError
+
+    # ---- the shared walk -------------------------------------------------------------
+
+    def plan(self, resource: Resource) -> Outcome:
+        """What engage would change, without writing."""
+        changes = self.posture(resource.current)
+        return Outcome(self.kind, resource.arn, PLANNED if changes else ALREADY, changes=self._changes(resource, changes))
+
+    def engage(self, resource: Resource) -> Outcome:
+        changes = self.posture(resource.current)
+        if not changes:
+            return Outcome(self.kind, resource.arn, ALREADY)
+        record = resource.record
+        original = dict(record.original) if record else {}
+        applied = dict(record.applied) if record else {}
+        for key, value in changes.items():
+            current = resource.current.get(key)
+            if key not in original:
+                original[key] = current
+                applied[key] = value
+            elif current in restore.holdfast_values(applied[key]) and current != value:
+                # Re-engaging over a raised cap: both values stay Holdfast's until the write lands.
+                applied[key] = [current, value]
+            else:
+                applied[key] = value
+        new = Record(self.kind, resource.arn, original, applied)
+        outcome = Outcome(self.kind, resource.arn, ENGAGED, changes=self._changes(resource, changes))
+        try:
+            if record is None or (record.original, record.applied) != (original, applied):
+                self._tag(resource, record_tags(original, applied))
+                outcome.ledger_written = self.ledger.put_original(new, resource.name)
+            self._write(resource, changes, restoring=False)
+        except Vanished:
+            return Outcome(self.kind, resource.arn, VANISHED)
+        except TagError as err:
+            return Outcome(self.kind, resource.arn, FAILED, error=f"write-ahead record: {err}")
+        except (ClientError, BotoCoreError) as err:
+            outcome.action, outcome.error = FAILED, error_text(err)
+        return outcome
+
+    def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
+        record = resource.record or self.ledger.get(resource.arn)
+        if record is None:
+            return Outcome(self.kind, resource.arn, ALREADY)
+        try:
+            if target is not None:
+                return self._raise(resource, record, target, guard)
+            return self._restore(resource, record, guard)
+        except StalePlan as err:
+            return Outcome(self.kind, resource.arn, REFUSED_STALE, error=str(err) or None)
+        except Vanished:
+            return self.forget_vanished(resource.arn, guard)
+        except (ClientError, BotoCoreError) as err:
+            return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
+
+    def forget_vanished(self, arn: str, guard: Guard) -> Outcome:
+        try:
+            guard()
+        except StalePlan as err:
+            return Outcome(self.kind, arn, REFUSED_STALE, error=str(err) or None)
+        return Outcome(self.kind, arn, VANISHED, ledger_written=self.ledger.forget(arn))
+
+    def _raise(self, resource: Resource, record: Record, target: Mapping[str, Any], guard: Guard) -> Outcome:
+        values = self.partial(record, resource.current, target)
+        if not values:
+            return Outcome(self.kind, resource.arn, ALREADY)
+        applied = dict(record.applied)
+        for key, value in values.items():
+            # Both the cap in force and the one being written are Holdfast's while the write
+            # is in flight: a crash between the two writes must not look like owner drift.
+            applied[key] = [resource.current.get(key), value]
+        guard()
+        self._tag(resource, record_tags(record.original, applied))
+        guard()
+        self._write(resource, values, restoring=True)
+        return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
+
+    def _restore(self, resource: Resource, record: Record, guard: Guard) -> Outcome:
+        decisions = restore.decide(record.original, record.applied, resource.current)
+        values = restore.writes(decisions)
+        if values:
+            guard()
+            self._write(resource, values, restoring=True)
+        if resource.record is not None:
+            guard()
+            self._untag(resource, list(RECORD_KEYS))
+        guard()
+        forgotten = self.ledger.forget(resource.arn)
+        drift = restore.drift(decisions)
+        return Outcome(
+            self.kind,
+            resource.arn,
+            DRIFT_KEPT if drift else RESTORED,
+            changes=self._changes(resource, values),
+            drift=drift,
+            ledger_written=forgotten,
+        )
+
+    def _changes(self, resource: Resource, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: {"from": resource.current.get(k), "to": v} for k, v in values.items()}
+
+    def _lambda_write(self) -> None:
+        if self.lambda_bucket is not None:
+            self.lambda_bucket.take()

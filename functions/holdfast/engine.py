@@ -1,0 +1,252 @@
+"""The fleet-level walk: engage, relax, release and status over every selected resource.
+
+Kinds are walked one after another, so each kind's API calls can be attributed to it
+from `Clients.calls`; within a kind, resources are written by a small thread pool
+(Auto Scaling and ELB throttle per account; Lambda writes also pass one shared token
+bucket at `settings.lambda_writes_per_second`). Retries are the SDK's alone.
+
+The walk never stops for one resource: failures, vanished resources and stale-plan
+refusals are outcomes in the Report. `deadline()` returning True stops the walk cleanly
+(`complete` False) and the next run continues — engage and relax are both idempotent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from . import restore
+from .actuators import REGISTRY
+from .actuators.base import FAILED, KINDS, Guard, Outcome, Resource, no_guard
+from .actuators.common import TokenBucket, error_text, make_resource
+from .ledger.resources import ResourceLedger
+
+WRITERS = 8
+EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
+
+Progress = Callable[[str], None]
+Deadline = Callable[[], bool]
+
+
+@dataclass
+class Report:
+    outcomes: list[Outcome] = field(default_factory=list)
+    ledger_available: bool = True
+    api_calls: dict[str, int] = field(default_factory=dict)          # kind -> calls
+    operations: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {"service:Op": n}
+    complete: bool = True
+    refused: str | None = None   # the blast-radius limit stopped the run before any write
+    ledger_error: str | None = None
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.action == FAILED]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "ledger_available": self.ledger_available,
+            "ledger_error": self.ledger_error,
+            "api_calls": self.api_calls,
+            "operations": self.operations,
+            "complete": self.complete,
+            "refused": self.refused,
+        }
+
+
+def actuators(clients, settings, ledger: ResourceLedger, kinds: Iterable[str] = KINDS, *,
+              expired_queue_arn: str | None = None, lambda_bucket: TokenBucket | None = None) -> dict[str, Any]:
+    """One actuator per kind, sharing one Lambda write bucket."""
+    unknown = [k for k in kinds if k not in REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown resource kind(s) {unknown}; known: {sorted(REGISTRY)}")
+    bucket = lambda_bucket or TokenBucket(settings.lambda_writes_per_second)
+    queue = expired_queue_arn or os.environ.get(EXPIRED_QUEUE_ENV) or None
+    return {
+        k: REGISTRY[k](clients, settings, ledger, lambda_bucket=bucket, expired_queue_arn=queue)
+        for k in kinds
+    }
+
+
+class _Run:
+    """Bookkeeping of one walk: per-kind call counts, progress, the deadline."""
+
+    def __init__(self, clients, ledger, progress: Progress | None, deadline: Deadline | None):
+        self.clients = clients
+        self.ledger = ledger
+        self.progress = progress or (lambda _msg: None)
+        self.deadline = deadline or (lambda: False)
+        self.report = Report()
+
+    def kind(self, kind: str, body: Callable[[], None]) -> None:
+        """Run one kind's part, counting its calls; a failed listing is that kind's FAILED outcome."""
+        before = Counter(self.clients.calls)
+        try:
+            body()
+        except (ClientError, BotoCoreError) as err:
+            self.report.outcomes.append(Outcome(kind, f"discover:{kind}", FAILED, error=error_text(err)))
+        finally:
+            made = Counter(self.clients.calls) - before
+            self.report.operations[kind] = dict(sorted(made.items()))
+            self.report.api_calls[kind] = sum(made.values())
+
+    def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome]) -> None:
+        done = 0
+
+        def one(item):
+            if self.deadline():
+                self.report.complete = False
+                return None
+            return work(item)
+
+        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+            for outcome in pool.map(one, items):
+                if outcome is not None:
+                    self.report.outcomes.append(outcome)
+                done += 1
+                self.progress(f"{verb} {kind}: {done}/{len(items)}")
+
+    def finish(self) -> Report:
+        self.report.ledger_available = self.ledger.available
+        self.report.ledger_error = self.ledger.error
+        return self.report
+
+
+def engage_all(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS, dry_run: bool = False,
+               progress: Progress | None = None, deadline: Deadline | None = None, **options) -> Report:
+    """Put every selected resource into posture (or, with dry_run, say what would change)."""
+    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    acts = actuators(clients, settings, ledger, kinds, **options)
+    run = _Run(clients, ledger, progress, deadline)
+    found: dict[str, list[Resource]] = {}
+    for kind, act in acts.items():
+        run.progress(f"discover {kind}")
+        found[kind] = []
+        run.kind(kind, lambda: found.__setitem__(kind, act.discover()))
+    selected = sum(len(r) for r in found.values())
+    if selected > settings.max_resources:
+        run.report.refused = (
+            f"the selector {settings.selector} matches {selected} resources, more than max_resources "
+            f"({settings.max_resources}); nothing was changed"
+        )
+        return run.finish()
+    for kind, act in acts.items():
+        work = act.plan if dry_run else act.engage
+        run.kind(kind, lambda: run.each("plan" if dry_run else "engage", kind, found[kind], work))
+    return run.finish()
+
+
+def relax_all(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS,
+              target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None, guard: Guard = no_guard,
+              progress: Progress | None = None, deadline: Deadline | None = None, **options) -> Report:
+    """Relax every engaged resource: fully (target None) or to `target_for(resource)`.
+
+    Engaged = a record on its tag or in the ledger. A ledger record whose resource is not
+    among the selected ones (it lost its selector tag, or vanished) is looked up by ARN.
+    """
+    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    kinds = tuple(kinds)
+    acts = actuators(clients, settings, ledger, kinds, **options)
+    run = _Run(clients, ledger, progress, deadline)
+    records = ledger.records()
+    for kind, act in acts.items():
+        def walk(kind=kind, act=act):
+            run.progress(f"discover {kind}")
+            engaged = {r.arn: r for r in act.discover() if r.record is not None}
+            orphans = [rec.arn for rec in records if rec.kind == kind and rec.arn not in engaged]
+
+            def one(item):
+                if isinstance(item, str):
+                    resource = act.get(item)
+                    if resource is None:
+                        return act.forget_vanished(item, guard)
+                else:
+                    resource = item
+                target = target_for(resource) if target_for else None
+                return act.relax(resource, target, guard)
+
+            run.each("relax", kind, list(engaged.values()) + orphans, _safe(kind, one))
+        run.kind(kind, walk)
+    return run.finish()
+
+
+def release(clients, settings, ledger_table: str, arn: str, **options) -> Outcome:
+    """Restore one resource now, with no plan guard, and forget it."""
+    kind = kind_of(arn)
+    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    act = actuators(clients, settings, ledger, (kind,), **options)[kind]
+    return _safe(kind, lambda _: _release(act, arn))(arn)
+
+
+def _release(act, arn: str) -> Outcome:
+    resource = act.get(arn)
+    if resource is None:
+        return act.forget_vanished(arn, no_guard)
+    return act.relax(resource, None, no_guard)
+
+
+def status(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS) -> list[dict[str, Any]]:
+    """Every engaged resource: kind, arn, name, original, applied, current and drift."""
+    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    records = {r.arn: r for r in ledger.records()}
+    rows = []
+    for kind, act in actuators(clients, settings, ledger, kinds).items():
+        resources = {r.arn: r for r in act.discover() if r.record is not None}
+        for rec in records.values():
+            if rec.kind == kind and rec.arn not in resources:
+                resources[rec.arn] = act.get(rec.arn) or make_resource(kind, rec.arn, "", {}, {})
+        for arn, res in sorted(resources.items()):
+            record = res.record or records.get(arn)
+            if record is None:
+                continue
+            vanished = not res.current
+            decisions = restore.decide(record.original, record.applied, res.current)
+            rows.append({
+                "kind": kind,
+                "arn": arn,
+                "name": res.name,
+                "original": dict(record.original),
+                "applied": dict(record.applied),
+                "current": None if vanished else {k: res.current.get(k) for k in record.original},
+                "drift": {} if vanished else restore.drift(decisions),
+                "vanished": vanished,
+                "recorded_in": [w for w, has in (("tag", res.record is not None), ("ledger", arn in records)) if has],
+            })
+    return rows
+
+
+def kind_of(arn: str) -> str:
+    """The resource kind an ARN names; ValueError for anything Holdfast does not manage."""
+    parts = arn.split(":")
+    if len(parts) < 6 or parts[0] != "arn":
+        raise ValueError(f"not an ARN: {arn!r}")
+    service, rest = parts[2], ":".join(parts[5:])
+    if service == "autoscaling" and rest.startswith("autoScalingGroup:"):
+        return "asg"
+    if service == "lambda" and rest.startswith("event-source-mapping:"):
+        return "esm"
+    if service == "lambda" and rest.startswith("function:"):
+        return "async"
+    if service == "elasticloadbalancing" and rest.startswith("targetgroup/"):
+        return "nlb"
+    if service == "application-autoscaling" and rest.startswith("scalable-target/"):
+        return "scalable-target"
+    raise ValueError(f"{arn} is not a resource kind Holdfast manages ({', '.join(KINDS)})")
+
+
+def _safe(kind: str, work: Callable[[Any], Outcome]) -> Callable[[Any], Outcome]:
+    """Read errors on one resource (a describe that fails) become its FAILED outcome."""
+
+    def run(item):
+        try:
+            return work(item)
+        except (ClientError, BotoCoreError) as err:
+            arn = item if isinstance(item, str) else item.arn
+            return Outcome(kind, arn, FAILED, error=error_text(err))
+
+    return run

@@ -1,0 +1,12 @@
+"""Fixtures for the actuator tests; builders live in fleet.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from holdfast.settings import Settings
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings()

@@ -1,0 +1,42 @@
+"""Auto Scaling groups through engage -> restore, with owner states that make it hard."""
+
+from __future__ import annotations
+
+from holdfast import engine
+from holdfast.actuators.base import ALREADY, ENGAGED, RESTORED
+from holdfast.tags import ORIGINAL_KEY
+
+from tests.actuators.fleet import describe_asg, make_asg
+
+
+def suspended(clients, name):
+    return sorted(p["ProcessName"] for p in describe_asg(clients, name)["SuspendedProcesses"])
+
+
+def tags(clients, name):
+    return {t["Key"]: t["Value"] for t in describe_asg(clients, name)["Tags"]}
+
+
+def test_engage_suspends_only_what_the_owner_had_not_and_restore_resumes_only_those(clients, ledger_table, settings):
+    # GIVEN a group whose owner already suspended AZRebalance (in Holdfast's set) and Launch
+    make_asg(clients, "g1", suspended=("AZRebalance", "Launch"))
+    make_asg(clients, "twin", selected=False)
+    twin_before = describe_asg(clients, "twin")
+
+    report = engine.engage_all(clients, settings, ledger_table, kinds=("asg",))
+
+    assert [(o.action, o.changes) for o in report.outcomes] == [
+        (ENGAGED, {"ReplaceUnhealthy": {"from": False, "to": True}})
+    ]
+    assert suspended(clients, "g1") == ["AZRebalance", "Launch", "ReplaceUnhealthy"]
+    assert ORIGINAL_KEY in tags(clients, "g1")
+    assert report.api_calls["asg"] >= 3
+
+    again = engine.engage_all(clients, settings, ledger_table, kinds=("asg",))
+    assert [o.action for o in again.outcomes] == [ALREADY]
+
+    restored = engine.relax_all(clients, settings, ledger_table, kinds=("asg",))
+    assert [o.action for o in restored.outcomes] == [RESTORED]
+    assert suspended(clients, "g1") == ["AZRebalance", "Launch"]
+    assert tags(clients, "g1") == {"holdfast:protect": "true", "team": "owner"}
+    assert describe_asg(clients, "twin") == twin_before
