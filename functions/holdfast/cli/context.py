@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
@@ -41,8 +41,9 @@ class Context:
     clients: Clients
     ledger_table: str
     json: bool
-    out: TextIO = sys.stdout
-    err: TextIO = sys.stderr
+    # Looked up when a Context is made, not at import, so redirected streams (tests) are honoured.
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":

@@ -1,7 +1,188 @@
-"""CLI commands: drain (filled by its issue)."""
+"""`holdfast drain-estimate`: how long a queue's backlog takes to drain, at each ESM cap.
+
+From numbers:  --outage-minutes M --arrival-per-minute A --consumer-per-minute C
+From a queue:  --queue-url URL, read over the last --window-minutes (default 60):
+  - backlog: the queue's ApproximateNumberOfMessages now (GetQueueAttributes), the live
+    value of what CloudWatch samples as ApproximateNumberOfMessagesVisible;
+  - arrivals: NumberOfMessagesSent over the window, per minute (the mean);
+  - consumers: NumberOfMessagesDeleted, the busiest 5-minute period of the window, per
+    minute. The peak, not the mean, because the question is what the consumers can do,
+    and during an outage their mean is near zero. If the window never saw them at full
+    speed, pass --consumer-per-minute (or --arrival-per-minute) to override.
+  Periods are 5 minutes, complete ones only: SQS publishes at least that often, so
+  every period summed holds all of its data.
+
+The arithmetic, and the per-batch throughput model behind the cap steps, is in
+holdfast.drain. Exit 2 when the numbers cannot drain (with the reason), 1 when the
+queue's figures could not be read.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from botocore.exceptions import ClientError
+
+from .. import drain
+from ..clock import SystemClock
+from ..iam import uses
+from .context import UsageError, table
+
+PERIOD_SECONDS = 300
+_MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+
+
+class QueueReadError(Exception):
+    """The queue's attributes or metrics could not be read."""
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    name: str
+    backlog_messages: int
+    arrival_per_minute: float
+    consumer_per_minute: float
+    window_minutes: int
+
 
 def register(sub) -> None:
-    """No commands here yet."""
+    p = sub.add_parser(
+        "drain-estimate",
+        help="backlog and drain time after an outage, at full spare capacity and at each ESM cap step",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument("--outage-minutes", type=float, help="minutes the consumers were down")
+    p.add_argument("--arrival-per-minute", type=float, help="messages arriving per minute")
+    p.add_argument("--consumer-per-minute", type=float, help="messages the consumers process per minute at full speed")
+    p.add_argument("--queue-url", help="read backlog, arrivals and consumer throughput from this SQS queue and its metrics")
+    p.add_argument("--window-minutes", type=int, default=60, help="with --queue-url: minutes of metrics to read (5-1440, default 60)")
+    p.add_argument(
+        "--per-batch-per-minute",
+        type=float,
+        help=f"messages one concurrent batch consumes per minute (default: consumers / {drain.FULL_CONCURRENCY})",
+    )
+    p.set_defaults(func=run)
+
+
+def run(ctx, args) -> int:
+    try:
+        if args.queue_url is not None:
+            if args.outage_minutes is not None:
+                raise UsageError(
+                    "give --queue-url or --outage-minutes, not both: the queue's backlog replaces outage × arrivals"
+                )
+            if not 5 <= args.window_minutes <= 1440:
+                raise UsageError(f"--window-minutes must be from 5 to 1440, got {args.window_minutes}")
+            try:
+                figures = read_queue(ctx.clients, args.queue_url, SystemClock().now(), args.window_minutes)
+            except QueueReadError as err:
+                ctx.warn(str(err))
+                return 1
+            arrival = figures.arrival_per_minute if args.arrival_per_minute is None else drain.positive("--arrival-per-minute", args.arrival_per_minute)
+            consumer = figures.consumer_per_minute if args.consumer_per_minute is None else drain.positive("--consumer-per-minute", args.consumer_per_minute)
+            backlog, source = figures.backlog_messages, _queue_source(figures, args)
+        elif args.outage_minutes is None and args.arrival_per_minute is None and args.consumer_per_minute is None:
+            raise UsageError("give --outage-minutes, --arrival-per-minute and --consumer-per-minute, or --queue-url")
+        else:
+            backlog = drain.backlog_after(args.outage_minutes, args.arrival_per_minute)
+            arrival = args.arrival_per_minute
+            consumer = drain.positive("--consumer-per-minute", args.consumer_per_minute)
+            source = f"{drain.fmt(args.outage_minutes)} min outage × {drain.fmt(arrival)}/min arrivals"
+        caps = (ctx.settings.esm_floor, *ctx.settings.esm_cap_steps)
+        result = drain.estimate(backlog, arrival, consumer, caps, args.per_batch_per_minute)
+    except drain.DrainInputError as err:
+        hint = ""
+        if isinstance(err, drain.NeverDrains) and args.queue_url is not None and args.consumer_per_minute is None:
+            hint = (
+                f" (consumers measured as the busiest 5 minutes of NumberOfMessagesDeleted in the last "
+                f"{args.window_minutes} min; pass --consumer-per-minute for what they can do)"
+            )
+        raise UsageError(f"{err}{hint}") from err
+    ctx.emit(result.to_dict(), render(result, source, per_batch_given=args.per_batch_per_minute is not None))
+    return 0
+
+
+def _queue_source(f: QueueFigures, args) -> str:
+    arrivals = "given" if args.arrival_per_minute is not None else f"mean NumberOfMessagesSent over {f.window_minutes} min"
+    consumers = "given" if args.consumer_per_minute is not None else f"busiest 5 min of NumberOfMessagesDeleted over {f.window_minutes} min"
+    return f"queue {f.name}: visible messages now; arrivals {arrivals}; consumers {consumers}"
+
+
+@uses("sqs:GetQueueAttributes", "cloudwatch:GetMetricData", by=("cli",))
+def read_queue(clients, queue_url: str, now: datetime, window_minutes: int) -> QueueFigures:
+    """The queue's backlog now, and its arrival and consumer rates over the window before `now`."""
+    try:
+        attrs = clients("sqs").get_queue_attributes(
+            QueueUrl=queue_url, AttributeNames=["QueueArn", "ApproximateNumberOfMessages"]
+        )["Attributes"]
+    except ClientError as err:
+        code = err.response["Error"]["Code"]
+        if code in _MISSING_QUEUE:
+            raise QueueReadError(f"queue {queue_url} does not exist in {clients.region}") from err
+        raise QueueReadError(f"cannot read queue {queue_url}: {code}: {err.response['Error'].get('Message', '')}") from err
+    name = attrs["QueueArn"].rsplit(":", 1)[1]
+
+    periods = -(-window_minutes * 60 // PERIOD_SECONDS)
+    end = datetime.fromtimestamp(now.timestamp() // PERIOD_SECONDS * PERIOD_SECONDS, tz=now.tzinfo)
+    start = end - timedelta(seconds=periods * PERIOD_SECONDS)
+    values: dict[str, list[float]] = {"sent": [], "deleted": []}
+    try:
+        for page in clients("cloudwatch").get_paginator("get_metric_data").paginate(
+            MetricDataQueries=[_query("sent", "NumberOfMessagesSent", name), _query("deleted", "NumberOfMessagesDeleted", name)],
+            StartTime=start,
+            EndTime=end,
+        ):
+            for result in page["MetricDataResults"]:
+                values[result["Id"]].extend(result["Values"])
+    except ClientError as err:
+        raise QueueReadError(f"cannot read the metrics of queue {name}: {err.response['Error']['Code']}") from err
+    per_minute = PERIOD_SECONDS / 60
+    return QueueFigures(
+        name=name,
+        backlog_messages=int(attrs["ApproximateNumberOfMessages"]),
+        # Periods with no datapoint had no messages: the mean is over the whole window.
+        arrival_per_minute=sum(values["sent"]) / (periods * per_minute),
+        consumer_per_minute=max(values["deleted"], default=0.0) / per_minute,
+        window_minutes=window_minutes,
+    )
+
+
+def _query(query_id: str, metric: str, queue_name: str) -> dict:
+    return {
+        "Id": query_id,
+        "MetricStat": {
+            "Metric": {"Namespace": "AWS/SQS", "MetricName": metric, "Dimensions": [{"Name": "QueueName", "Value": queue_name}]},
+            "Period": PERIOD_SECONDS,
+            "Stat": "Sum",
+        },
+        "ReturnData": True,
+    }
+
+
+def render(e: drain.Estimate, source: str, *, per_batch_given: bool) -> str:
+    spare = e.consumer_per_minute - e.arrival_per_minute
+    model = "given" if per_batch_given else f"consumers / {drain.FULL_CONCURRENCY:,} batches; set --per-batch-per-minute"
+    rows = [
+        [s.cap, drain.fmt(s.consumer_per_minute), drain.fmt(s.spare_per_minute), _duration(s.drain_minutes)]
+        for s in e.steps
+    ]
+    rows.append(["uncapped", drain.fmt(e.consumer_per_minute), drain.fmt(spare), _duration(e.drain_minutes)])
+    return "\n".join(
+        [
+            f"backlog: {e.backlog_messages:,} messages ({source})",
+            f"drain at full spare capacity: {_duration(e.drain_minutes)}, at {drain.fmt(spare)}/min spare "
+            f"(consumers {drain.fmt(e.consumer_per_minute)}/min − arrivals {drain.fmt(e.arrival_per_minute)}/min)",
+            "",
+            f"at each ESM cap step of the recovery plan (one batch consumes {drain.fmt(e.per_batch_per_minute)}/min: {model}):",
+            table(["cap", "consumers/min", "spare/min", "drain"], rows),
+        ]
+    )
+
+
+def _duration(minutes: float | None) -> str:
+    if minutes is None:
+        return "never drains at this cap"
+    whole = round(minutes)
+    text = f"{drain.fmt(round(minutes, 1))} min"
+    return text if whole < 60 else f"{text} ({whole // 60} h {whole % 60:02d} min)"

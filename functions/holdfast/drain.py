@@ -1,0 +1,131 @@
+"""Backlog drain arithmetic for `holdfast drain-estimate`. Pure: no boto3, no clock.
+
+A queue that keeps receiving A messages a minute while its consumers are down for M
+minutes holds M × A messages when they come back. Consumers that manage C a minute
+drain it at the spare rate C − A: drain time = backlog / (C − A). October's example:
+172 min × 1,200/min = 206,400 messages, drained at 1,800 − 1,200 = 600/min in 344 min.
+
+During Holdfast's drain stage an SQS event source mapping runs capped: at the floor,
+then at each cap step, then at the owner's value. A cap of k concurrent batches
+consumes at most min(C, k × P), where P is one batch's throughput in messages a
+minute. The model is linear in concurrency up to the consumers' full rate, which is
+all a queue's metrics can support. Unless told P, we assume C is what an uncapped
+mapping reaches at its full concurrency of about 1,000 batches (DESIGN.md), so
+P = C / 1,000: a pessimistic figure for consumers that reach C with fewer batches.
+Measure P as batch size / batch duration (10 messages in 1 s is 600/min) and pass it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+# An uncapped SQS event source mapping scales to about 1,000 concurrent batches.
+FULL_CONCURRENCY = 1000
+
+
+class DrainInputError(ValueError):
+    """Numbers that give no meaningful estimate; the message says why."""
+
+
+class NeverDrains(DrainInputError):
+    """Consumers no faster than arrivals."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """Draining at one ESM cap: `drain_minutes` is None when it never drains."""
+
+    cap: int
+    consumer_per_minute: float
+    spare_per_minute: float
+    drain_minutes: float | None
+
+    def to_dict(self) -> dict:
+        return {
+            "cap": self.cap,
+            "consumer_per_minute": _round(self.consumer_per_minute),
+            "spare_per_minute": _round(self.spare_per_minute),
+            "drain_minutes": None if self.drain_minutes is None else _round(self.drain_minutes),
+        }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    backlog_messages: int
+    arrival_per_minute: float
+    consumer_per_minute: float
+    per_batch_per_minute: float
+    drain_minutes: float
+    steps: tuple[Step, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "backlog_messages": self.backlog_messages,
+            "drain_minutes": _round(self.drain_minutes),
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+
+def fmt(n: float) -> str:
+    """1200 -> '1,200'; 3.6 -> '3.6'."""
+    return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
+
+
+def _round(n: float) -> float | int:
+    n = round(n, 1)
+    return int(n) if float(n).is_integer() else n
+
+
+def positive(name: str, value: float | None) -> float:
+    """A number the operator gave: it must be there and above zero."""
+    if value is None:
+        raise DrainInputError(f"{name} is required")
+    if not (value > 0 and math.isfinite(value)):  # also rejects NaN and infinity
+        raise DrainInputError(f"{name} must be a positive number, got {value:g}")
+    return float(value)
+
+
+def backlog_after(outage_minutes: float, arrival_per_minute: float) -> int:
+    """Messages that pile up during an outage, in whole messages."""
+    return round(positive("--outage-minutes", outage_minutes) * positive("--arrival-per-minute", arrival_per_minute))
+
+
+def estimate(
+    backlog_messages: int,
+    arrival_per_minute: float,
+    consumer_per_minute: float,
+    caps: Sequence[int],
+    per_batch_per_minute: float | None = None,
+) -> Estimate:
+    """Drain time at full spare capacity and at each cap in `caps` (the plan's order)."""
+    if backlog_messages < 0:
+        raise DrainInputError(f"a backlog of {backlog_messages:,} messages is impossible")
+    if arrival_per_minute < 0:
+        raise DrainInputError(f"arrivals of {fmt(arrival_per_minute)}/min are impossible")
+    if not consumer_per_minute > arrival_per_minute:
+        raise NeverDrains(
+            f"consumers at {fmt(consumer_per_minute)}/min are no faster than arrivals at "
+            f"{fmt(arrival_per_minute)}/min: the backlog never drains"
+        )
+    per_batch = (
+        consumer_per_minute / FULL_CONCURRENCY
+        if per_batch_per_minute is None
+        else positive("--per-batch-per-minute", per_batch_per_minute)
+    )
+    steps = tuple(_step(cap, backlog_messages, arrival_per_minute, consumer_per_minute, per_batch) for cap in caps)
+    return Estimate(
+        backlog_messages=backlog_messages,
+        arrival_per_minute=arrival_per_minute,
+        consumer_per_minute=consumer_per_minute,
+        per_batch_per_minute=per_batch,
+        drain_minutes=backlog_messages / (consumer_per_minute - arrival_per_minute),
+        steps=steps,
+    )
+
+
+def _step(cap: int, backlog: int, arrival: float, consumer: float, per_batch: float) -> Step:
+    rate = min(consumer, cap * per_batch)
+    spare = rate - arrival
+    return Step(cap, rate, spare, backlog / spare if spare > 0 else None)
