@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The CDK app: validates the `holdfast` context settings and creates the stacks.
+
+One stack per settings target (`cdk deploy --all` covers them all), or one stack in
+the CLI's default environment when no target is named. A bad setting stops synth
+with a message naming the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Mapping
+
+import aws_cdk as cdk
+
+from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
+from stacks import HoldfastStack
+
+DEFAULT_STACK = "Holdfast"
+
+
+def settings_from(app: cdk.App) -> Settings:
+    raw = app.node.try_get_context(CONTEXT_KEY)
+    if isinstance(raw, str):  # `cdk synth -c holdfast='{...}'` passes a string
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise SettingsError("", raw, f"must be a JSON object ({err})") from err
+    return Settings.from_mapping(raw)
+
+
+def build_app(context: Mapping[str, Any] | None = None, **app_kwargs: Any) -> cdk.App:
+    """The app with its stacks; tests call this with a context dict, in process."""
+    app = cdk.App(context=dict(context) if context is not None else None, **app_kwargs)
+    settings = settings_from(app)
+    if settings.targets:
+        for target in settings.targets:
+            HoldfastStack(
+                app,
+                f"{DEFAULT_STACK}-{target.account}-{target.region}",
+                settings=settings,
+                env=cdk.Environment(account=target.account, region=target.region),
+            )
+    else:
+        HoldfastStack(
+            app,
+            DEFAULT_STACK,
+            settings=settings,
+            env=cdk.Environment(
+                account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
+            ),
+        )
+    return app
+
+
+def main() -> None:
+    try:
+        app = build_app()
+    except SettingsError as err:
+        sys.exit(f"Holdfast settings: {err}")
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The two controller functions, each with its own role, log group and failure path.
+
+- detector: invoked by the EventBridge signal rules; records signals in the ledger.
+- reconciler: invoked by the schedule; moves the account toward the desired posture.
+
+Both run the `holdfast` package from functions/ (no Docker, no bundling: the package
+has no dependency the runtime and the Powertools layer do not bring). Each role's
+policy is policies/<role>.json with its placeholders filled (`stacks.policies`); the
+log, trace and dead-letter permissions that running a function needs are added by CDK.
+
+Choices:
+- X-Ray active tracing: a tick's time splits between Lambda start-up and AWS calls,
+  and during an event that split is what an operator needs to see. At one trace per
+  invocation a stack records about 45,000 traces a month, inside X-Ray's free tier.
+- Retries: the reconciler is level-triggered, so a failed tick is not retried: the
+  next tick, a schedule period later, does the same work with fresher state. A signal
+  is retried (twice, up to an hour) because a lost one is not sent again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from holdfast.settings import LOG_RETENTION_DAYS, Settings
+
+from .. import policies
+
+FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
+ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc"]
+
+# AWS's public Powertools layer. The stored sources show layer version 27 as the newest
+# published for AWSLambdaPowertoolsPythonV3-<python>-<arch> (powertools-lambda-python
+# PR #7757, 18 -> 27); none ties a number to 3.37.0, the version pinned in
+# requirements.txt. Check before deploying:
+#   aws lambda get-layer-version-by-arn --arn <POWERTOOLS_LAYER with region filled>
+# The handlers use only Logger, which is stable across 3.x.
+POWERTOOLS_LAYER_VERSION = 27
+# Published by account 017000801446 in the commercial partition only.
+POWERTOOLS_LAYER = "arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:{version}"
+
+MEMORY_MB = 256
+DETECTOR_TIMEOUT = Duration.seconds(30)
+# Time after the tick's budget to write progress and log before Lambda kills it.
+RECONCILER_MARGIN_SECONDS = 30
+RETENTION = dict(zip(LOG_RETENTION_DAYS, [d for d in logs.RetentionDays if d is not logs.RetentionDays.INFINITE]))
+
+
+class Controllers(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        environment: Mapping[str, str],
+        policy_values: Mapping[str, str],
+        dead_letters: sqs.IQueue,
+        policies_dir: Path | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.powertools = lambda_.LayerVersion.from_layer_version_arn(
+            self,
+            "Powertools",
+            POWERTOOLS_LAYER.format(region=stack.region, version=POWERTOOLS_LAYER_VERSION),
+        )
+        self._code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
+        self._settings = settings
+        self._environment = {**environment, "POWERTOOLS_METRICS_NAMESPACE": "Holdfast"}
+        self._policy_values = policy_values
+        self._dead_letters = dead_letters
+        self._policies_dir = policies_dir
+
+        self.detector = self._function(
+            "Detector",
+            role_name="detector",
+            handler="holdfast.handlers.detector.handler",
+            description="Holdfast: records impairment signals from EventBridge",
+            timeout=DETECTOR_TIMEOUT,
+            retry_attempts=2,
+            max_event_age=Duration.hours(1),
+        )
+        self.reconciler = self._function(
+            "Reconciler",
+            role_name="reconciler",
+            handler="holdfast.handlers.reconciler.handler",
+            description="Holdfast: moves the account toward the desired posture, one tick a period",
+            timeout=Duration.seconds(settings.tick_budget_seconds + RECONCILER_MARGIN_SECONDS),
+            retry_attempts=0,
+            max_event_age=Duration.seconds(60),
+        )
+        self.functions = (self.detector, self.reconciler)
+
+    def _function(
+        self,
+        construct_id: str,
+        *,
+        role_name: str,
+        handler: str,
+        description: str,
+        timeout: Duration,
+        retry_attempts: int,
+        max_event_age: Duration,
+    ) -> lambda_.Function:
+        document = policies.document(role_name, self._policy_values, self._policies_dir)
+        role = iam.Role(
+            self,
+            f"{construct_id}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Holdfast {role_name}: policies/{role_name}.json",
+            inline_policies={role_name: document} if document else None,
+        )
+        log_group = logs.LogGroup(self, f"{construct_id}Logs", retention=RETENTION[self._settings.log_retention_days])
+        function = lambda_.Function(
+            self,
+            construct_id,
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            architecture=lambda_.Architecture.ARM_64,
+            code=self._code,
+            handler=handler,
+            description=description,
+            role=role,
+            layers=[self.powertools],
+            memory_size=MEMORY_MB,
+            timeout=timeout,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            environment={**self._environment, "POWERTOOLS_SERVICE_NAME": f"holdfast-{role_name}"},
+            retry_attempts=retry_attempts,
+            max_event_age=max_event_age,
+            on_failure=destinations.SqsDestination(self._dead_letters),
+        )
+        log_group.grant_write(role)
+        return function

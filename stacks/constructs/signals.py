@@ -1,0 +1,73 @@
+"""The EventBridge rules that drive the controllers.
+
+- Launch results from every Auto Scaling group, not only selected ones: a regional
+  impairment shows in any group, and successful launches are the recovery signal.
+  Events carry no tags, so the rule could not filter on the selector anyway.
+- AWS Health issues for the configured services in this region. Public events also
+  arrive from a backup region; they carry the affected region, so the `region` filter
+  keeps them, and the detector deduplicates.
+- The reconciler's schedule.
+
+Every target has a dead-letter queue and a retry policy: a signal EventBridge cannot
+deliver is retried for an hour, a tick is not (the next one comes a period later).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from holdfast.settings import Settings
+
+LAUNCH_DETAIL_TYPES = ["EC2 Instance Launch Unsuccessful", "EC2 Instance Launch Successful"]
+
+
+class Signals(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        detector: lambda_.IFunction,
+        reconciler: lambda_.IFunction,
+        dead_letters: sqs.IQueue,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        signal_target = targets.LambdaFunction(
+            detector, dead_letter_queue=dead_letters, retry_attempts=2, max_event_age=Duration.hours(1)
+        )
+        self.launch_rule = events.Rule(
+            self,
+            "LaunchResults",
+            description="Holdfast: Auto Scaling launch results (failures impair, successes recover)",
+            event_pattern=events.EventPattern(source=["aws.autoscaling"], detail_type=LAUNCH_DETAIL_TYPES),
+            targets=[signal_target],
+        )
+        self.health_rule = events.Rule(
+            self,
+            "HealthIssues",
+            description="Holdfast: AWS Health issues for the configured services in this region",
+            event_pattern=events.EventPattern(
+                source=["aws.health"],
+                detail_type=["AWS Health Event"],
+                region=[Stack.of(self).region],
+                detail={"service": list(settings.health_services), "eventTypeCategory": ["issue"]},
+            ),
+            targets=[signal_target],
+        )
+        self.schedule_rule = events.Rule(
+            self,
+            "Tick",
+            description="Holdfast: reconciler tick",
+            schedule=events.Schedule.rate(Duration.minutes(settings.schedule_minutes)),
+            targets=[
+                targets.LambdaFunction(
+                    reconciler, dead_letter_queue=dead_letters, retry_attempts=0, max_event_age=Duration.seconds(60)
+                )
+            ],
+        )

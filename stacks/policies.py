@@ -1,0 +1,57 @@
+"""The controllers' IAM policies, from policies/<role>.json.
+
+The JSON documents are the reviewable source of truth: tests/iam compares their
+actions with the `@uses` declarations in the code. They carry placeholders such as
+`${SelectorKey}` or `${LedgerTableArn}` that are filled here at synth. A placeholder is
+a name without a colon, so IAM's own policy variables (`${aws:username}`) pass
+through untouched, and an unknown name fails synth instead of reaching IAM.
+
+A statement whose `Action` list is empty is a slot kept ready for code that will need
+it (adding an action is then a one-line edit); it is left out of the rendered policy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from aws_cdk import aws_iam as iam
+
+POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
+
+
+def read(role: str, directory: Path | None = None) -> dict[str, Any]:
+    """The raw document for `role`, placeholders unfilled."""
+    return json.loads(((directory or POLICIES_DIR) / f"{role}.json").read_text())
+
+
+def render(document: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any] | None:
+    """Fill placeholders and drop empty slots; None when no statement has an action."""
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, str):
+            return PLACEHOLDER.sub(lambda m: _value(m.group(1), values), node)
+        if isinstance(node, list):
+            return [fill(item) for item in node]
+        if isinstance(node, dict):
+            return {fill(key): fill(value) for key, value in node.items()}
+        return node
+
+    statements = [fill(s) for s in document["Statement"] if s.get("Action")]
+    if not statements:
+        return None
+    return {"Version": document["Version"], "Statement": statements}
+
+
+def _value(name: str, values: Mapping[str, str]) -> str:
+    if name not in values:
+        raise ValueError(f"policy placeholder ${{{name}}} is not one of: {', '.join(sorted(values))}")
+    return values[name]
+
+
+def document(role: str, values: Mapping[str, str], directory: Path | None = None) -> iam.PolicyDocument | None:
+    rendered = render(read(role, directory), values)
+    return iam.PolicyDocument.from_json(rendered) if rendered else None

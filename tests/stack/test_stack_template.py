@@ -1,0 +1,190 @@
+"""The synthesized template has every resource of issue 2, with its key properties."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk.assertions import Match
+
+from stacks import policies
+from stacks.constructs.controllers import POWERTOOLS_LAYER_VERSION
+
+
+def _only(synthesized, cfn_type: str, **match) -> dict:
+    found = synthesized.template.find_resources(cfn_type, match or None)
+    assert len(found) == 1, f"expected one {cfn_type} matching {match}, found {sorted(found)}"
+    return next(iter(found.values()))
+
+
+def _functions(synthesized) -> dict[str, dict]:
+    """handler module ('detector' / 'reconciler') -> function resource."""
+    found = synthesized.resources("AWS::Lambda::Function")
+    return {f["Properties"]["Handler"].split(".")[2]: f for f in found.values()}
+
+
+def _logical_id(synthesized, cfn_type: str, resource: dict) -> str:
+    return next(k for k, v in synthesized.resources(cfn_type).items() if v == resource)
+
+
+def test_ledger_table_is_on_demand_recoverable_encrypted_and_retained(synthesized):
+    table = _only(synthesized, "AWS::DynamoDB::Table")
+    props = table["Properties"]
+    assert props["TableName"] == "holdfast-ledger"
+    assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert table["DeletionPolicy"] == table["UpdateReplacePolicy"] == "Retain"
+
+
+def test_controllers_run_python_313_on_arm_with_the_powertools_layer_and_tracing(synthesized):
+    functions = _functions(synthesized)
+    assert set(functions) == {"detector", "reconciler"}
+    layer = f"arn:aws:lambda:{synthesized.region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:{POWERTOOLS_LAYER_VERSION}"
+    for name, function in functions.items():
+        props = function["Properties"]
+        assert props["Handler"] == f"holdfast.handlers.{name}.handler"
+        assert props["Runtime"] == "python3.13"
+        assert props["Architectures"] == ["arm64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["Layers"] == [layer]
+
+
+def test_each_controller_has_its_own_role(synthesized):
+    roles = [json.dumps(f["Properties"]["Role"]) for f in _functions(synthesized).values()]
+    assert len(set(roles)) == 2
+    assert len(synthesized.resources("AWS::IAM::Role")) == 2
+
+
+def test_controllers_get_the_contract_environment(synthesized):
+    for name, function in _functions(synthesized).items():
+        env = function["Properties"]["Environment"]["Variables"]
+        assert json.loads(env["HOLDFAST_SETTINGS"]) == synthesized.settings.to_mapping()
+        assert set(env) >= {
+            "HOLDFAST_LEDGER_TABLE",
+            "HOLDFAST_EXPIRED_QUEUE_ARN",
+            "HOLDFAST_TOPIC_ARN",
+            "POWERTOOLS_SERVICE_NAME",
+            "POWERTOOLS_METRICS_NAMESPACE",
+        }
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Holdfast"
+        assert env["POWERTOOLS_SERVICE_NAME"] == f"holdfast-{name}"
+
+
+def test_reconciler_timeout_leaves_margin_after_the_tick_budget(synthesized):
+    timeout = _functions(synthesized)["reconciler"]["Properties"]["Timeout"]
+    assert timeout >= synthesized.settings.tick_budget_seconds + 15
+    assert timeout <= 900
+
+
+def test_log_groups_keep_logs_as_long_as_settings_say(synthesized):
+    groups = synthesized.resources("AWS::Logs::LogGroup")
+    assert len(groups) == 2
+    assert {g["Properties"]["RetentionInDays"] for g in groups.values()} == {synthesized.settings.log_retention_days}
+    for function in _functions(synthesized).values():
+        assert "LogGroup" in function["Properties"]["LoggingConfig"]
+
+
+def test_failed_async_invocations_go_to_the_dead_letter_queue(synthesized):
+    configs = synthesized.resources("AWS::Lambda::EventInvokeConfig")
+    dlq = _logical_id(synthesized, "AWS::SQS::Queue", _dead_letter_queue(synthesized))
+    by_retries = {c["Properties"]["MaximumRetryAttempts"]: c["Properties"] for c in configs.values()}
+    assert set(by_retries) == {0, 2}, "reconciler ticks are not retried, signals are"
+    for props in by_retries.values():
+        assert props["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [dlq, "Arn"]}
+
+
+def _dead_letter_queue(synthesized) -> dict:
+    queues = synthesized.resources("AWS::SQS::Queue")
+    return next(q for k, q in queues.items() if "DeadLetters" in k)
+
+
+def test_launch_results_rule_matches_failures_and_successes(synthesized):
+    rule = _only(
+        synthesized,
+        "AWS::Events::Rule",
+        Properties={"EventPattern": Match.object_like({"source": ["aws.autoscaling"]})},
+    )
+    assert rule["Properties"]["EventPattern"]["detail-type"] == [
+        "EC2 Instance Launch Unsuccessful",
+        "EC2 Instance Launch Successful",
+    ]
+    _assert_target(synthesized, rule, "detector", retries=2)
+
+
+def test_health_rule_matches_issues_for_configured_services_in_this_region(synthesized):
+    rule = _only(
+        synthesized,
+        "AWS::Events::Rule",
+        Properties={"EventPattern": Match.object_like({"source": ["aws.health"]})},
+    )
+    pattern = rule["Properties"]["EventPattern"]
+    assert pattern["detail-type"] == ["AWS Health Event"]
+    assert pattern["region"] == [synthesized.region]
+    assert pattern["detail"] == {"service": ["EC2", "DYNAMODB"], "eventTypeCategory": ["issue"]}
+    _assert_target(synthesized, rule, "detector", retries=2)
+
+
+def test_schedule_drives_the_reconciler_every_period(synthesized):
+    rule = _only(synthesized, "AWS::Events::Rule", Properties={"ScheduleExpression": Match.any_value()})
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    _assert_target(synthesized, rule, "reconciler", retries=0)
+
+
+def _assert_target(synthesized, rule: dict, handler: str, *, retries: int) -> None:
+    (target,) = rule["Properties"]["Targets"]
+    function_id = _logical_id(synthesized, "AWS::Lambda::Function", _functions(synthesized)[handler])
+    assert target["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    dlq = _logical_id(synthesized, "AWS::SQS::Queue", _dead_letter_queue(synthesized))
+    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [dlq, "Arn"]}}
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == retries
+
+
+def test_expired_events_queue_is_encrypted_keeps_14_days_and_takes_sends_from_this_account(synthesized):
+    queues = synthesized.resources("AWS::SQS::Queue")
+    expired_id, expired = next((k, q) for k, q in queues.items() if "ExpiredEvents" in k)
+    assert expired["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert expired["Properties"]["SqsManagedSseEnabled"] is True
+    policy = _only(
+        synthesized, "AWS::SQS::QueuePolicy", Properties={"Queues": [{"Ref": expired_id}]}
+    )["Properties"]["PolicyDocument"]["Statement"]
+    send = next(s for s in policy if s.get("Sid") == "OwnFunctionsSendExpiredEvents")
+    assert send["Effect"] == "Allow" and send["Action"] == "sqs:SendMessage"
+    assert send["Condition"] == {"StringEquals": {"aws:PrincipalAccount": synthesized.account}}
+    assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in policy)
+
+
+def test_topic_is_encrypted_with_its_own_key_and_mails_the_configured_address(synthesized):
+    topic_id, topic = next(iter(synthesized.resources("AWS::SNS::Topic").items()))
+    key_id = next(iter(synthesized.resources("AWS::KMS::Key")))
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    subscription = _only(synthesized, "AWS::SNS::Subscription")["Properties"]
+    assert subscription == {"Protocol": "email", "TopicArn": {"Ref": topic_id}, "Endpoint": "oncall@example.com"}
+
+
+def test_alarms_cover_errors_and_throttles_of_both_controllers_and_the_dead_letters(synthesized):
+    alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
+    watched = {(a["Properties"]["MetricName"], a["Properties"]["Namespace"]) for a in alarms}
+    assert watched == {("Errors", "AWS/Lambda"), ("Throttles", "AWS/Lambda"), ("ApproximateNumberOfMessagesVisible", "AWS/SQS")}
+    assert len(alarms) == 5
+    topic_id = next(iter(synthesized.resources("AWS::SNS::Topic")))
+    for alarm in alarms:
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+    synthesized.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+
+
+def test_roles_carry_exactly_the_rendered_policy_documents(synthesized):
+    """What reaches IAM is policies/<role>.json, filled; nothing is added or lost on the way."""
+    roles = synthesized.resources("AWS::IAM::Role")
+    for role_name in ("detector", "reconciler"):
+        raw = policies.read(role_name)
+        granted = {a for s in raw["Statement"] for a in s["Action"]}
+        (role,) = [r for r in roles.values() if r["Properties"]["Description"].startswith(f"Holdfast {role_name}:")]
+        inline = role["Properties"].get("Policies", [])
+        rendered = {a for p in inline for s in p["PolicyDocument"]["Statement"] for a in _as_list(s["Action"])}
+        assert rendered == granted
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]
