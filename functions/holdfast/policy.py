@@ -210,7 +210,7 @@ def _capacity_gates(plan: Plan, verdict, now: datetime, settings, skip_time: boo
     failure, success = verdict.last_capacity_failure, verdict.last_successful_launch
     if success is None or (failure is not None and success <= failure):
         gates.append("capacity: no successful launch since the last capacity failure")
-    normal_since = max(t for t in (plan.impaired_at, failure, plan.entered_at) if t is not None)
+    normal_since = max(t for t in (plan.impaired_at, failure) if t is not None)
     needed = timedelta(minutes=settings.capacity_hold_minutes)
     if not skip_time and now - normal_since < needed:
         gates.append(f"capacity hold: launches normal {_minutes(now - normal_since)} of {settings.capacity_hold_minutes} min")
