@@ -1,0 +1,121 @@
+"""`holdfast audit`: read an account's automation and list what makes recovery worse.
+
+The imperative shell over holdfast.audit_rules: it lists Auto Scaling groups, SQS
+event source mappings, Lambda functions (their environment and async invoke config)
+and NLB target groups, every page of each, and hands each resource to its rule.
+Read-only. A resource that cannot be read is named in `unreadable`, and the audit
+carries on with the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from botocore.exceptions import ClientError
+
+from . import audit_rules as rules
+from .iam import uses
+from .settings import Settings
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class AuditResult:
+    findings: list[rules.Finding] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)   # "what: why", one per resource or listing
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"findings": [f.to_dict() for f in self.findings]}
+
+
+def run(clients, settings: Settings, progress: Progress | None = None) -> AuditResult:
+    result = AuditResult()
+    say = progress or (lambda _: None)
+    for read in (_asgs, _mappings, _functions, _target_groups):
+        read(clients, settings, result, say)
+    result.findings.sort(key=lambda f: (f.kind, f.name, f.resource))
+    return result
+
+
+def _error(err: ClientError) -> str:
+    return f"{err.response['Error']['Code']}: {err.response['Error'].get('Message', '')}".rstrip(": ")
+
+
+def _pages(client, operation: str, key: str, **kwargs) -> Iterator[dict]:
+    for page in client.get_paginator(operation).paginate(**kwargs):
+        yield from page.get(key, ())
+
+
+@uses("autoscaling:DescribeAutoScalingGroups", by=("cli",))
+def _asgs(clients, settings: Settings, result: AuditResult, say: Progress) -> None:
+    say("reading Auto Scaling groups")
+    try:
+        for group in _pages(clients("autoscaling"), "describe_auto_scaling_groups", "AutoScalingGroups"):
+            _add(result, rules.asg_finding(group, settings, clients.region))
+    except ClientError as err:
+        result.unreadable.append(f"Auto Scaling groups: {_error(err)}")
+
+
+@uses("lambda:ListEventSourceMappings", by=("cli",))
+def _mappings(clients, settings: Settings, result: AuditResult, say: Progress) -> None:
+    say("reading event source mappings")
+    try:
+        for mapping in _pages(clients("lambda"), "list_event_source_mappings", "EventSourceMappings"):
+            _add(result, rules.esm_finding(mapping, settings, clients.region))
+    except ClientError as err:
+        result.unreadable.append(f"event source mappings: {_error(err)}")
+
+
+@uses("lambda:ListFunctions", "lambda:ListFunctionEventInvokeConfigs", by=("cli",))
+def _functions(clients, settings: Settings, result: AuditResult, say: Progress) -> None:
+    client = clients("lambda")
+    try:
+        functions = list(_pages(client, "list_functions", "Functions"))
+    except ClientError as err:
+        result.unreadable.append(f"Lambda functions: {_error(err)}")
+        return
+    for n, function in enumerate(functions, 1):
+        say(f"reading Lambda functions {n}/{len(functions)}")
+        _add(result, rules.retry_mode_finding(function))
+        try:
+            configs = list(_pages(client, "list_function_event_invoke_configs", "FunctionEventInvokeConfigs", FunctionName=function["FunctionName"]))
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "ResourceNotFoundException":
+                continue  # deleted since it was listed: nothing left to audit
+            result.unreadable.append(f"async invoke config of {function['FunctionName']}: {_error(err)}")
+            continue
+        _add(result, rules.async_finding(function, _unqualified(function, configs), settings, clients.region))
+
+
+def _unqualified(function: dict, configs: list[dict]) -> dict | None:
+    """The config of the function itself: its ARN bare or with :$LATEST, not a version's or an alias's."""
+    arns = {function["FunctionArn"], f"{function['FunctionArn']}:$LATEST"}
+    return next((c for c in configs if c.get("FunctionArn") in arns), None)
+
+
+@uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetGroupAttributes", by=("cli",))
+def _target_groups(clients, settings: Settings, result: AuditResult, say: Progress) -> None:
+    client = clients("elbv2")
+    try:
+        groups = [g for g in _pages(client, "describe_target_groups", "TargetGroups") if g.get("Protocol") in rules.NLB_PROTOCOLS]
+    except ClientError as err:
+        result.unreadable.append(f"target groups: {_error(err)}")
+        return
+    for n, group in enumerate(groups, 1):
+        say(f"reading target groups {n}/{len(groups)}")
+        try:
+            attributes = client.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])["Attributes"]
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "TargetGroupNotFound":
+                continue  # deleted since it was listed
+            result.unreadable.append(f"target group {group.get('TargetGroupName', group['TargetGroupArn'])}: {_error(err)}")
+            continue
+        values = {a["Key"]: a["Value"] for a in attributes}
+        _add(result, rules.nlb_finding(group, values, settings, clients.region))
+
+
+def _add(result: AuditResult, finding: rules.Finding | None) -> None:
+    if finding is not None:
+        result.findings.append(finding)
