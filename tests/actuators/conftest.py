@@ -10,3 +10,6 @@ from holdfast.settings import Settings
 @pytest.fixture
 def settings() -> Settings:
     return Settings()
+
+
+from tests.actuators.fleet import aws_semantics  # noqa: E402,F401  (a fixture)

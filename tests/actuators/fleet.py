@@ -57,3 +57,147 @@ class FailKth:
             self.seen += 1
             if self.seen == self.k:
                 raise ClientError({"Error": {"Code": "InjectedFault", "Message": f"fault at call {self.k}"}}, model.name)
+
+
+# ---- moto patches ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def aws_semantics(aws, monkeypatch):
+    """Give moto 5.2.5 the AWS semantics the actuators rely on, narrowly.
+
+    - Async invoke config: AWS's PutFunctionEventInvokeConfig replaces the config (moto
+      keeps the first put), UpdateFunctionEventInvokeConfig merges the members it names
+      and answers ResourceNotFoundException when there is no config (moto replaces, and
+      creates one).
+    - Application Auto Scaling TagResource / UntagResource / ListTagsForResource on a
+      scalable target's ARN exist in AWS; moto has none of them.
+    """
+    from moto.applicationautoscaling import models as aas_models
+    from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
+    from moto.awslambda import models as lambda_models
+    from moto.awslambda.exceptions import UnknownEventConfig
+
+    def put(self, function_name, config):
+        fn = self.get_function(function_name)
+        event_config = lambda_models.EventInvokeConfig(fn.function_arn, fn.last_modified, config)
+        fn.event_invoke_config = [event_config]
+        return event_config.response()
+
+    def update(self, function_name, config):
+        fn = self.get_function(function_name)
+        if not fn.event_invoke_config:
+            raise UnknownEventConfig(fn.function_arn)
+        return put(self, function_name, {**fn.event_invoke_config[0].config, **config})
+
+    monkeypatch.setattr(lambda_models.LambdaBackend, "put_function_event_invoke_config", put)
+    monkeypatch.setattr(lambda_models.LambdaBackend, "update_function_event_invoke_config", update)
+
+    store: dict[str, dict[str, str]] = {}
+
+    def known(backend, arn):
+        from moto.core.exceptions import JsonRESTError
+
+        if not any(t.arn == arn for ts in backend.targets.values() for t in ts.values()):
+            raise JsonRESTError("ResourceNotFoundException", f"No scalable target {arn}")
+
+    def tag_resource(self):
+        arn = self._get_param("ResourceARN")
+        known(self.applicationautoscaling_backend, arn)
+        store.setdefault(arn, {}).update(self._get_param("Tags"))
+        return "{}"
+
+    def untag_resource(self):
+        arn = self._get_param("ResourceARN")
+        known(self.applicationautoscaling_backend, arn)
+        for key in self._get_param("TagKeys"):
+            store.get(arn, {}).pop(key, None)
+        return "{}"
+
+    def list_tags_for_resource(self):
+        arn = self._get_param("ResourceARN")
+        known(self.applicationautoscaling_backend, arn)
+        return json.dumps({"Tags": store.get(arn, {})})
+
+    for fn in (tag_resource, untag_resource, list_tags_for_resource):
+        monkeypatch.setattr(ApplicationAutoScalingResponse, fn.__name__, fn, raising=False)
+    yield
+
+
+# ---- builders --------------------------------------------------------------------------
+
+
+def _zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("index.py", "def handler(e, c):\n    return e\n")
+    return buf.getvalue()
+
+
+def role(clients) -> str:
+    iam = clients("iam")
+    try:
+        return iam.get_role(RoleName="fn-role")["Role"]["Arn"]
+    except iam.exceptions.NoSuchEntityException:
+        return iam.create_role(RoleName="fn-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+
+
+def make_function(clients, name, *, selected=True, tags=None) -> str:
+    return clients("lambda").create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role(clients),
+        Handler="index.handler",
+        Code={"ZipFile": _zip()},
+        Tags={**(SELECTOR if selected else {}), "team": "owner", **(tags or {})},
+    )["FunctionArn"]
+
+
+def make_queue(clients, name) -> str:
+    sqs = clients("sqs")
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def make_mapping(clients, function, queue, *, cap=None, enabled=True, tags=None) -> dict:
+    kwargs = {"ScalingConfig": {"MaximumConcurrency": cap}} if cap else {}
+    mapping = clients("lambda").create_event_source_mapping(
+        FunctionName=function, EventSourceArn=make_queue(clients, queue), Enabled=enabled, Tags=tags or {}, **kwargs
+    )
+    return mapping
+
+
+def make_target_group(clients, name, *, selected=True, protocol="TCP", attributes=None) -> str:
+    ec2 = clients("ec2")
+    vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
+    elb = clients("elbv2")
+    arn = elb.create_target_group(Name=name, Protocol=protocol, Port=80, VpcId=vpc, TargetType="instance")[
+        "TargetGroups"][0]["TargetGroupArn"]
+    elb.add_tags(ResourceArns=[arn], Tags=[{"Key": k, "Value": v}
+                                           for k, v in {**(SELECTOR if selected else {}), "team": "owner"}.items()])
+    if attributes:
+        elb.modify_target_group_attributes(TargetGroupArn=arn, Attributes=[{"Key": k, "Value": v} for k, v in attributes.items()])
+    return arn
+
+
+def make_service_target(clients, service, *, tag_service=True, tag_target=False, suspended=None) -> str:
+    ecs = clients("ecs")
+    if not ecs.describe_clusters(clusters=["c"])["clusters"]:
+        ecs.create_cluster(clusterName="c")
+        ecs.register_task_definition(family="t", containerDefinitions=[{"name": "x", "image": "x", "memory": 128}])
+    ecs.create_service(cluster="c", serviceName=service, taskDefinition="t", desiredCount=1,
+                       tags=[{"key": k, "value": v} for k, v in (SELECTOR if tag_service else {}).items()])
+    aas = clients("application-autoscaling")
+    kwargs = {"SuspendedState": suspended} if suspended else {}
+    arn = aas.register_scalable_target(ServiceNamespace="ecs", ResourceId=f"service/c/{service}",
+                                       ScalableDimension="ecs:service:DesiredCount", MinCapacity=1, MaxCapacity=4,
+                                       **kwargs)["ScalableTargetARN"]
+    if tag_target:
+        aas.tag_resource(ResourceARN=arn, Tags=SELECTOR)
+    return arn
+
+
+def describe_target(clients, service) -> dict:
+    found = clients("application-autoscaling").describe_scalable_targets(
+        ServiceNamespace="ecs", ResourceIds=[f"service/c/{service}"])["ScalableTargets"]
+    return found[0] if found else {}

@@ -95,6 +95,9 @@ class TaggedActuator:
     """Engage and relax for a kind whose write-ahead record is a pair of tags."""
 
     kind = ""
+    service = ""                                  # the boto3 service `_call` writes through
+    not_found: tuple[str, ...] = ("ResourceNotFoundException",)
+    lambda_limited = False                        # writes pass the shared Lambda token bucket
 
     def __init__(self, clients, settings, ledger, *, lambda_bucket: TokenBucket | None = None,
                  expired_queue_arn: str | None = None):
@@ -227,6 +230,13 @@ class TaggedActuator:
     def _changes(self, resource: Resource, values: Mapping[str, Any]) -> dict[str, Any]:
         return {k: {"from": resource.current.get(k), "to": v} for k, v in values.items()}
 
-    def _lambda_write(self) -> None:
-        if self.lambda_bucket is not None:
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        """One write through `service`; a missing resource raises Vanished."""
+        if self.lambda_limited and self.lambda_bucket is not None:
             self.lambda_bucket.take()
+        try:
+            return getattr(self.clients(self.service), operation)(**kwargs)
+        except ClientError as err:
+            if error_code(err) in self.not_found:
+                raise Vanished() from err
+            raise

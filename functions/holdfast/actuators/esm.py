@@ -1,0 +1,98 @@
+"""SQS event source mappings: ScalingConfig.MaximumConcurrency at the floor while engaged.
+
+Key `MaximumConcurrency`: the cap, None for none (Lambda then scales to about 1,000
+concurrent batches). Engaging never raises a cap: an owner cap at or below the floor
+stays. A partial relax `{"MaximumConcurrency": n}` raises the cap to n but never above
+the original (no original cap = unlimited). An empty ScalingConfig removes the cap
+(UpdateEventSourceMapping). Disabled mappings are capped too, so re-enabling one while
+engaged does not flood its function.
+
+Selected by the mapping's own tag or its function's. Mappings carry their own tags
+(by their own ARN; they do not inherit the function's), read with ListTags for each SQS
+mapping: the tagging API does not list mappings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..iam import uses
+from .base import Record, Resource
+from .common import TaggedActuator, make_resource
+from .selection import selected, tagged
+
+KEY = "MaximumConcurrency"
+
+
+def unqualified(function_arn: str) -> str:
+    return ":".join(function_arn.split(":")[:7])
+
+
+class EsmActuator(TaggedActuator):
+    kind = "esm"
+    service = "lambda"
+    lambda_limited = True
+
+    @uses("lambda:ListEventSourceMappings", "lambda:ListTags", by=("reconciler", "cli"))
+    def discover(self) -> list[Resource]:
+        functions = set(tagged(self.clients, self.settings, "lambda:function"))
+        client = self.clients("lambda")
+        out = []
+        for page in client.get_paginator("list_event_source_mappings").paginate():
+            for mapping in page["EventSourceMappings"]:
+                if not mapping.get("EventSourceArn", "").startswith("arn:aws:sqs:"):
+                    continue
+                try:
+                    tags = client.list_tags(Resource=self._arn(mapping))["Tags"]
+                except client.exceptions.ResourceNotFoundException:
+                    continue  # deleted since the listing
+                if selected(self.settings, tags) or unqualified(mapping["FunctionArn"]) in functions:
+                    out.append(self._resource(mapping, tags))
+        return out
+
+    @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli"))
+    def get(self, arn: str) -> Resource | None:
+        client = self.clients("lambda")
+        try:
+            mapping = client.get_event_source_mapping(UUID=arn.rsplit(":", 1)[-1])
+            tags = client.list_tags(Resource=arn)["Tags"]
+        except client.exceptions.ResourceNotFoundException:
+            return None
+        return self._resource(mapping, tags)
+
+    def _arn(self, mapping: Mapping[str, Any]) -> str:
+        if mapping.get("EventSourceMappingArn"):
+            return mapping["EventSourceMappingArn"]
+        partition, region, account = mapping["FunctionArn"].split(":")[1:2] + mapping["FunctionArn"].split(":")[3:5]
+        return f"arn:{partition}:lambda:{region}:{account}:event-source-mapping:{mapping['UUID']}"
+
+    def _resource(self, mapping: Mapping[str, Any], tags: Mapping[str, str]) -> Resource:
+        cap = (mapping.get("ScalingConfig") or {}).get(KEY)
+        name = f"{mapping['FunctionArn'].split(':')[6]}<-{mapping['EventSourceArn'].split(':')[-1]}"
+        return make_resource(self.kind, self._arn(mapping), name, {KEY: cap}, tags, {"uuid": mapping["UUID"]})
+
+    def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        cap = current.get(KEY)
+        return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
+
+    def partial(self, record: Record, current: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
+        if set(target) != {KEY} or not isinstance(target[KEY], int):
+            raise ValueError(f"an event source mapping relaxes to {{'{KEY}': int}}, got {dict(target)!r}")
+        original = record.original.get(KEY, current.get(KEY))
+        cap = target[KEY] if original is None else min(target[KEY], original)
+        now = current.get(KEY)
+        return {} if now is None or now >= cap else {KEY: cap}
+
+    @uses("lambda:UpdateEventSourceMapping", by=("reconciler", "cli"))
+    def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
+        cap = values[KEY]
+        self._call("update_event_source_mapping", UUID=resource.ref["uuid"],
+                   ScalingConfig={} if cap is None else {KEY: cap})
+
+    @uses("lambda:TagResource", by=("reconciler", "cli"))
+    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
+        self._call("tag_resource", Resource=resource.arn, Tags=dict(tags))
+
+    @uses("lambda:UntagResource", by=("reconciler", "cli"))
+    def _untag(self, resource: Resource, keys: list[str]) -> None:
+        self._call("untag_resource", Resource=resource.arn, TagKeys=keys)

@@ -1,0 +1,114 @@
+"""Network Load Balancer target groups: keep zones in DNS and fail open while engaged.
+
+Keys are the four `target_group_health.*` attributes, with AWS's values as strings:
+
+| key           | attribute                                                                 | AWS default |
+|---------------|---------------------------------------------------------------------------|-------------|
+| dns_count     | target_group_health.dns_failover.minimum_healthy_targets.count            | 1           |
+| dns_pct       | target_group_health.dns_failover.minimum_healthy_targets.percentage       | off         |
+| routing_count | target_group_health.unhealthy_state_routing.minimum_healthy_targets.count | 1           |
+| routing_pct   | target_group_health.unhealthy_state_routing.minimum_healthy_targets.percentage | off    |
+
+An attribute missing from DescribeTargetGroupAttributes counts as its AWS default (moto
+stores none until one is set; AWS always returns them). All four are set in one
+ModifyTargetGroupAttributes call, which AWS validates as a whole, so the engaged
+values — validated at synth to keep dns_failover >= routing — never pass through an
+invalid mix. Only TCP, UDP, TLS and TCP_UDP target groups (network load balancers).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..iam import uses
+from .base import Resource
+from .common import TaggedActuator, make_resource
+from .selection import tagged
+
+PREFIX = "target_group_health."
+ATTRIBUTES = {
+    "dns_count": (PREFIX + "dns_failover.minimum_healthy_targets.count", "1"),
+    "dns_pct": (PREFIX + "dns_failover.minimum_healthy_targets.percentage", "off"),
+    "routing_count": (PREFIX + "unhealthy_state_routing.minimum_healthy_targets.count", "1"),
+    "routing_pct": (PREFIX + "unhealthy_state_routing.minimum_healthy_targets.percentage", "off"),
+}
+NLB_PROTOCOLS = ("TCP", "UDP", "TLS", "TCP_UDP")
+NOT_FOUND = ("TargetGroupNotFound", "TargetGroupNotFoundException")
+
+
+class NlbActuator(TaggedActuator):
+    kind = "nlb"
+    service = "elbv2"
+    not_found = NOT_FOUND
+
+    @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetGroupAttributes",
+          by=("reconciler", "cli"))
+    def discover(self) -> list[Resource]:
+        found = tagged(self.clients, self.settings, "elasticloadbalancing:targetgroup")
+        arns = list(found)
+        client = self.clients("elbv2")
+        out = []
+        for i in range(0, len(arns), 20):
+            try:
+                groups = client.describe_target_groups(TargetGroupArns=arns[i : i + 20])["TargetGroups"]
+            except client.exceptions.TargetGroupNotFoundException:
+                # One of the batch was deleted since the listing: look at each alone.
+                groups = [g for arn in arns[i : i + 20] for g in self._describe(arn)]
+            out.extend(self._resource(g, found[g["TargetGroupArn"]]) for g in groups if self._nlb(g))
+        return [r for r in out if r is not None]
+
+    @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTags",
+          "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
+    def get(self, arn: str) -> Resource | None:
+        groups = self._describe(arn)
+        if not groups:
+            return None
+        descriptions = self.clients("elbv2").describe_tags(ResourceArns=[arn])["TagDescriptions"]
+        tags = {t["Key"]: t["Value"] for d in descriptions for t in d["Tags"]}
+        return self._resource(groups[0], tags)
+
+    def _describe(self, arn: str) -> list[dict]:
+        client = self.clients("elbv2")
+        try:
+            return client.describe_target_groups(TargetGroupArns=[arn])["TargetGroups"]
+        except client.exceptions.TargetGroupNotFoundException:
+            return []
+
+    @staticmethod
+    def _nlb(group: Mapping[str, Any]) -> bool:
+        return group.get("Protocol") in NLB_PROTOCOLS
+
+    def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str]) -> Resource | None:
+        client = self.clients("elbv2")
+        try:
+            attributes = client.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])["Attributes"]
+        except client.exceptions.TargetGroupNotFoundException:
+            return None
+        values = {a["Key"]: a["Value"] for a in attributes}
+        current = {key: values.get(name, default) for key, (name, default) in ATTRIBUTES.items()}
+        return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], current, tags)
+
+    def engaged_values(self) -> dict[str, str]:
+        s = self.settings
+        return {
+            "dns_count": str(s.nlb_dns_failover_minimum_healthy_count),
+            "dns_pct": str(s.nlb_dns_failover_minimum_healthy_percentage),
+            "routing_count": str(s.nlb_routing_minimum_healthy_count),
+            "routing_pct": str(s.nlb_routing_minimum_healthy_percentage),
+        }
+
+    def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in self.engaged_values().items() if current.get(k) != v}
+
+    @uses("elasticloadbalancing:ModifyTargetGroupAttributes", by=("reconciler", "cli"))
+    def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
+        self._call("modify_target_group_attributes", TargetGroupArn=resource.arn,
+                   Attributes=[{"Key": ATTRIBUTES[k][0], "Value": v} for k, v in values.items()])
+
+    @uses("elasticloadbalancing:AddTags", by=("reconciler", "cli"))
+    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
+        self._call("add_tags", ResourceArns=[resource.arn], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+
+    @uses("elasticloadbalancing:RemoveTags", by=("reconciler", "cli"))
+    def _untag(self, resource: Resource, keys: list[str]) -> None:
+        self._call("remove_tags", ResourceArns=[resource.arn], TagKeys=keys)

@@ -1,0 +1,31 @@
+"""Finding tagged resources in bulk with the Resource Groups Tagging API.
+
+GetResources (100 a page) returns the ARNs carrying the selector tag together with all
+their tags, so a kind needs no per-resource ListTags for functions, target groups or
+ECS services. It returns nothing for Auto Scaling groups (asg.py filters
+DescribeAutoScalingGroups instead), and event source mappings and scalable targets
+are read with their own services' ListTags calls (esm.py, scalable_target.py).
+"""
+
+from __future__ import annotations
+
+from ..iam import uses
+
+
+@uses("tag:GetResources", by=("reconciler", "cli"))
+def tagged(clients, settings, resource_type: str) -> dict[str, dict[str, str]]:
+    """ARN -> tags of every resource of `resource_type` (e.g. "lambda:function") carrying the selector."""
+    pages = clients("resourcegroupstaggingapi").get_paginator("get_resources").paginate(
+        ResourceTypeFilters=[resource_type],
+        TagFilters=[{"Key": settings.selector_key, "Values": [settings.selector_value]}],
+        ResourcesPerPage=100,
+    )
+    return {
+        item["ResourceARN"]: {t["Key"]: t["Value"] for t in item.get("Tags", [])}
+        for page in pages
+        for item in page["ResourceTagMappingList"]
+    }
+
+
+def selected(settings, tags: dict[str, str]) -> bool:
+    return tags.get(settings.selector_key) == settings.selector_value
