@@ -1,0 +1,119 @@
+"""policies/<role>.json against the code: the same actions, no wildcard, writes scoped.
+
+Each check runs on the real policies and code, and on a doctored copy to show that it
+reports drift (a check that cannot fail proves nothing).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import holdfast
+from holdfast import iam
+from iam_checks import (
+    SERVICE_PREFIX,
+    aws_calls,
+    drift,
+    granted,
+    undeclared_calls,
+    unscoped_writes,
+    wildcard_actions,
+)
+from stacks import policies
+
+PACKAGE = Path(holdfast.__file__).resolve().parent
+ROLES = ("detector", "reconciler")
+
+
+@pytest.fixture(scope="module")
+def declared() -> dict[str, set[str]]:
+    """Import every holdfast module so every @uses has registered."""
+    for module in pkgutil.walk_packages(holdfast.__path__, "holdfast."):
+        importlib.import_module(module.name)
+    return {role: set(iam.DECLARED[role]) for role in iam.ROLES}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_policy_grants_exactly_what_the_code_declares(role, declared):
+    assert drift(role, granted(policies.read(role)), declared[role]) == []
+
+
+def test_drift_is_reported_both_ways():
+    findings = drift("reconciler", {"autoscaling:SuspendProcesses", "sqs:PurgeQueue"}, {"autoscaling:SuspendProcesses", "ec2:DescribeInstances"})
+    assert findings == [
+        "policies/reconciler.json grants actions no @uses(by='reconciler') declares: ['sqs:PurgeQueue']",
+        "code declares @uses(by='reconciler') actions policies/reconciler.json does not grant: ['ec2:DescribeInstances']",
+    ]
+
+
+def test_every_aws_call_in_the_code_is_declared(declared):
+    calls = aws_calls(PACKAGE)
+    assert calls, "the scan found no AWS call at all: it is broken"
+    everyone = set().union(*declared.values())
+    assert undeclared_calls(calls, everyone) == []
+
+
+def test_an_undeclared_call_is_reported(tmp_path):
+    source = tmp_path / "pkg" / "mod.py"
+    source.parent.mkdir()
+    source.write_text(
+        "def suspend(asg, tables):\n"
+        "    asg.suspend_processes(AutoScalingGroupName='g')\n"
+        "    asg.get_paginator('describe_auto_scaling_groups')\n"
+        "    tables.get_waiter('table_exists')\n"
+        "    self_made = {}.get('x')\n"
+    )
+    calls = aws_calls(source.parent)
+    assert [c.name for c in calls] == [
+        "suspend_processes",
+        "get_paginator('describe_auto_scaling_groups')",
+        "get_waiter('table_exists')",
+    ]
+    findings = undeclared_calls(calls, {"autoscaling:DescribeAutoScalingGroups"})
+    assert len(findings) == 2
+    assert "autoscaling:SuspendProcesses" in findings[0]
+    assert "dynamodb:DescribeTable" in findings[1]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_wildcard_actions(role):
+    assert wildcard_actions(policies.read(role)) == []
+
+
+def test_a_wildcard_action_is_reported():
+    document = {"Statement": [{"Sid": "Broad", "Action": ["autoscaling:Describe*"], "Resource": "*"}]}
+    assert wildcard_actions(document) == ["Broad: autoscaling:Describe*"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_write_is_scoped_by_tag_or_to_holdfast_resources_or_documented(role):
+    assert unscoped_writes(policies.read(role)) == []
+
+
+def test_an_unscoped_write_is_reported():
+    document = copy.deepcopy(policies.read("reconciler"))
+    read_only = next(s for s in document["Statement"] if s["Sid"] == "AutoScalingReadNoResourceLevel")
+    read_only["Action"] = ["autoscaling:DescribeAutoScalingGroups", "autoscaling:SuspendProcesses"]
+    tagged = next(s for s in document["Statement"] if s["Sid"] == "AutoScalingGroupsWriteOnlyTagged")
+    tagged["Action"] = ["autoscaling:ResumeProcesses"]
+    assert unscoped_writes(document) == ["AutoScalingReadNoResourceLevel: autoscaling:SuspendProcesses"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_policies_only_name_services_the_checks_know(role):
+    """A new service must be added to SERVICE_PREFIX, or its calls would escape the scan."""
+    prefixes = {a.split(":")[0] for a in granted(policies.read(role))}
+    assert prefixes <= set(SERVICE_PREFIX.values())
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_statement_has_a_sid_and_is_explained_in_the_readme(role):
+    readme = (Path(policies.POLICIES_DIR) / "README.md").read_text()
+    for statement in policies.read(role)["Statement"]:
+        assert statement.get("Sid"), statement
+        assert f"`{statement['Sid']}`" in readme, f"policies/README.md does not explain {statement['Sid']}"
