@@ -1,0 +1,107 @@
+"""Operator control: the kill switch, `advance`, `stage`, modes recommend and off,
+and the Lambda entry point."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+
+from holdfast.cli import main
+from holdfast.handlers import reconciler as handler_module
+from holdfast.policy import DRAIN, HOLD
+
+from .conftest import Harness
+from .test_races import recover, run_to
+
+
+def cli(capsys, *argv):
+    capsys.readouterr()  # drop the ticks' EMF lines
+    code = main(["--json", *argv])
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if out.strip() else None)
+
+
+def test_pause_stops_every_write_from_the_next_tick_and_unpause_resumes(harness, capsys):
+    h = harness
+    h.script.set("impaired", h.clock.now())
+    code, doc = cli(capsys, "pause", "--reason", "game day")
+    assert code == 0 and doc["paused"] is True
+    result = h.tick("A")
+    assert result.actions == ["paused"] and h.engine.mutations == 0 and h.plan() is None
+    code, doc = cli(capsys, "stage")
+    assert code == 0 and doc["paused"] and doc["pause"]["reason"] == "game day"
+    assert cli(capsys, "unpause")[0] == 0
+    h.tick("A")
+    assert h.plan().stage == HOLD and h.engine.mutations > 0
+
+
+def test_pause_mid_event_freezes_the_plan_and_the_resources(harness, capsys):
+    h = harness
+    h.script.set("impaired", h.clock.now())
+    run_to(h, HOLD)
+    recover(h)
+    cli(capsys, "pause")
+    before = (h.plan(), list(h.world.writes))
+    for _ in range(30):
+        h.minutes(1)
+        h.tick("A")
+    assert (h.plan(), h.world.writes) == before
+
+
+def test_advance_skips_the_hold_of_the_current_generation(harness, capsys, monkeypatch):
+    h = harness
+    monkeypatch.setattr("holdfast.cli.control.SystemClock", lambda: h.clock)
+    assert cli(capsys, "advance")[0] == 1          # nothing to advance in normal
+    h.script.set("impaired", h.clock.now())
+    run_to(h, HOLD)
+    recover(h)
+    h.tick("A")
+    code, doc = cli(capsys, "stage")
+    assert doc["stage"] == HOLD and any(g.startswith("hold:") for g in doc["next"]["gates"])
+    assert cli(capsys, "advance", "--generation", str(h.plan().generation + 1))[0] == 1   # stale view refused
+    code, doc = cli(capsys, "advance")
+    assert code == 0 and doc["generation"] == 1
+    h.tick("A")
+    assert h.plan().stage == DRAIN and "hold skipped by operator" in h.plan().reasons[0]
+
+
+def test_stage_text_names_what_gates_the_next_stage(harness, capsys):
+    h = harness
+    h.script.set("impaired", h.clock.now())
+    h.tick("A")
+    capsys.readouterr()
+    assert main(["stage"]) == 0
+    text = capsys.readouterr().out
+    assert "hold  (generation 1)" in text and "gate      verdict is impaired" in text
+
+
+def test_recommend_decides_and_writes_nothing_to_resources(clients, ledger_table):
+    h = Harness(clients, ledger_table, settings=replace(Harness.__init__.__defaults__[0], mode="recommend"))
+    h.script.set("impaired", h.clock.now())
+    result = h.tick("A")
+    assert h.plan().stage == HOLD and h.plan().mode == "recommend"
+    assert h.engine.mutations == 0 and not h.world.writes
+    assert result.count("planned") == len(h.world.resources)
+
+
+def test_off_does_nothing(clients, ledger_table):
+    h = Harness(clients, ledger_table, settings=replace(Harness.__init__.__defaults__[0], mode="off"))
+    h.script.set("impaired", h.clock.now())
+    before = dict(clients.calls)
+    assert h.tick("A").actions == ["off"]
+    assert dict(clients.calls) == before and h.engine.mutations == 0 and h.plan() is None
+
+
+def test_the_handler_builds_its_shell_lazily_and_ticks(clients, ledger_table, monkeypatch):
+    calls = []
+    monkeypatch.setattr("holdfast.reconciler.tick", lambda *a, **kw: calls.append(kw) or SimpleNamespace(
+        stage="hold", generation=3, actions=["plan:3"], complete=True, outcomes=[]))
+    handler_module.use(None)
+    context = SimpleNamespace(function_name="f", memory_limit_in_mb=256, invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:f",
+                              aws_request_id="r", log_stream_name="2025/10/20/[$LATEST]abc")
+    try:
+        assert handler_module.handler({}, context) == {"stage": "hold", "generation": 3, "actions": ["plan:3"], "complete": True, "outcomes": 0}
+    finally:
+        handler_module.use(None)
+    assert calls == [{"controller_id": "2025/10/20/[$LATEST]abc"}]
