@@ -65,3 +65,8 @@ class Clients:
 
     def account_id(self) -> str:
         return self("sts").get_caller_identity()["Account"]
+
+    def with_config(self, config: Config) -> "Clients":
+        """Clients from the same session and endpoint with another config (the probes'
+        short timeouts and single attempt)."""
+        return Clients(self._session, endpoint_url=self._endpoint_url, config=config)

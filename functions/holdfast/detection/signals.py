@@ -1,0 +1,262 @@
+"""Signals: everything the detector sees, parsed into one typed, normalized form.
+
+Pure: no boto3, no clock. Four sources feed it:
+
+- ASG "EC2 Instance Launch Unsuccessful" / "EC2 Instance Launch Successful" events
+  (`aws.autoscaling`). A failure is classified (classify.py); a success is the recovery
+  signal. The id is the activity's (`activity:<ActivityId>`), so the event, its
+  redelivery, and the same activity found by the polling fallback are one signal.
+  The time is the activity's EndTime (else StartTime, else the event's time).
+- AWS Health events (`aws.health`, "AWS Health Event") for a service in
+  settings.health_services, category `issue`, affecting this region. The affected
+  region is `detail.eventRegion`; the event's own `region` is only where it was
+  delivered (public events also arrive from a backup region). The id is
+  `<eventArn>#<communicationId>`, so the backup region's copy is the same signal.
+- Probe results (probes.py) and polled scaling activities (polling.py).
+
+Which region is "this region" is the caller's knowledge (the Lambda's AWS_REGION, the
+CLI's --region), passed to `parse_event`; Health events for other regions are
+`ignored` here and never reach the detector, which therefore needs no region.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any, Mapping, NamedTuple
+
+from .classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
+
+# Signal classes.
+LAUNCHED = "launch"
+HEALTH_OPEN, HEALTH_CLOSED = "health-open", "health-closed"
+PROBE_OK, PROBE_FAILED = "probe-ok", "probe-failed"
+LAUNCH_FAILURES = (CAPACITY, CONFIGURATION, UNKNOWN)
+KLASSES = LAUNCH_FAILURES + (LAUNCHED, HEALTH_OPEN, HEALTH_CLOSED, PROBE_OK, PROBE_FAILED)
+
+# Sources.
+ASG, HEALTH, PROBE, POLLING = "aws.autoscaling", "aws.health", "probe", "polling"
+
+LAUNCH_FAILED_TYPE = "EC2 Instance Launch Unsuccessful"
+LAUNCH_OK_TYPE = "EC2 Instance Launch Successful"
+HEALTH_TYPE = "AWS Health Event"
+
+# What `holdfast detect` reports for each event.
+IGNORED, MALFORMED = "ignored", "malformed"
+
+
+@dataclass(frozen=True)
+class Signal:
+    time: datetime  # UTC, aware
+    source: str
+    zone: str | None
+    group: str | None
+    klass: str
+    detail: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time": iso(self.time),
+            "source": self.source,
+            "zone": self.zone,
+            "group": self.group,
+            "klass": self.klass,
+            "detail": dict(self.detail),
+            "id": self.id,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "Signal":
+        return cls(
+            time=parse_time(raw["time"]),
+            source=raw["source"],
+            zone=raw.get("zone"),
+            group=raw.get("group"),
+            klass=raw["klass"],
+            detail=dict(raw.get("detail") or {}),
+            id=raw["id"],
+        )
+
+
+class Parsed(NamedTuple):
+    """One event's fate: its report class (as `holdfast detect` prints it), why, and
+    the signal it became (None when ignored or malformed)."""
+
+    klass: str
+    reason: str
+    signal: Signal | None = None
+
+    @property
+    def report_class(self) -> str:
+        if self.signal is None:
+            return self.klass
+        return "health" if self.signal.source == HEALTH else self.signal.klass
+
+
+class Malformed(ValueError):
+    """An event that does not have the shape its source documents."""
+
+
+def iso(t: datetime) -> str:
+    """Fixed-width UTC ISO-8601, so that ledger sort keys order by time."""
+    return t.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: Any) -> datetime:
+    """ISO-8601 (EventBridge, Auto Scaling) or RFC 1123 (AWS Health's detail times)."""
+    if isinstance(value, datetime):
+        t = value
+    elif isinstance(value, str) and value:
+        try:
+            t = datetime.fromisoformat(value)
+        except ValueError:
+            try:
+                t = parsedate_to_datetime(value)
+            except (TypeError, ValueError) as err:
+                raise Malformed(f"unreadable time {value!r}") from err
+    else:
+        raise Malformed(f"unreadable time {value!r}")
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t.astimezone(timezone.utc)
+
+
+def _field(mapping: Mapping[str, Any], key: str, where: str = "detail") -> str:
+    value = mapping.get(key)
+    if not isinstance(value, str) or not value:
+        raise Malformed(f"{where}.{key} is missing or not a string")
+    return value
+
+
+def parse_event(event: Any, *, region: str, settings) -> Parsed:
+    """An EventBridge event -> its fate. Never raises: a bad event is `malformed`."""
+    try:
+        if not isinstance(event, Mapping):
+            raise Malformed("event is not a JSON object")
+        for key in ("id", "source", "detail-type", "time"):
+            _field(event, key, "event")
+        if not isinstance(event.get("detail"), Mapping):
+            raise Malformed("event.detail is missing or not an object")
+        if event["source"] == ASG:
+            return _launch_event(event, region)
+        if event["source"] == HEALTH:
+            return _health_event(event, region, settings)
+        return Parsed(IGNORED, f"source {event['source']} is not a signal")
+    except Malformed as err:
+        return Parsed(MALFORMED, str(err))
+
+
+def _launch_event(event: Mapping[str, Any], region: str) -> Parsed:
+    kind = event["detail-type"]
+    if kind not in (LAUNCH_FAILED_TYPE, LAUNCH_OK_TYPE):
+        return Parsed(IGNORED, f"{kind} is not a launch result")
+    detail = event["detail"]
+    group = _field(detail, "AutoScalingGroupName")
+    details = detail.get("Details") or {}
+    if not isinstance(details, Mapping):
+        raise Malformed("detail.Details is not an object")
+    if event.get("region") not in (None, region):
+        return Parsed(IGNORED, f"launch in {event.get('region')}, not {region}")
+    when = parse_time(detail.get("EndTime") or detail.get("StartTime") or event["time"])
+    signal_id = f"activity:{detail['ActivityId']}" if detail.get("ActivityId") else f"event:{event['id']}"
+    return _launch_signal(
+        when=when,
+        source=ASG,
+        group=group,
+        zone=details.get("Availability Zone"),
+        ok=kind == LAUNCH_OK_TYPE,
+        status_message=detail.get("StatusMessage"),
+        cause=detail.get("Cause"),
+        signal_id=signal_id,
+    )
+
+
+def _launch_signal(*, when, source, group, zone, ok, status_message, cause, signal_id) -> Parsed:
+    where = f"group {group} in {zone or 'an unknown zone'}"
+    if ok:
+        klass, reason = LAUNCHED, f"launch succeeded: {where}"
+        detail = {}
+    else:
+        klass, why = classify(status_message, cause)
+        reason = f"{why}: {where}"
+        detail = {"reason": why, "message": (status_message or cause or "")[:500]}
+    return Parsed(klass, reason, Signal(when, source, zone, group, klass, detail, signal_id))
+
+
+def activity_signal(activity: Mapping[str, Any]) -> Signal | None:
+    """A scaling activity (DescribeScalingActivities) -> a launch signal, or None when it
+    is not a finished launch."""
+    if not str(activity.get("Description", "")).startswith("Launching a new EC2 instance"):
+        return None
+    status = activity.get("StatusCode")
+    # A failed launch ends Failed or Cancelled, its StatusMessage saying why.
+    if status not in ("Successful", "Failed", "Cancelled"):
+        return None
+    try:
+        details = json.loads(activity.get("Details") or "{}")
+    except json.JSONDecodeError:
+        details = {}
+    return _launch_signal(
+        when=parse_time(activity.get("EndTime") or activity["StartTime"]),
+        source=POLLING,
+        group=activity["AutoScalingGroupName"],
+        zone=details.get("Availability Zone") if isinstance(details, dict) else None,
+        ok=status == "Successful",
+        status_message=activity.get("StatusMessage"),
+        cause=activity.get("Cause"),
+        signal_id=f"activity:{activity['ActivityId']}",
+    ).signal
+
+
+def _health_event(event: Mapping[str, Any], region: str, settings) -> Parsed:
+    if event["detail-type"] != HEALTH_TYPE:
+        return Parsed(IGNORED, f"{event['detail-type']} is not an AWS Health Event")
+    detail = event["detail"]
+    arn = _field(detail, "eventArn")
+    service = _field(detail, "service")
+    category = _field(detail, "eventTypeCategory")
+    status = _field(detail, "statusCode")
+    communication = _field(detail, "communicationId")
+    affected = detail.get("eventRegion") or (arn.split(":")[3] if arn.count(":") >= 5 else "")
+    if category != "issue":
+        return Parsed(IGNORED, f"Health {category}, not an issue")
+    if service not in settings.health_services:
+        return Parsed(IGNORED, f"Health issue for {service}, not one of {', '.join(settings.health_services)}")
+    if affected != region:
+        return Parsed(IGNORED, f"Health issue for {affected or 'no region'}, not {region}")
+    if status not in ("open", "closed"):
+        return Parsed(IGNORED, f"Health issue {status}, neither open nor closed")
+    klass = HEALTH_OPEN if status == "open" else HEALTH_CLOSED
+    signal = Signal(
+        # When AWS wrote this communication, identical in every copy; delivery times differ.
+        time=parse_time(detail.get("lastUpdatedTime") or event["time"]),
+        source=HEALTH,
+        zone=None,
+        group=None,
+        klass=klass,
+        detail={
+            "eventArn": arn,
+            "service": service,
+            "eventTypeCode": detail.get("eventTypeCode", ""),
+            "communicationId": communication,
+            "deliveredIn": event.get("region", ""),
+        },
+        id=f"{arn}#{communication}",
+    )
+    return Parsed(klass, f"{service} issue {status} in {region}: {detail.get('eventTypeCode', arn)}", signal)
+
+
+def probe_signal(target: str, ok: bool, error: str | None, now: datetime) -> Signal:
+    """One probe result; its id is unique per target and tick."""
+    return Signal(
+        time=now,
+        source=PROBE,
+        zone=None,
+        group=None,
+        klass=PROBE_OK if ok else PROBE_FAILED,
+        detail={"target": target, **({"error": error[:300]} if error else {})},
+        id=f"probe:{target}@{iso(now)}",
+    )

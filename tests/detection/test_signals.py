@@ -1,0 +1,121 @@
+"""Parsing EventBridge events and scaling activities into Signals."""
+
+import copy
+from datetime import datetime, timezone
+
+import pytest
+
+from holdfast.detection.classify import CAPACITY, CONFIGURATION
+from holdfast.detection.signals import (
+    HEALTH_CLOSED, HEALTH_OPEN, IGNORED, LAUNCHED, MALFORMED, POLLING, Signal, activity_signal, parse_event,
+)
+from tests.detection.factory import REGION, SETTINGS, fixture, health, utc
+
+
+def parse(event, region=REGION):
+    return parse_event(event, region=region, settings=SETTINGS)
+
+
+def test_launch_unsuccessful_as_aws_documents_it():
+    parsed = parse(fixture("launch_unsuccessful"))
+    s = parsed.signal
+    assert (s.klass, s.group, s.zone, s.source) == (CAPACITY, "web", "us-east-1a", "aws.autoscaling")
+    assert s.id == "activity:87654321-4321-4321-4321-210987654321"
+    assert s.time == datetime(2025, 10, 20, 6, 48, 29, 512000, tzinfo=timezone.utc)  # the activity's EndTime
+    assert "group web in us-east-1a" in parsed.reason
+
+
+def test_launch_successful_is_the_recovery_signal():
+    s = parse(fixture("launch_successful")).signal
+    assert (s.klass, s.group, s.zone) == (LAUNCHED, "web", "us-east-1b")
+
+
+def test_health_issue_open_and_closed():
+    assert parse(fixture("health_issue_open")).signal.klass == HEALTH_OPEN
+    closed = parse(fixture("health_issue_closed"))
+    assert closed.signal.klass == HEALTH_CLOSED and closed.report_class == "health"
+
+
+def test_backup_region_copy_is_the_same_signal():
+    at = utc(2025, 10, 20, 7, 11)
+    home = parse(health("open", at, delivered_in="us-east-1")).signal
+    backup = parse(health("open", at, delivered_in="us-west-2")).signal
+    assert home.id == backup.id  # eventArn + communicationId; the event ids differ
+
+
+@pytest.mark.parametrize(
+    "event, reason",
+    [
+        (health("open", utc(2025, 10, 20), region="us-west-2"), "us-west-2, not us-east-1"),
+        (health("open", utc(2025, 10, 20), service="S3"), "S3, not one of EC2"),
+        (health("open", utc(2025, 10, 20), category="scheduledChange"), "not an issue"),
+        (health("upcoming", utc(2025, 10, 20)), "neither open nor closed"),
+        ({**fixture("launch_unsuccessful"), "detail-type": "EC2 Instance Terminate Successful"}, "not a launch result"),
+        ({**fixture("launch_unsuccessful"), "region": "eu-west-1"}, "launch in eu-west-1"),
+        ({**fixture("launch_unsuccessful"), "source": "aws.ec2"}, "aws.ec2 is not a signal"),
+    ],
+)
+def test_out_of_scope_events_are_ignored_with_a_reason(event, reason):
+    parsed = parse(event)
+    assert parsed.klass == IGNORED and parsed.signal is None
+    assert reason in parsed.reason
+
+
+def _without(path):
+    event = fixture("launch_unsuccessful")
+    target = event
+    for key in path[:-1]:
+        target = target[key]
+    del target[path[-1]]
+    return event
+
+
+@pytest.mark.parametrize(
+    "event, reason",
+    [
+        ([1, 2], "not a JSON object"),
+        (_without(("detail",)), "event.detail"),
+        (_without(("id",)), "event.id"),
+        (_without(("detail", "AutoScalingGroupName")), "detail.AutoScalingGroupName"),
+        ({**fixture("launch_unsuccessful"), "time": "yesterday", "detail": {"AutoScalingGroupName": "g"}}, "unreadable time"),
+        ({**fixture("health_issue_open"), "detail": {"service": "EC2"}}, "detail.eventArn"),
+    ],
+)
+def test_malformed_events_say_why_and_never_raise(event, reason):
+    parsed = parse(event)
+    assert parsed.klass == MALFORMED and parsed.signal is None
+    assert reason in parsed.reason
+
+
+def test_health_times_in_rfc_1123_and_iso_both_read():
+    event = health("open", utc(2025, 10, 20, 7, 11))
+    assert parse(event).signal.time == utc(2025, 10, 20, 7, 11)
+
+
+def test_polled_activity_is_the_same_signal_as_its_event():
+    event = fixture("launch_unsuccessful")
+    d = event["detail"]
+    activity = {
+        "ActivityId": d["ActivityId"],
+        "AutoScalingGroupName": "web",
+        "Description": "Launching a new EC2 instance.  Status Reason: " + d["StatusMessage"],
+        "Cause": d["Cause"],
+        "StartTime": datetime(2025, 10, 20, 6, 48, 27, 4000, tzinfo=timezone.utc),
+        "EndTime": datetime(2025, 10, 20, 6, 48, 29, 512000, tzinfo=timezone.utc),
+        "StatusCode": "Failed",
+        "StatusMessage": d["StatusMessage"],
+        "Progress": 100,
+        "Details": '{"Subnet ID":"subnet-12345678","Availability Zone":"us-east-1a"}',
+    }
+    polled = activity_signal(activity)
+    evented = parse(event).signal
+    assert polled.source == POLLING
+    assert (polled.id, polled.time, polled.klass, polled.zone) == (evented.id, evented.time, evented.klass, evented.zone)
+    assert activity_signal({**activity, "Description": "Terminating EC2 instance: i-1"}) is None
+    assert activity_signal({**activity, "StatusCode": "InProgress"}) is None
+
+
+def test_signal_round_trips_through_a_dict():
+    s = parse(fixture("launch_unsuccessful")).signal
+    back = Signal.from_dict(s.to_dict())
+    assert back == s and back.detail == s.detail
