@@ -42,13 +42,22 @@ MUTATING = ("Create", "Put", "Update", "Delete", "Suspend", "Resume", "Tag", "Un
 
 
 class FailKth:
-    """Raise on the k-th mutating AWS call (any service), counting from 1; k=0 never fails."""
+    """Raise on the k-th mutating AWS call (any of `services`), counting from 1; k=0 never
+    fails. A context manager: the hook is gone after the block."""
 
     def __init__(self, clients, services, k):
         self.k = k
         self.seen = 0
-        for service in services:
-            clients(service).meta.events.register("before-call", self)
+        self._clients = [clients(s) for s in services]
+
+    def __enter__(self):
+        for client in self._clients:
+            client.meta.events.register("before-call", self)
+        return self
+
+    def __exit__(self, *exc):
+        for client in self._clients:
+            client.meta.events.unregister("before-call", self)
 
     def __call__(self, model, **_):
         from botocore.exceptions import ClientError
