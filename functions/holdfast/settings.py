@@ -12,6 +12,7 @@ Pure: no boto3, no clock. `python -m holdfast.settings` prints the README table.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -50,7 +51,8 @@ class SettingsError(ValueError):
         self.key = key
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{CONTEXT_KEY}.{key} = {json.dumps(value, default=str)}: {allowed}")
+        where = f"{CONTEXT_KEY}.{key}" if key else CONTEXT_KEY
+        super().__init__(f"{where} = {json.dumps(value, default=str)}: {allowed}")
 
 
 def _doc(text: str, **extra: Any) -> dict:
@@ -166,7 +168,7 @@ class Settings:
     )
     probe_failure_ratio: float = field(
         default=0.5,
-        metadata=_doc("Probes failing above this ratio over the window mean impaired (0–1, exclusive of 1)."),
+        metadata=_doc("A probe target (one host's DNS, one service's API) failing more than this share of its results within `detect_window_minutes` means impaired (0–1, exclusive of 1)."),
     )
     schedule_minutes: int = field(
         default=1,
@@ -222,7 +224,7 @@ class Settings:
         known = {f.name: f for f in dataclasses.fields(cls)}
         for key in raw:
             if key not in known:
-                close = [k for k in known if k.replace("_", "") == str(key).replace("_", "").replace("-", "").lower()]
+                close = difflib.get_close_matches(str(key).replace("-", "_").lower(), known, n=1, cutoff=0.8)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
                 raise SettingsError(str(key), raw[key], f"unknown key{hint}")
         values = {name: _CHECKS[name](name, raw[name]) for name in raw}
@@ -358,6 +360,12 @@ def _email(key: str, value: Any) -> str | None:
     return value
 
 
+def _health_service(key: str, service: str) -> None:
+    # EventBridge matches detail.service exactly, and AWS Health spells services in capitals.
+    if not re.match(r"^[A-Z0-9_]+$", service):
+        raise SettingsError(key, service, "each service must be an AWS Health service code in capitals, such as EC2 or DYNAMODB")
+
+
 def _host(key: str, host: str) -> None:
     if not re.match(r"^[A-Za-z0-9{}.\-]+$", host) or "." not in host:
         raise SettingsError(key, host, "each endpoint must be a host name such as dynamodb.{region}.amazonaws.com")
@@ -385,7 +393,7 @@ _CHECKS = {
     "detect_min_zones": _int(1, 10),
     "detect_window_minutes": _int(1, 120),
     "recover_quiet_minutes": _int(1, 1440),
-    "health_services": _str_list(allowed="must be a list of AWS Health service names such as EC2"),
+    "health_services": _str_list(_health_service, allowed="must be a list of AWS Health service names such as EC2"),
     "probe_endpoints": _str_list(_host, allowed="must be a list of host names"),
     "probe_api_services": _str_list(_choice(PROBE_API_SERVICES), allowed=f"must be a list of services ({', '.join(PROBE_API_SERVICES)})"),
     "probe_timeout_seconds": _number(0.1, 10),

@@ -1,0 +1,168 @@
+"""One case per validation rule of holdfast.settings: the exact message an operator reads
+when `cdk synth` stops (key, value, what is allowed)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from holdfast.settings import _CHECKS, LOG_RETENTION_DAYS, Settings, SettingsError
+
+TARGET = {"account": "123456789012", "region": "us-east-1"}
+TARGETS_ALLOWED = 'must be a list of {"account": 12 digits, "region": e.g. "us-east-1"}, without duplicates'
+SELECTOR_ALLOWED = (
+    "must be a tag `KEY=VALUE`, key 1–128 and value 0–256 characters of letters, digits, spaces and _ . : / = + - @"
+)
+PROCESSES = "Launch, Terminate, AddToLoadBalancer, AlarmNotification, AZRebalance, HealthCheck, InstanceRefresh, ReplaceUnhealthy, ScheduledActions"
+
+RULES = {
+    # per key
+    "selector without =": ({"selector": "holdfast"}, f'holdfast.selector = "holdfast": {SELECTOR_ALLOWED}'),
+    "selector in the aws: namespace": ({"selector": "aws:x=y"}, f'holdfast.selector = "aws:x=y": {SELECTOR_ALLOWED}'),
+    "mode": ({"mode": "on"}, 'holdfast.mode = "on": must be one of auto, recommend, off'),
+    "targets not a list": ({"targets": "us-east-1"}, f'holdfast.targets = "us-east-1": {TARGETS_ALLOWED}'),
+    "target account": (
+        {"targets": [{"account": "1234", "region": "us-east-1"}]},
+        f'holdfast.targets = {{"account": "1234", "region": "us-east-1"}}: {TARGETS_ALLOWED}',
+    ),
+    "target region": (
+        {"targets": [{"account": "123456789012", "region": "mars"}]},
+        f'holdfast.targets = {{"account": "123456789012", "region": "mars"}}: {TARGETS_ALLOWED}',
+    ),
+    "target duplicated": (
+        {"targets": [TARGET, TARGET]},
+        f'holdfast.targets = [{{"account": "123456789012", "region": "us-east-1"}}, '
+        f'{{"account": "123456789012", "region": "us-east-1"}}]: {TARGETS_ALLOWED}',
+    ),
+    "asg process unknown": ({"asg_processes": ["Launch", "Nope"]}, f'holdfast.asg_processes = "Nope": must be one of {PROCESSES}'),
+    "asg processes empty": (
+        {"asg_processes": []},
+        f"holdfast.asg_processes = []: must be a list of Auto Scaling processes ({PROCESSES}), at least 1",
+    ),
+    "asg processes duplicated": (
+        {"asg_processes": ["Launch", "Launch"]},
+        f'holdfast.asg_processes = ["Launch", "Launch"]: must be a list of Auto Scaling processes ({PROCESSES}), without duplicates',
+    ),
+    "esm floor below 2": ({"esm_floor": 1}, "holdfast.esm_floor = 1: must be an integer from 2 to 1000"),
+    "esm floor above 1000": ({"esm_floor": 1001}, "holdfast.esm_floor = 1001: must be an integer from 2 to 1000"),
+    "an integer is not a boolean": ({"esm_floor": True}, "holdfast.esm_floor = true: must be an integer from 2 to 1000"),
+    "an integer is not a fraction": ({"hold_minutes": 2.5}, "holdfast.hold_minutes = 2.5: must be an integer from 1 to 1440"),
+    "cap steps rising": ({"esm_cap_steps": [5, 5]}, "holdfast.esm_cap_steps = [5, 5]: must be a rising list of integers from 2 to 1000"),
+    "cap steps in range": ({"esm_cap_steps": [5, 1001]}, "holdfast.esm_cap_steps = [5, 1001]: must be a rising list of integers from 2 to 1000"),
+    "capacity hold": ({"capacity_hold_minutes": 0}, "holdfast.capacity_hold_minutes = 0: must be an integer from 1 to 1440"),
+    "async event age": ({"async_max_event_age_seconds": 59}, "holdfast.async_max_event_age_seconds = 59: must be an integer from 60 to 21600"),
+    "async event age above 6 h": (
+        {"async_max_event_age_seconds": 21601},
+        "holdfast.async_max_event_age_seconds = 21601: must be an integer from 60 to 21600",
+    ),
+    "async retries": ({"async_max_retry_attempts": 3}, "holdfast.async_max_retry_attempts = 3: must be an integer from 0 to 2"),
+    "dns failover count": (
+        {"nlb_dns_failover_minimum_healthy_count": "none"},
+        'holdfast.nlb_dns_failover_minimum_healthy_count = "none": must be `off` or an integer from 1 to 1000',
+    ),
+    "dns failover percentage": (
+        {"nlb_dns_failover_minimum_healthy_percentage": 101},
+        "holdfast.nlb_dns_failover_minimum_healthy_percentage = 101: must be `off` or an integer from 1 to 100",
+    ),
+    "routing count has no off": (
+        {"nlb_routing_minimum_healthy_count": "off"},
+        'holdfast.nlb_routing_minimum_healthy_count = "off": must be an integer from 1 to 1000',
+    ),
+    "routing percentage": (
+        {"nlb_routing_minimum_healthy_percentage": 0},
+        "holdfast.nlb_routing_minimum_healthy_percentage = 0: must be `off` or an integer from 1 to 100",
+    ),
+    "gating alarms": ({"gating_alarms": [""]}, 'holdfast.gating_alarms = [""]: must be a list of CloudWatch alarm names'),
+    "detect groups": ({"detect_min_groups": 0}, "holdfast.detect_min_groups = 0: must be an integer from 1 to 100"),
+    "detect zones": ({"detect_min_zones": 11}, "holdfast.detect_min_zones = 11: must be an integer from 1 to 10"),
+    "detect window": ({"detect_window_minutes": 121}, "holdfast.detect_window_minutes = 121: must be an integer from 1 to 120"),
+    "recover quiet": ({"recover_quiet_minutes": 0}, "holdfast.recover_quiet_minutes = 0: must be an integer from 1 to 1440"),
+    "health services spelled as AWS Health does": (
+        {"health_services": ["ec2"]},
+        'holdfast.health_services = "ec2": each service must be an AWS Health service code in capitals, such as EC2 or DYNAMODB',
+    ),
+    "health services a list": (
+        {"health_services": "EC2"},
+        'holdfast.health_services = "EC2": must be a list of AWS Health service names such as EC2',
+    ),
+    "probe endpoints": (
+        {"probe_endpoints": ["not a host"]},
+        'holdfast.probe_endpoints = "not a host": each endpoint must be a host name such as dynamodb.{region}.amazonaws.com',
+    ),
+    "probe api services": (
+        {"probe_api_services": ["s3"]},
+        'holdfast.probe_api_services = "s3": must be one of dynamodb, ec2, autoscaling, lambda, sqs',
+    ),
+    "probe timeout": ({"probe_timeout_seconds": 0.05}, "holdfast.probe_timeout_seconds = 0.05: must be a number from 0.1 to 10"),
+    "probe failure ratio below 1": ({"probe_failure_ratio": 1}, "holdfast.probe_failure_ratio = 1: must be a number from 0 to 1 (exclusive)"),
+    "schedule": ({"schedule_minutes": 61}, "holdfast.schedule_minutes = 61: must be an integer from 1 to 60"),
+    "tick budget": ({"tick_budget_seconds": 601}, "holdfast.tick_budget_seconds = 601: must be an integer from 10 to 600"),
+    "lambda write rate": ({"lambda_writes_per_second": 16}, "holdfast.lambda_writes_per_second = 16: must be a number from 1 to 15"),
+    "max resources": ({"max_resources": 0}, "holdfast.max_resources = 0: must be an integer from 1 to 100000"),
+    "signal ttl": ({"signal_ttl_hours": 721}, "holdfast.signal_ttl_hours = 721: must be an integer from 1 to 720"),
+    "notification email": ({"notification_email": "nobody"}, 'holdfast.notification_email = "nobody": must be an e-mail address or null'),
+    "log retention": (
+        {"log_retention_days": 10},
+        f"holdfast.log_retention_days = 10: must be one of {', '.join(map(str, LOG_RETENTION_DAYS))}",
+    ),
+    # across keys
+    "cap steps above the floor": (
+        {"esm_floor": 10, "esm_cap_steps": [5, 20]},
+        "holdfast.esm_cap_steps = [5, 20]: each step must be above esm_floor (10)",
+    ),
+    "dns failover count at least routing count": (
+        {"nlb_dns_failover_minimum_healthy_count": 1, "nlb_routing_minimum_healthy_count": 2},
+        "holdfast.nlb_dns_failover_minimum_healthy_count = 1: must be `off` or at least nlb_routing_minimum_healthy_count (2)",
+    ),
+    "dns failover percentage at least routing percentage": (
+        {"nlb_dns_failover_minimum_healthy_percentage": 40},
+        "holdfast.nlb_dns_failover_minimum_healthy_percentage = 40: must be `off` or at least nlb_routing_minimum_healthy_percentage (50)",
+    ),
+    # the object itself
+    "a typo is named, with the key it probably meant": (
+        {"esm_flor": 3},
+        "holdfast.esm_flor = 3: unknown key; did you mean 'esm_floor'?",
+    ),
+    "a key in another spelling is named, with the key it meant": (
+        {"Hold-Minutes": 3},
+        "holdfast.Hold-Minutes = 3: unknown key; did you mean 'hold_minutes'?",
+    ),
+}
+
+
+@pytest.mark.parametrize("raw, message", RULES.values(), ids=RULES.keys())
+def test_a_bad_value_fails_with_key_value_and_what_is_allowed(raw, message):
+    with pytest.raises(SettingsError) as raised:
+        Settings.from_mapping(raw)
+    assert str(raised.value) == message
+
+
+def test_every_key_has_a_rule_with_a_bad_value():
+    """A key added to Settings without a case here would slip through unchecked."""
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    assert set(_CHECKS) == fields
+    assert fields - {key for raw, _ in RULES.values() for key in raw} == set()
+
+
+def test_an_unknown_key_with_nothing_close_lists_the_known_keys():
+    with pytest.raises(SettingsError, match=r"^holdfast\.colour = 1: unknown key; known keys: asg_processes, .*tick_budget_seconds$"):
+        Settings.from_mapping({"colour": 1})
+
+
+def test_settings_must_be_an_object():
+    with pytest.raises(SettingsError, match=r"^holdfast = \[1, 2\]: must be a JSON object of settings$"):
+        Settings.from_mapping([1, 2])
+
+
+def test_settings_json_must_parse():
+    with pytest.raises(SettingsError, match=r'^holdfast = "\{bad": is not valid JSON \(Expecting property name'):
+        Settings.from_json("{bad")
+
+
+def test_off_is_accepted_where_it_is_allowed_and_ec2_is_always_watched():
+    s = Settings.from_mapping(
+        {"nlb_dns_failover_minimum_healthy_count": "off", "nlb_routing_minimum_healthy_percentage": "off", "health_services": ["DYNAMODB"]}
+    )
+    assert (s.nlb_dns_failover_minimum_healthy_count, s.nlb_routing_minimum_healthy_percentage) == ("off", "off")
+    assert s.health_services == ("EC2", "DYNAMODB")
