@@ -19,6 +19,8 @@ import importlib
 import sys
 from typing import Sequence
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from ..settings import SettingsError
 from .context import Context, UsageError
 
@@ -58,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(ctx, args) or EXIT_OK)
     except (SettingsError, UsageError) as err:
         print(f"holdfast: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except (BotoCoreError, ClientError) as err:  # credentials, profile, region, endpoint: one line, no traceback
+        print(f"holdfast: error: AWS: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("holdfast: interrupted", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,7 +51,9 @@ class Context:
         settings = load_settings_file(args.settings)
         if args.selector is not None:
             settings = Settings.from_mapping({**settings.to_mapping(), "selector": args.selector})
-        clients = Clients(region=args.region, profile=args.profile, endpoint_url=args.endpoint_url)
+        # botocore reads only AWS_DEFAULT_REGION; AWS_REGION wins over it, as in the AWS CLI.
+        region = args.region or os.environ.get("AWS_REGION")
+        clients = Clients(region=region, profile=args.profile, endpoint_url=args.endpoint_url)
         return cls(
             settings=settings,
             clients=clients,

@@ -1,7 +1,248 @@
-"""CLI commands: resources (filled by its issue)."""
+"""CLI commands that act on resources by hand: ledger-init, plan, engage, resume, release, status.
+
+They let an operator use Holdfast before (or instead of) the automatic controller, and
+force any step while it runs. All of them go through `holdfast.engine`; nothing here
+decides anything about a resource.
+
+`--json` documents have one shape for every walk (plan, engage, resume, release):
+
+    {"command": "engage", "ledger_available": true, "complete": true,
+     "resources": [Outcome.to_dict(), ...],            # every resource touched or planned
+     "failed": [{"kind", "arn", "error"}, ...],        # also in resources, with action "failed"
+     "summary": {action: count},
+     "api_calls": {kind: count}, "api_calls_by_operation": {"service:Operation": count}}
+
+and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
+original, applied, current, drift}], "drifted": [arn, ...], "api_calls_by_operation"}.
+
+Exit codes: 0 done, 1 some resources failed (each named on stderr), 2 usage or settings
+error (including a ledger table that does not exist: `holdfast ledger-init` creates it).
+"""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from typing import Any, Iterable, Mapping
+
+from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+from .. import engine
+from ..actuators.base import ALREADY, VANISHED, Outcome
+from ..iam import uses
+from ..ledger.resources import ResourceLedger
+from ..ledger.table import ensure_table
+from .context import Context, UsageError, table
+
+from . import EXIT_FAILED, EXIT_OK
+
+# Errors that are the caller's credentials, not the ledger's health: they stop the command.
+CREDENTIAL_ERRORS = frozenset({
+    "UnrecognizedClientException", "InvalidClientTokenId", "InvalidSignatureException",
+    "ExpiredTokenException", "ExpiredToken", "AccessDeniedException", "MissingAuthenticationTokenException",
+})
+
 
 def register(sub) -> None:
-    """No commands here yet."""
+    p = sub.add_parser("ledger-init", help="create the ledger table if it is missing")
+    p.set_defaults(func=ledger_init)
+
+    p = sub.add_parser("plan", help="show what `engage` would change, per selected resource (no writes)")
+    p.set_defaults(func=plan)
+
+    p = sub.add_parser("engage", help="put every selected resource into the protected posture now")
+    p.set_defaults(func=engage)
+
+    p = sub.add_parser("resume", help="restore every engaged resource")
+    p.add_argument("--now", action="store_true", help="restore everything now, skipping the staged holds")
+    p.set_defaults(func=resume)
+
+    p = sub.add_parser("release", help="restore one resource now and forget it")
+    p.add_argument("resource_arn", metavar="RESOURCE_ARN")
+    p.set_defaults(func=release)
+
+    p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift")
+    p.set_defaults(func=status)
+
+
+# ---- commands -------------------------------------------------------------------------
+
+def ledger_init(ctx: Context, args) -> int:
+    created = ensure_table(ctx.clients("dynamodb"), ctx.ledger_table)
+    ctx.emit(
+        {"command": "ledger-init", "table": ctx.ledger_table, "region": ctx.clients.region, "created": created},
+        f"ledger table {ctx.ledger_table} {'created' if created else 'already exists'} in {ctx.clients.region}",
+    )
+    return EXIT_OK
+
+
+def plan(ctx: Context, args) -> int:
+    reachable = _check_ledger(ctx)
+    report = engine.engage_all(ctx.clients, ctx.settings, ctx.ledger_table, dry_run=True, progress=ctx.progress)
+    return _finish(ctx, "plan", report, reachable)
+
+
+def engage(ctx: Context, args) -> int:
+    reachable = _check_ledger(ctx)
+    report = engine.engage_all(ctx.clients, ctx.settings, ctx.ledger_table, progress=ctx.progress)
+    return _finish(ctx, "engage", report, reachable)
+
+
+def resume(ctx: Context, args) -> int:
+    if not args.now:
+        raise UsageError(
+            "a staged resume, with holds between stages, is the reconciler's job; "
+            "`holdfast resume --now` restores every engaged resource at once"
+        )
+    reachable = _check_ledger(ctx)
+    report = engine.relax_all(ctx.clients, ctx.settings, ctx.ledger_table, progress=ctx.progress)
+    return _finish(ctx, "resume", report, reachable)
+
+
+def release(ctx: Context, args) -> int:
+    arn = args.resource_arn
+    try:
+        kind = engine.kind_of(arn)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    reachable = _check_ledger(ctx)
+    # Read before the release forgets it: a vanished resource with no record was never Holdfast's.
+    recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
+    before = Counter(ctx.clients.calls)
+    outcome = engine.release(ctx.clients, ctx.settings, ctx.ledger_table, arn)
+    if outcome.action == ALREADY or (outcome.action == VANISHED and not recorded):
+        what = "does not exist" if outcome.action == VANISHED else "is not engaged"
+        raise UsageError(f"{arn} {what} and Holdfast holds no record of it; nothing to release")
+    report = engine.Report(
+        outcomes=[outcome], ledger_available=reachable,
+        api_calls={kind: sum((Counter(ctx.clients.calls) - before).values())},
+    )
+    return _finish(ctx, "release", report, reachable)
+
+
+def status(ctx: Context, args) -> int:
+    ledger_available = _check_ledger(ctx)
+    rows = engine.status(ctx.clients, ctx.settings, ctx.ledger_table)
+    drifted = [r["arn"] for r in rows if r.get("drift")]
+    ctx.emit(
+        {
+            "command": "status",
+            "ledger_available": ledger_available,
+            "resources": rows,
+            "drifted": drifted,
+            "api_calls_by_operation": dict(ctx.clients.calls),
+        },
+        _status_text(rows, ledger_available),
+    )
+    if not ctx.json:
+        _report_calls(ctx, _calls_by_service(ctx))
+    return EXIT_OK
+
+
+# ---- the ledger -------------------------------------------------------------------------
+
+@uses("dynamodb:DescribeTable", by=("cli",))
+def _check_ledger(ctx: Context) -> bool:
+    """True when the ledger answers. A missing table is the operator's to fix (exit 2);
+    an unreachable ledger is not: engaging and restoring work from the resources' tags."""
+    try:
+        ctx.clients("dynamodb").describe_table(TableName=ctx.ledger_table)
+        return True
+    except ClientError as err:
+        code = err.response.get("Error", {}).get("Code", "")
+        if code == "ResourceNotFoundException":
+            raise UsageError(
+                f"ledger table {ctx.ledger_table} does not exist in {ctx.clients.region}; "
+                "create it with `holdfast ledger-init`"
+            ) from err
+        if code in CREDENTIAL_ERRORS:
+            raise
+        reason = f"{code}: {err.response.get('Error', {}).get('Message', '')}"
+    except (ConnectionError, HTTPClientError) as err:
+        reason = str(err)
+    ctx.warn(f"ledger {ctx.ledger_table} unreachable ({reason}); running from resource tags only")
+    return False
+
+
+# ---- output -----------------------------------------------------------------------------
+
+def _finish(ctx: Context, command: str, report, ledger_reachable: bool) -> int:
+    """Print the report, name every failure, and choose the exit code."""
+    ctx.progress("")  # clears the progress line
+    if report.refused:
+        raise UsageError(report.refused)
+    ledger_available = ledger_reachable and report.ledger_available
+    failed = [{"kind": o.kind, "arn": o.arn, "error": o.error} for o in report.failed]
+    summary = dict(Counter(o.action for o in report.outcomes))
+    ctx.emit(
+        {
+            "command": command,
+            "ledger_available": ledger_available,
+            "ledger_error": report.ledger_error,
+            "complete": report.complete,
+            "resources": [o.to_dict() for o in report.outcomes],
+            "failed": failed,
+            "summary": summary,
+            "api_calls": dict(report.api_calls),
+            "api_calls_by_operation": dict(ctx.clients.calls),
+        },
+        _walk_text(command, report.outcomes, summary, ledger_available),
+    )
+    for f in failed:
+        ctx.warn(f"failed: {f['kind']} {f['arn']}: {f['error']}")
+    if not report.complete:
+        ctx.warn("the walk stopped before every resource was visited; run the command again")
+    if not ctx.json:
+        _report_calls(ctx, report.api_calls)
+    return EXIT_FAILED if failed or not report.complete else EXIT_OK
+
+
+def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int], ledger_available: bool) -> str:
+    rows = [(o.kind, o.arn, o.action, _changes(o) or o.error or "") for o in outcomes]
+    lines = [table(("KIND", "ARN", "ACTION", "CHANGES"), rows)] if rows else [f"{command}: no selected resources"]
+    lines.append(f"{command}: " + (", ".join(f"{n} {a}" for a, n in sorted(summary.items())) or "nothing to do"))
+    if not ledger_available:
+        lines.append("ledger unreachable: ran from resource tags only (the write-ahead record is on each resource)")
+    return "\n".join(lines)
+
+
+def _changes(o: Outcome) -> str:
+    parts = [f"{k}: {_fmt(v.get('from'))} -> {_fmt(v.get('to'))}" for k, v in o.changes.items()]
+    parts += [f"{k}: kept owner's {_fmt(v.get('current'))} (drift)" for k, v in o.drift.items()]
+    return "; ".join(parts)
+
+
+def _status_text(rows: list[dict[str, Any]], ledger_available: bool) -> str:
+    out = []
+    for r in rows:
+        original, applied, current = (r.get(k) or {} for k in ("original", "applied", "current"))
+        drift = r.get("drift") or {}
+        keys = sorted(set(original) | set(applied) | set(current))
+        for i, key in enumerate(keys):
+            out.append((
+                r["kind"] if i == 0 else "", r["arn"] if i == 0 else "", key,
+                _fmt(original.get(key)), _fmt(applied.get(key)), _fmt(current.get(key)),
+                "DRIFT" if key in drift else "",
+            ))
+    lines = [table(("KIND", "ARN", "KEY", "ORIGINAL", "APPLIED", "CURRENT", "DRIFT"), out)] if rows else ["no engaged resources"]
+    lines.append(f"{len(rows)} engaged, {sum(1 for r in rows if r.get('drift'))} with drift")
+    if not ledger_available:
+        lines.append("ledger unreachable: engaged resources found from their tags only")
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def _calls_by_service(ctx: Context) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for operation, n in ctx.clients.calls.items():
+        counts[operation.split(":")[0]] += n
+    return dict(counts)
+
+
+def _report_calls(ctx: Context, calls: Mapping[str, int]) -> None:
+    total = sum(ctx.clients.calls.values())
+    parts = ", ".join(f"{k} {n}" for k, n in sorted(calls.items()))
+    ctx.warn(f"API calls: {parts or 'none'} (total {total})")

@@ -1,0 +1,205 @@
+"""The operator CLI contract: ledger-init, plan, engage, status, release, resume --now.
+
+The first test drives the installed `holdfast` console script in a subprocess against
+the session moto server, as an operator or another tool would; the rest call
+`holdfast.cli.main` in-process against moto, which is cheaper, for the error paths.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from holdfast.aws import Clients
+from holdfast.cli import main
+from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger.table import ensure_table
+from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.conftest import REGION
+from tests.fleet import build_fleet, snapshot
+
+HOLDFAST = Path(sys.executable).with_name("holdfast")
+
+
+def _run(server, *args: str) -> tuple[int, dict | None, str]:
+    """One `holdfast --json ...` run: exit code, the JSON document on stdout, stderr."""
+    proc = subprocess.run(
+        [str(HOLDFAST), "--endpoint-url", server.url, "--region", REGION, "--json", *args],
+        capture_output=True, text=True, timeout=60,
+    )
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None, proc.stderr
+
+
+def _by_arn(document: dict) -> dict[str, dict]:
+    return {r["arn"]: r for r in document["resources"]}
+
+
+def _target_group_at_tag_quota(clients, fleet) -> str:
+    """A selected target group with no room for Holdfast's write-ahead tags.
+
+    Moto's tag quota for ELB is 10 (AWS's is 50); either way AddTags answers
+    TooManyTags, and a resource whose write-ahead record cannot be written must be
+    reported as failed and left untouched.
+    """
+    vpc = clients("ec2").describe_vpcs(Filters=[{"Name": "cidr", "Values": ["10.80.0.0/16"]}])["Vpcs"][0]["VpcId"]
+    key, value = fleet.selector.split("=")
+    tags = [{"Key": key, "Value": value}] + [{"Key": f"owner-{i}", "Value": "x"} for i in range(9)]
+    arn = clients("elbv2").create_target_group(Name="full-of-tags", Protocol="TCP", Port=81, VpcId=vpc, Tags=tags)[
+        "TargetGroups"][0]["TargetGroupArn"]
+    fleet.selected["nlb"].append(arn)
+    fleet.handles[arn] = arn
+    return arn
+
+
+def test_console_script_engages_and_restores_a_fleet_exactly(moto_server, aws_semantics):
+    """The threaded moto server runs in this process, so `aws_semantics`' patches reach it."""
+    # GIVEN a fleet of every kind with unselected twins, one target group that cannot take tags
+    moto_server.reset()
+    clients = moto_server.clients()
+    fleet = build_fleet(clients, asgs=2, esms=2, asyncs=3, nlbs=2, services=3)
+    full = _target_group_at_tag_quota(clients, fleet)
+    selected = set(fleet.arns()) - {a for arns in fleet.unselected.values() for a in arns}
+    before = snapshot(clients, fleet)
+
+    # WHEN the ledger does not exist yet THEN status is a usage error that says how to fix it
+    code, doc, err = _run(moto_server, "status")
+    assert (code, doc) == (2, None) and "holdfast ledger-init" in err
+
+    code, doc, _ = _run(moto_server, "ledger-init")
+    assert code == 0 and doc == {"command": "ledger-init", "table": DEFAULT_TABLE, "region": REGION, "created": True}
+
+    # plan: every selected resource would change, nothing is written
+    code, doc, _ = _run(moto_server, "plan")
+    assert code == 0, doc
+    assert set(_by_arn(doc)) == selected
+    assert {r["action"] for r in doc["resources"]} == {"planned"} and doc["failed"] == []
+    assert snapshot(clients, fleet) == before
+
+    # engage: everything protected except the group at its tag quota, which is named; exit 1
+    code, doc, err = _run(moto_server, "engage")
+    assert code == 1
+    assert [(f["arn"], "TooManyTags" in f["error"]) for f in doc["failed"]] == [(full, True)]
+    assert full in err
+    assert {a: r["action"] for a, r in _by_arn(doc).items()} == {a: ("failed" if a == full else "engaged") for a in selected}
+    assert doc["ledger_available"] is True and doc["complete"] is True
+    assert set(doc["api_calls"]) == {"asg", "esm", "async", "nlb", "scalable-target"}
+    assert all(n > 0 for n in doc["api_calls"].values())
+    assert snapshot(clients, fleet)[full] == before[full]
+    for arn in fleet.arns():
+        if arn not in selected:
+            assert snapshot(clients, fleet)[arn] == before[arn]
+
+    # status: every engaged resource, with original, applied and current values, no drift
+    code, doc, _ = _run(moto_server, "status")
+    assert code == 0 and doc["ledger_available"] is True and doc["drifted"] == []
+    rows = _by_arn(doc)
+    assert set(rows) == selected - {full}
+    for row in rows.values():
+        assert row["kind"] == fleet.kind_of(row["arn"])
+        assert row["original"] and row["current"] == row["applied"]
+        assert row["drift"] == {}
+
+    # release one group: restored exactly and forgotten; a second release is a usage error
+    asg = fleet.selected["asg"][0]
+    code, doc, _ = _run(moto_server, "release", asg)
+    assert code == 0 and [(r["arn"], r["action"]) for r in doc["resources"]] == [(asg, "restored")]
+    assert snapshot(clients, fleet)[asg] == before[asg]
+    code, doc, err = _run(moto_server, "release", asg)
+    assert code == 2 and "not engaged" in err
+
+    # resume --now: the rest restored; the fleet is exactly as its owners had it
+    code, doc, _ = _run(moto_server, "resume", "--now")
+    assert code == 0, doc["failed"]
+    assert {a: r["action"] for a, r in _by_arn(doc).items()} == {a: "restored" for a in selected - {full, asg}}
+    assert snapshot(clients, fleet) == before
+
+
+# ---- in-process: output shapes and error paths ------------------------------------------
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("resume",), "resume --now"),
+        (("--selector", "no-equals-sign", "plan"), "holdfast.selector"),
+        (("release", "arn:aws:s3:::a-bucket"), "not a resource kind Holdfast manages"),
+        (("release", "not-an-arn"), "not an ARN"),
+        (("release", "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0:autoScalingGroupName/gone"), "does not exist"),
+        (("engage",), "holdfast ledger-init"),
+    ],
+)
+def test_usage_and_settings_errors_exit_2_with_one_line(aws, capsys, args, message):
+    if args[0] == "release" and args[1].startswith("arn:aws:autoscaling"):
+        ensure_table(Clients(region=REGION)("dynamodb"), DEFAULT_TABLE)
+    code, out, err = _main(capsys, "--json", *args)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_credential_errors_are_one_line_not_a_traceback(capsys, monkeypatch, tmp_path):
+    code, _, err = _main(capsys, "--profile", "no-such-profile", "status")
+    assert code == 2 and "no-such-profile" in err and err.count("\n") == 1
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    code, _, err = _main(capsys, "--endpoint-url", "http://127.0.0.1:9", "status")
+    assert code == 2 and "Unable to locate credentials" in err and err.count("\n") == 1
+
+
+class _LedgerDown(Clients):
+    """Clients whose DynamoDB endpoint cannot be reached, as in October; the rest answer."""
+
+    def __call__(self, service: str):
+        client = super().__call__(service)
+        if service == "dynamodb" and not getattr(client, "_holdfast_down", False):
+            def refuse(request, **_):
+                raise EndpointConnectionError(endpoint_url=request.url)
+
+            client.meta.events.register_first("before-send", refuse)
+            client._holdfast_down = True
+        return client
+
+
+def test_without_the_ledger_engage_and_status_say_so_and_resume_restores_from_tags(aws_semantics, capsys, monkeypatch):
+    # GIVEN a fleet and a ledger table that exists but cannot be reached
+    clients = Clients(region=REGION)
+    ensure_table(clients("dynamodb"), DEFAULT_TABLE)
+    fleet = build_fleet(clients, asgs=1, esms=1, asyncs=1, nlbs=1, services=1, unselected=0)
+    before = snapshot(clients, fleet)
+    monkeypatch.setattr("holdfast.cli.context.Clients", _LedgerDown)
+
+    # WHEN engaging in text mode THEN every resource is protected and the output says tag-only
+    code, out, err = _main(capsys, "engage")
+    assert code == 0, err
+    assert "ran from resource tags only" in out
+    for arn in fleet.arns():
+        assert arn in out
+    assert "API calls: asg" in err and "ledger holdfast-ledger unreachable" in err
+    assert snapshot(clients, fleet) != before
+
+    code, out, _ = _main(capsys, "--json", "status")
+    doc = json.loads(out)
+    assert code == 0 and doc["ledger_available"] is False
+    assert {r["arn"] for r in doc["resources"]} == set(fleet.arns())
+    assert all(r["recorded_in"] == ["tag"] for r in doc["resources"])
+
+    code, out, _ = _main(capsys, "status")
+    assert "engaged resources found from their tags only" in out
+
+    # THEN a resume with no ledger at all restores every original from the tags
+    code, out, _ = _main(capsys, "--json", "resume", "--now")
+    assert code == 0 and json.loads(out)["ledger_available"] is False
+    assert snapshot(clients, fleet) == before
