@@ -1,8 +1,9 @@
 """`holdfast audit`: read an account's automation and list what makes recovery worse.
 
 The imperative shell over holdfast.audit_rules: it lists Auto Scaling groups, SQS
-event source mappings, Lambda functions (their environment and async invoke config)
-and NLB target groups, every page of each, and hands each resource to its rule.
+event source mappings, Lambda functions (their environment and async invoke config),
+NLB target groups and Application Auto Scaling targets, every page of each, and hands
+each resource to its rule.
 Read-only. A resource that cannot be read is named in `unreadable`, and the audit
 carries on with the rest.
 """
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterator
 from botocore.exceptions import ClientError
 
 from . import audit_rules as rules
+from .actuators.scalable_target import NAMESPACES, ScalableTargetActuator
 from .iam import uses
 from .settings import Settings
 
@@ -33,7 +35,7 @@ class AuditResult:
 def run(clients, settings: Settings, progress: Progress | None = None) -> AuditResult:
     result = AuditResult()
     say = progress or (lambda _: None)
-    for read in (_asgs, _mappings, _functions, _target_groups):
+    for read in (_asgs, _mappings, _functions, _target_groups, _scalable_targets):
         read(clients, settings, result, say)
     result.findings.sort(key=lambda f: (f.kind, f.name, f.resource))
     return result
@@ -114,6 +116,21 @@ def _target_groups(clients, settings: Settings, result: AuditResult, say: Progre
             continue
         values = {a["Key"]: a["Value"] for a in attributes}
         _add(result, rules.nlb_finding(group, values, settings, clients.region))
+
+
+@uses("application-autoscaling:DescribeScalableTargets", by=("cli",))
+def _scalable_targets(clients, settings: Settings, result: AuditResult, say: Progress) -> None:
+    say("reading scalable targets")
+    try:
+        # The actuator's discovery decides what Holdfast selects (the target's tag or its ECS service's).
+        holdfasts = {r.arn for r in ScalableTargetActuator(clients, settings, None).discover()}
+        client = clients("application-autoscaling")
+        for namespace in NAMESPACES:
+            for target in _pages(client, "describe_scalable_targets", "ScalableTargets", ServiceNamespace=namespace):
+                selected = target.get("ScalableTargetARN") in holdfasts
+                _add(result, rules.scalable_target_finding(target, selected, clients.region))
+    except ClientError as err:
+        result.unreadable.append(f"scalable targets: {_error(err)}")
 
 
 def _add(result: AuditResult, finding: rules.Finding | None) -> None:

@@ -35,7 +35,7 @@ NLB_PROTOCOLS = frozenset({"TCP", "TLS", "UDP", "TCP_UDP", "QUIC", "TCP_QUIC"})
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str               # asg, esm, async, nlb, function
+    kind: str               # asg, esm, async, nlb, scalable-target, function
     resource: str           # ARN, or the name where the API gives no ARN
     problem: str
     pause_command: str | None = None
@@ -222,6 +222,45 @@ def nlb_finding(group: Mapping[str, Any], attributes: Mapping[str, str], setting
         ),
         pause_command=modify(posture),
         resume_command=modify(current),
+    )
+
+
+# ---- Application Auto Scaling targets ------------------------------------------------
+
+SUSPENDED_FLAGS = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
+
+
+def scalable_target_finding(target: Mapping[str, Any], is_selected: bool, region: str) -> Finding | None:
+    """A scalable target outside Holdfast's selector whose dynamic scale-in runs.
+
+    `is_selected` comes from the scalable-target actuator's own discovery (the target's
+    tag, or its ECS service's), so the audit and Holdfast agree on what Holdfast protects.
+    """
+    state = {flag: bool((target.get("SuspendedState") or {}).get(flag, False)) for flag in SUSPENDED_FLAGS}
+    if is_selected or state["DynamicScalingInSuspended"]:
+        return None
+    ref = [
+        "--service-namespace", target["ServiceNamespace"],
+        "--resource-id", target["ResourceId"],
+        "--scalable-dimension", target["ScalableDimension"],
+    ]
+
+    def register(scale_in: bool) -> str:
+        # Every flag named: the owner's other two go back exactly as they are.
+        flags = {**state, "DynamicScalingInSuspended": scale_in}
+        shorthand = ",".join(f"{flag}={str(value).lower()}" for flag, value in flags.items())
+        return aws(region, "application-autoscaling", "register-scalable-target", *ref, "--suspended-state", shorthand)
+
+    return Finding(
+        kind="scalable-target",
+        resource=target.get("ScalableTargetARN") or target["ResourceId"],
+        name=target["ResourceId"],
+        problem=(
+            "dynamic scale-in active and not selected by Holdfast: it removes capacity "
+            "that cannot be launched again while launches fail"
+        ),
+        pause_command=register(True),
+        resume_command=register(False),
     )
 
 

@@ -2,6 +2,9 @@
 
 GIVEN one resource per case, each named for what the audit must say about it,
 WHEN `holdfast --json audit` runs, THEN exactly the risky ones are listed.
+
+moto 5.2.5 has no Application Auto Scaling ListTagsForResource, which the
+scalable-target discovery calls: the actuators' `aws_semantics` fixture adds it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from botocore.exceptions import ClientError
 from holdfast import audit
 from holdfast.cli import main
 from holdfast.settings import Settings
+from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 SELECTOR = [{"Key": "holdfast:protect", "Value": "true"}]
 
@@ -28,7 +32,7 @@ def _zip() -> bytes:
 
 
 @pytest.fixture
-def account(clients):
+def account(clients, aws_semantics):
     """The small fleet; returns name -> ARN (or UUID) of what was made."""
     made = {}
     ec2 = clients("ec2")
@@ -87,12 +91,32 @@ def account(clients):
         if attributes:
             elb.modify_target_group_attributes(TargetGroupArn=arn, Attributes=attributes)
         made[name] = arn
+
+    ecs = clients("ecs")
+    ecs.create_cluster(clusterName="main")
+    ecs.register_task_definition(family="api", containerDefinitions=[{"name": "app", "image": "nginx", "memory": 128}])
+    for name, tags, scale_in_suspended in [
+        ("svc-risky", [], False),
+        ("svc-selected", [{"key": "holdfast:protect", "value": "true"}], False),
+        ("svc-owner-suspended", [], True),
+    ]:
+        ecs.create_service(cluster="main", serviceName=name, taskDefinition="api", desiredCount=1, **({"tags": tags} if tags else {}))
+        made[name] = clients("application-autoscaling").register_scalable_target(
+            ServiceNamespace="ecs", ResourceId=f"service/main/{name}", ScalableDimension="ecs:service:DesiredCount",
+            MinCapacity=1, MaxCapacity=10,
+            SuspendedState={"DynamicScalingInSuspended": scale_in_suspended, "DynamicScalingOutSuspended": False, "ScheduledScalingSuspended": False},
+        )["ScalableTargetARN"]
     return made
 
 
-def findings_by_name(findings: list[dict]) -> dict[tuple[str, str], dict]:
-    """(kind, last part of the resource) -> finding."""
-    return {(f["kind"], f["resource"].rsplit("/", 1)[-1].rsplit(":", 1)[-1]): f for f in findings}
+def by_name(findings: list[dict], account: dict[str, str]) -> dict[tuple[str, str], dict]:
+    """(kind, the name the fleet gave the resource) -> finding."""
+    names = {arn: name for name, arn in account.items()}
+    out = {}
+    for f in findings:
+        tail = f["resource"].rsplit("/", 1)[-1].rsplit(":", 1)[-1]   # an ASG's name, a mapping's UUID
+        out[(f["kind"], names.get(f["resource"]) or names.get(tail) or tail)] = f
+    return out
 
 
 def test_audit_lists_exactly_the_risky_settings(account, capsys):
@@ -102,24 +126,25 @@ def test_audit_lists_exactly_the_risky_settings(account, capsys):
     assert list(doc) == ["findings"]
     for finding in doc["findings"]:
         assert list(finding) == ["kind", "resource", "problem", "pause_command", "resume_command"]
-    found = findings_by_name(doc["findings"])
-    uncapped = next(k for k in found if k[0] == "esm")
+    found = by_name(doc["findings"], account)
     assert set(found) == {
         ("asg", "asg-risky"),
         ("asg", "asg-half-suspended"),
-        ("esm", uncapped[1]),
+        ("esm", "orders-uncapped"),
         ("async", "fn-no-config"),
         ("async", "fn-own-config"),
         ("async", "fn-legacy"),        # short age, no retries, but no on-failure destination
-        ("nlb", doc_tg := account["tg-default"].rsplit("/", 1)[-1]),
+        ("nlb", "tg-default"),
         ("function", "fn-no-config"),
         ("function", "fn-legacy"),
-    }, doc_tg
-    assert account["orders-uncapped"] in found[uncapped]["pause_command"]
+        ("scalable-target", "svc-risky"),
+    }
+    assert account["orders-uncapped"] in found[("esm", "orders-uncapped")]["pause_command"]
     assert "--scaling-processes ReplaceUnhealthy --region" in found[("asg", "asg-half-suspended")]["pause_command"]
     assert found[("async", "fn-legacy")]["pause_command"] is None
     assert found[("function", "fn-legacy")]["pause_command"] is None
-    assert found[("nlb", doc_tg)]["resource"] == account["tg-default"]
+    assert found[("nlb", "tg-default")]["resource"] == account["tg-default"]
+    assert found[("scalable-target", "svc-risky")]["resource"] == account["svc-risky"]
 
 
 def test_text_output_is_a_table_with_the_commands(account, capsys):
@@ -128,7 +153,7 @@ def test_text_output_is_a_table_with_the_commands(account, capsys):
     assert out.splitlines()[0].split() == ["kind", "resource", "problem"]
     assert "pause during an event, resume afterwards:" in out
     assert "aws autoscaling suspend-processes --auto-scaling-group-name asg-risky --scaling-processes ReplaceUnhealthy AZRebalance --region us-east-1" in out
-    assert "9 findings: 2 asg, 3 async, 1 esm, 2 function, 1 nlb" in out
+    assert "10 findings: 2 asg, 3 async, 1 esm, 2 function, 1 nlb, 1 scalable-target" in out
 
 
 def test_selector_option_changes_which_groups_are_holdfasts(account, capsys):
@@ -159,4 +184,4 @@ def test_unreadable_resources_are_named_and_exit_1(account, clients, capsys, mon
     result = audit.run(clients, Settings())
 
     assert result.unreadable == ["Auto Scaling groups: AccessDenied: not allowed", "target group tg-default: AccessDenied: not allowed"]
-    assert {f.kind for f in result.findings} == {"esm", "async", "function"}
+    assert {f.kind for f in result.findings} == {"esm", "async", "function", "scalable-target"}

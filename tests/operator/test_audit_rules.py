@@ -183,6 +183,38 @@ def test_values_are_shell_quoted():
     assert "'web; rm -rf ~'" in rules.asg_finding(group, S, R).pause_command
 
 
+def target(**suspended):
+    return {
+        "ServiceNamespace": "ecs", "ResourceId": "service/main/api", "ScalableDimension": "ecs:service:DesiredCount",
+        "ScalableTargetARN": "arn:aws:application-autoscaling:us-east-1:123456789012:scalable-target/0ec1",
+        "SuspendedState": suspended,
+    }
+
+
+@pytest.mark.parametrize(
+    "scalable, is_selected, listed",
+    [
+        (target(), False, True),
+        (target(ScheduledScalingSuspended=True), False, True),
+        (target(DynamicScalingInSuspended=True), False, False),   # the owner paused it already
+        (target(), True, False),                                  # Holdfast protects it
+    ],
+)
+def test_scalable_target_rule(scalable, is_selected, listed):
+    finding = rules.scalable_target_finding(scalable, is_selected, R)
+    assert (finding is not None) == listed
+    if listed:
+        scheduled = str(scalable["SuspendedState"].get("ScheduledScalingSuspended", False)).lower()
+        base = (
+            "aws application-autoscaling register-scalable-target --service-namespace ecs --resource-id service/main/api "
+            "--scalable-dimension ecs:service:DesiredCount --suspended-state "
+        )
+        rest = f",DynamicScalingOutSuspended=false,ScheduledScalingSuspended={scheduled} --region {R}"
+        assert finding.pause_command == f"{base}DynamicScalingInSuspended=true{rest}"
+        assert finding.resume_command == f"{base}DynamicScalingInSuspended=false{rest}"
+        assert finding.resource == scalable["ScalableTargetARN"]
+
+
 # ---- every command names a real AWS CLI operation and its real options --------------
 
 _SESSION = botocore.session.get_session()
@@ -200,6 +232,7 @@ def _commands():
         rules.async_finding(FUNCTION, None, S, R),
         rules.async_finding(FUNCTION, {"MaximumRetryAttempts": 2, "DestinationConfig": OWN_DLQ}, S, R),
         rules.nlb_finding(nlb_group(), {}, S, R),
+        rules.scalable_target_finding(target(), False, R),
     ]
     return [c for f in findings for c in (f.pause_command, f.resume_command)]
 
