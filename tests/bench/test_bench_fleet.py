@@ -47,7 +47,7 @@ from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
-from tests.fleet import KINDS, build_fleet, snapshot
+from holdfast.demo.fleet import KINDS, build_fleet, snapshot
 
 pytestmark = pytest.mark.benchmark
 

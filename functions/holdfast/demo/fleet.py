@@ -31,6 +31,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..iam import uses
+
+# Who runs this code: the operator (or the demo), with their own credentials.
+BY = ("cli",)
+
 KINDS = ("asg", "esm", "async", "nlb", "scalable-target")
 DEFAULT_SELECTOR = "holdfast:protect=true"
 OWNER_TAG = {"team": "payments"}
@@ -86,6 +91,7 @@ class _Builder:
 
     # ---- shared infrastructure, created once ------------------------------------------
 
+    @uses("ec2:CreateVpc", "ec2:DescribeAvailabilityZones", "ec2:CreateSubnet", "ec2:CreateLaunchTemplate", by=BY)
     def network(self) -> dict[str, Any]:
         if "vpc" not in self._shared:
             ec2 = self.c("ec2")
@@ -102,6 +108,7 @@ class _Builder:
             self._shared.update(vpc=vpc, subnets=subnets, template=template)
         return self._shared
 
+    @uses("iam:CreateRole", by=BY)
     def role(self) -> str:
         if "role" not in self._shared:
             trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
@@ -117,6 +124,7 @@ class _Builder:
             self._shared["owner_dlq"] = self.queue(f"{self.prefix}-owner-dlq")
         return self._shared["owner_dlq"]
 
+    @uses("ecs:CreateCluster", "ecs:RegisterTaskDefinition", by=BY)
     def cluster(self) -> str:
         if "cluster" not in self._shared:
             ecs = self.c("ecs")
@@ -128,11 +136,13 @@ class _Builder:
             self._shared["cluster"] = f"{self.prefix}-cluster"
         return self._shared["cluster"]
 
+    @uses("sqs:CreateQueue", "sqs:GetQueueAttributes", by=BY)
     def queue(self, name: str) -> str:
         sqs = self.c("sqs")
         url = sqs.create_queue(QueueName=name)["QueueUrl"]
         return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
+    @uses("lambda:CreateFunction", "lambda:TagResource", by=BY)
     def function(self, name: str, tagged: bool) -> str:
         tags = {**OWNER_TAG, **({self.key: self.value} if tagged else {})}
         return self.c("lambda").create_function(
@@ -146,6 +156,8 @@ class _Builder:
 
     # ---- one resource of each kind; `i` picks the owner's state -----------------------
 
+    @uses("autoscaling:CreateAutoScalingGroup", "autoscaling:CreateOrUpdateTags", "autoscaling:SuspendProcesses",
+          "autoscaling:DescribeAutoScalingGroups", by=BY)
     def asg(self, i: int, selected: bool) -> None:
         net = self.network()
         name = f"{self.prefix}-asg-{i}{'' if selected else '-twin'}"
@@ -166,6 +178,7 @@ class _Builder:
         arn = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"][0]["AutoScalingGroupARN"]
         self._add("asg", arn, name, selected)
 
+    @uses("lambda:CreateEventSourceMapping", "lambda:TagResource", by=BY)
     def esm(self, i: int, selected: bool) -> None:
         suffix = "" if selected else "-twin"
         queue = self.queue(f"{self.prefix}-q-{i}{suffix}")
@@ -183,6 +196,7 @@ class _Builder:
         mapping = self.c("lambda").create_event_source_mapping(**spec, Tags=tags)
         self._add("esm", mapping["EventSourceMappingArn"], mapping["UUID"], selected)
 
+    @uses("lambda:PutFunctionEventInvokeConfig", by=BY)
     def async_config(self, i: int, selected: bool) -> None:
         name = f"{self.prefix}-fn-{i}{'' if selected else '-twin'}"
         arn = self.function(name, tagged=selected)
@@ -197,6 +211,8 @@ class _Builder:
         # i % 3 == 0: no async config at all; restore must leave none.
         self._add("async", arn, name, selected)
 
+    @uses("elasticloadbalancing:CreateTargetGroup", "elasticloadbalancing:AddTags",
+          "elasticloadbalancing:ModifyTargetGroupAttributes", by=BY)
     def nlb(self, i: int, selected: bool) -> None:
         net = self.network()
         tags = [{"Key": k, "Value": v} for k, v in OWNER_TAG.items()]
@@ -218,6 +234,7 @@ class _Builder:
         ])
         self._add("nlb", arn, arn, selected)
 
+    @uses("ecs:CreateService", "ecs:TagResource", "application-autoscaling:RegisterScalableTarget", by=BY)
     def service(self, i: int, selected: bool) -> None:
         cluster = self.cluster()
         name = f"{self.prefix}-svc-{i}{'' if selected else '-twin'}"
@@ -294,6 +311,12 @@ def _chunks(items: list[str], n: int) -> Iterable[list[str]]:
         yield items[start:start + n]
 
 
+@uses(
+    "autoscaling:DescribeAutoScalingGroups", "lambda:GetEventSourceMapping", "lambda:ListTags",
+    "lambda:GetFunctionEventInvokeConfig", "elasticloadbalancing:DescribeTags",
+    "elasticloadbalancing:DescribeTargetGroupAttributes", "application-autoscaling:DescribeScalableTargets",
+    "ecs:ListTagsForResource", by=BY,
+)
 def snapshot(clients, fleet: Fleet) -> dict[str, dict[str, Any]]:
     """Every fleet resource's full relevant configuration and tags, by ARN.
 
@@ -357,6 +380,7 @@ def snapshot(clients, fleet: Fleet) -> dict[str, dict[str, Any]]:
     return out
 
 
+@uses("ecs:DescribeServices", by=BY)
 def _service_arn(ecs, resource_id: str) -> str:
     _, cluster, name = resource_id.split("/")
     return ecs.describe_services(cluster=cluster, services=[name])["services"][0]["serviceArn"]
