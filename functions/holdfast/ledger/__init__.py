@@ -7,6 +7,7 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 |-----------------------------|----------------------------|---------------------|
 | `RES#<arn>`                 | `ORIGINAL`                 | ledger.resources    |
 | `SIGNAL#<yyyy-mm-ddThh>`    | `<iso time>#<signal id>`   | ledger.signals      |
+| `HEALTH`                    | `<eventArn>#<commId>`      | ledger.signals      |
 | `PLAN`                      | `CURRENT` / `GEN#<gen:012>`| ledger.plan         |
 | `CONTROL`                   | `PAUSE`                    | ledger.plan         |
 
