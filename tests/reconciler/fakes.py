@@ -130,8 +130,11 @@ class FakeEngine:
         self.mutations = 0
         # thread name -> (paused, resume): that thread stops just before its next relaxing write
         self.pause_before_relax: dict[str, tuple[threading.Event, threading.Event]] = {}
+        # threads that reached a relaxing write and have not written yet (their guard is next)
+        self.poised: set[str] = set()
 
     def _pause_point(self) -> None:
+        self.poised.add(threading.current_thread().name)
         events = self.pause_before_relax.pop(threading.current_thread().name, None)
         if events:
             paused, resume = events
@@ -203,8 +206,8 @@ class FakeEngine:
             new = cap if original is None else min(cap, original)
             if r.value != r.record["applied"] or r.value == new or (r.value is not None and r.value >= new):
                 return Outcome(r.kind, arn, ALREADY)
-            self._gate(clients)
             self._pause_point()
+            self._gate(clients)
             guard()
             self._write(arn, r, new, "raise")
             with w.lock:
@@ -212,8 +215,8 @@ class FakeEngine:
             return Outcome(r.kind, arn, RAISED)
         drifted = r.value != r.record["applied"]
         if not drifted and r.value != r.record["original"]:
-            self._gate(clients)
             self._pause_point()
+            self._gate(clients)
             guard()
             self._write(arn, r, r.record["original"], "restore")
         self._gate(clients)
@@ -226,6 +229,7 @@ class FakeEngine:
         return Outcome(r.kind, arn, DRIFT_KEPT if drifted else RESTORED)
 
     def _write(self, arn, r: Res, value, verb) -> None:
+        self.poised.discard(threading.current_thread().name)
         w = self.world
         with w.lock:
             if not w.relaxing_allowed(r.kind):
@@ -300,7 +304,8 @@ class Stepper:
             else:
                 self.crash_next = crash
                 self.permits += 1
-            if not self.cv.wait_for(lambda: self.permits == 0 and self.state != "running", timeout=20):
+                self.cv.notify_all()
+            if not self.cv.wait_for(lambda: self.permits == 0 and self.state != "running", timeout=30):
                 raise TimeoutError(f"{self.name} neither reached a gate nor finished")
         if self.error:
             raise self.error
