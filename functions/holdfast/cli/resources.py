@@ -110,7 +110,7 @@ def release(ctx: Context, args) -> int:
     recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
     before = Counter(ctx.clients.calls)
     outcome = engine.release(ctx.clients, ctx.settings, ctx.ledger_table, arn)
-    if outcome.action == ALREADY or (outcome.action == VANISHED and not recorded):
+    if outcome.action == ALREADY or (outcome.action == VANISHED and reachable and not recorded):
         what = "does not exist" if outcome.action == VANISHED else "is not engaged"
         raise UsageError(f"{arn} {what} and Holdfast holds no record of it; nothing to release")
     report = engine.Report(
