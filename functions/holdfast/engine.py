@@ -92,8 +92,10 @@ class _Run:
             self.report.outcomes.append(Outcome(kind, f"discover:{kind}", FAILED, error=error_text(err)))
         finally:
             made = Counter(self.clients.calls) - before
-            self.report.operations[kind] = dict(sorted(made.items()))
-            self.report.api_calls[kind] = sum(made.values())
+            # A kind can be walked more than once in one run (discover, then engage): add up.
+            merged = Counter(self.report.operations.get(kind, {})) + made
+            self.report.operations[kind] = dict(sorted(merged.items()))
+            self.report.api_calls[kind] = sum(merged.values())
 
     def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome]) -> None:
         done = 0

@@ -28,6 +28,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from holdfast.settings import LOG_RETENTION_DAYS, Settings
@@ -37,15 +38,11 @@ from .. import policies
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
 ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc"]
 
-# AWS's public Powertools layer. The stored sources show layer version 27 as the newest
-# published for AWSLambdaPowertoolsPythonV3-<python>-<arch> (powertools-lambda-python
-# PR #7757, 18 -> 27); none ties a number to 3.37.0, the version pinned in
-# requirements.txt. Check before deploying:
-#   aws lambda get-layer-version-by-arn --arn <POWERTOOLS_LAYER with region filled>
-# The handlers use only Logger, which is stable across 3.x.
-POWERTOOLS_LAYER_VERSION = 27
-# Published by account 017000801446 in the commercial partition only.
-POWERTOOLS_LAYER = "arn:aws:lambda:{region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:{version}"
+# AWS's public Powertools layer, resolved at deploy time from the public SSM parameter
+# Powertools publishes per release, so the layer is exactly the version requirements.txt
+# pins (and the tests run), in whatever region the stack deploys to.
+POWERTOOLS_VERSION = "3.37.0"
+POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.13/{POWERTOOLS_VERSION}"
 
 MEMORY_MB = 256
 DETECTOR_TIMEOUT = Duration.seconds(30)
@@ -71,7 +68,7 @@ class Controllers(Construct):
         self.powertools = lambda_.LayerVersion.from_layer_version_arn(
             self,
             "Powertools",
-            POWERTOOLS_LAYER.format(region=stack.region, version=POWERTOOLS_LAYER_VERSION),
+            ssm.StringParameter.value_for_string_parameter(self, POWERTOOLS_LAYER_PARAMETER),
         )
         self._code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
         self._settings = settings

@@ -7,7 +7,7 @@ import json
 from aws_cdk.assertions import Match
 
 from stacks import policies
-from stacks.constructs.controllers import POWERTOOLS_LAYER_VERSION
+from stacks.constructs.controllers import POWERTOOLS_LAYER_PARAMETER
 
 
 def _only(synthesized, cfn_type: str, **match) -> dict:
@@ -41,7 +41,12 @@ def test_ledger_table_is_on_demand_recoverable_encrypted_and_retained(synthesize
 def test_controllers_run_python_313_on_arm_with_the_powertools_layer_and_tracing(synthesized):
     functions = _functions(synthesized)
     assert set(functions) == {"detector", "reconciler"}
-    layer = f"arn:aws:lambda:{synthesized.region}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:{POWERTOOLS_LAYER_VERSION}"
+    # The layer ARN comes from Powertools' public SSM parameter for the pinned release.
+    parameters = synthesized.template.to_json()["Parameters"]
+    (name,) = [k for k, v in parameters.items() if v.get("Default") == POWERTOOLS_LAYER_PARAMETER]
+    assert parameters[name]["Type"] == "AWS::SSM::Parameter::Value<String>"
+    assert POWERTOOLS_LAYER_PARAMETER.endswith("/arm64/python3.13/3.37.0")
+    layer = {"Ref": name}
     for name, function in functions.items():
         props = function["Properties"]
         assert props["Handler"] == f"holdfast.handlers.{name}.handler"
