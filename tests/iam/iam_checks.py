@@ -51,6 +51,10 @@ UNSCOPABLE_WRITES = {
     "lambda:TagResource": "on event source mappings, which do not carry their function's tags "
     "(on functions it is tag-scoped)",
     "lambda:UntagResource": "as lambda:TagResource",
+    "application-autoscaling:RegisterScalableTarget": "a target selected through its ECS "
+    "service's tag carries no selector tag of its own",
+    "application-autoscaling:TagResource": "as RegisterScalableTarget; limited to Holdfast's tag keys",
+    "application-autoscaling:UntagResource": "as application-autoscaling:TagResource",
     "cloudwatch:PutMetricData": "takes no resource; limited by the cloudwatch:namespace condition instead",
 }
 # Writes confined to Holdfast's own resources by their exact ARN need no tag.
