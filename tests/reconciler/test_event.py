@@ -93,7 +93,7 @@ def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int):
 
 
 def test_a_fleet_engages_over_several_ticks_with_nothing_written_twice(clients, ledger_table, aws_semantics):
-    fleet, ticks, calls, outcomes = engage_in_ticks(clients, ledger_table, {"asgs": 40, "esms": 40, "asyncs": 40, "nlbs": 40, "services": 40}, 100)
+    fleet, ticks, calls, outcomes = engage_in_ticks(clients, ledger_table, {"asgs": 12, "esms": 12, "asyncs": 12, "nlbs": 12, "services": 12}, 100)
     engaged = Counter(o.arn for o in outcomes if o.action == ENGAGED)
     selected = set(sum(fleet.selected.values(), []))
     assert ticks > 2
