@@ -3,7 +3,8 @@
 Key `MaximumConcurrency`: the cap, None for none (Lambda then scales to about 1,000
 concurrent batches). Engaging never raises a cap: an owner cap at or below the floor
 stays. A partial relax `{"MaximumConcurrency": n}` raises the cap to n but never above
-the original (no original cap = unlimited). An empty ScalingConfig removes the cap
+the original (no original cap = unlimited), and never over a cap the owner set while
+engaged (drift: kept, and reported by the restore). An empty ScalingConfig removes the cap
 (UpdateEventSourceMapping). Disabled mappings are capped too, so re-enabling one while
 engaged does not flood its function.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .. import restore
 from ..iam import uses
 from .base import Record, Resource
 from .common import TaggedActuator, make_resource
@@ -81,6 +83,8 @@ class EsmActuator(TaggedActuator):
         original = record.original.get(KEY, current.get(KEY))
         cap = target[KEY] if original is None else min(target[KEY], original)
         now = current.get(KEY)
+        if KEY in record.applied and now not in restore.holdfast_values(record.applied[KEY]):
+            return {}  # the owner set it while engaged: theirs, kept now and reported on restore
         return {} if now is None or now >= cap else {KEY: cap}
 
     @uses("lambda:UpdateEventSourceMapping", by=("reconciler", "cli"))
