@@ -69,14 +69,14 @@ def test_a_full_event_restores_every_resource_and_keeps_the_owners_change(client
     assert [o.arn for o in outcomes if o.action == DRIFT_KEPT] == [drifted]
 
 
-def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int):
-    """Engage a fleet tick by tick. The fake clock moves 0.1 s per AWS call, so the tick
-    budget is spent after budget_calls calls; returns (ticks, calls, mutations, outcomes)."""
+def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int, seconds_per_call: float = 0.05):
+    """Engage a fleet tick by tick. The fake clock moves `seconds_per_call` per AWS call, so the tick
+    budget is spent after budget_calls calls; returns (fleet, ticks, calls, outcomes)."""
     fleet = build_fleet(clients, **fleet_size, unselected=0, workers=16)
-    settings = Settings.from_mapping({**SETTINGS.to_mapping(), "tick_budget_seconds": max(10, budget_calls // 10)})
+    settings = Settings.from_mapping({**SETTINGS.to_mapping(), "tick_budget_seconds": max(10, round(budget_calls * seconds_per_call))})
     clock, script = FakeClock(T0), Script()
     for service in ("autoscaling", "lambda", "elbv2", "application-autoscaling", "dynamodb", "resourcegroupstaggingapi"):
-        clients(service).meta.events.register("before-call", lambda **_: clock.advance(0.1))
+        clients(service).meta.events.register("before-call", lambda **_: clock.advance(seconds_per_call))
     script.set("impaired", clock.now())
     start = Counter(clients.calls)
     ticks, outcomes = 0, []
@@ -93,7 +93,7 @@ def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int):
 
 
 def test_a_fleet_engages_over_several_ticks_with_nothing_written_twice(clients, ledger_table, aws_semantics):
-    fleet, ticks, calls, outcomes = engage_in_ticks(clients, ledger_table, {"asgs": 12, "esms": 12, "asyncs": 12, "nlbs": 12, "services": 12}, 100)
+    fleet, ticks, calls, outcomes = engage_in_ticks(clients, ledger_table, {"asgs": 12, "esms": 12, "asyncs": 12, "nlbs": 12, "services": 12}, 100, 0.1)
     engaged = Counter(o.arn for o in outcomes if o.action == ENGAGED)
     selected = set(sum(fleet.selected.values(), []))
     assert ticks > 2
@@ -107,7 +107,7 @@ def test_a_fleet_engages_over_several_ticks_with_nothing_written_twice(clients, 
 
 @pytest.mark.benchmark
 def test_bench_2000_resources_engage_over_ticks(clients, ledger_table, aws_semantics):
-    fleet, ticks, calls, outcomes = engage_in_ticks(clients, ledger_table, {"asgs": 400, "esms": 400, "asyncs": 400, "nlbs": 400, "services": 400}, 450)
+    fleet, ticks, calls, outcomes = engage_in_ticks(clients, ledger_table, {"asgs": 400, "esms": 400, "asyncs": 400, "nlbs": 400, "services": 400}, 900)
     engaged = Counter(o.arn for o in outcomes if o.action == ENGAGED)
     assert max(engaged.values()) == 1 and not [o for o in outcomes if o.action == "failed"]
     writes = mutations(calls)
