@@ -72,7 +72,7 @@ def test_a_full_event_restores_every_resource_and_keeps_the_owners_change(client
 def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int, seconds_per_call: float = 0.05):
     """Engage a fleet tick by tick. The fake clock moves `seconds_per_call` per AWS call, so the tick
     budget is spent after budget_calls calls; returns (fleet, ticks, calls, outcomes)."""
-    fleet = build_fleet(clients, **fleet_size, unselected=0, workers=16)
+    fleet = build_fleet(clients, **fleet_size, unselected=0, workers=1)  # in-process moto is not thread-safe while creating
     settings = Settings.from_mapping({**SETTINGS.to_mapping(), "tick_budget_seconds": max(10, round(budget_calls * seconds_per_call))})
     clock, script = FakeClock(T0), Script()
     for service in ("autoscaling", "lambda", "elbv2", "application-autoscaling", "dynamodb", "resourcegroupstaggingapi"):
