@@ -175,3 +175,23 @@ def test_scalable_target_keeps_owner_flags(clients, ledger_table, settings):
     assert describe_target(clients, "web")["SuspendedState"] == owner
     assert clients("application-autoscaling").list_tags_for_resource(ResourceARN=by_tag)["Tags"] == {"holdfast:protect": "true"}
     assert describe_target(clients, "twin") == twin_before
+
+
+def test_re_engaging_keeps_a_value_the_owner_changed_while_engaged(clients, ledger_table, settings):
+    """GIVEN an engaged target group whose owner then sets their own routing threshold,
+    WHEN engage runs again (a new generation, a second controller), THEN it writes nothing
+    over the owner's value, reports it, and the restore keeps it."""
+    routing_pct = "target_group_health.unhealthy_state_routing.minimum_healthy_targets.percentage"
+    arn = make_target_group(clients, "owned")
+    run(clients, settings, ledger_table, "nlb")
+    assert attributes(clients, arn)[routing_pct] == "50"
+    clients("elbv2").modify_target_group_attributes(TargetGroupArn=arn, Attributes=[{"Key": routing_pct, "Value": "60"}])
+
+    out, _ = run(clients, settings, ledger_table, "nlb")
+    assert out[arn].action == ALREADY
+    assert out[arn].drift["routing_pct"]["current"] == "60"
+    assert attributes(clients, arn)[routing_pct] == "60"
+
+    out, _ = run(clients, settings, ledger_table, "nlb", "relax")
+    assert out[arn].action == DRIFT_KEPT
+    assert attributes(clients, arn)[routing_pct] == "60"

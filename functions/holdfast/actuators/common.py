@@ -138,10 +138,16 @@ class TaggedActuator:
         return Outcome(self.kind, resource.arn, PLANNED if changes else ALREADY, changes=self._changes(resource, changes))
 
     def engage(self, resource: Resource) -> Outcome:
-        changes = self.posture(resource.current)
-        if not changes:
-            return Outcome(self.kind, resource.arn, ALREADY)
         record = resource.record
+        changes = self.posture(resource.current)
+        owner_changed: dict[str, Any] = {}
+        if record is not None:
+            # A value the owner changed while engaged is theirs (invariant 2): re-engaging,
+            # like restoring, leaves it alone and reports it.
+            owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
+            changes = {k: v for k, v in changes.items() if k not in owner_changed}
+        if not changes:
+            return Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
         original = dict(record.original) if record else {}
         applied = dict(record.applied) if record else {}
         for key, value in changes.items():
@@ -155,7 +161,7 @@ class TaggedActuator:
             else:
                 applied[key] = value
         new = Record(self.kind, resource.arn, original, applied)
-        outcome = Outcome(self.kind, resource.arn, ENGAGED, changes=self._changes(resource, changes))
+        outcome = Outcome(self.kind, resource.arn, ENGAGED, changes=self._changes(resource, changes), drift=owner_changed)
         try:
             if record is None or (record.original, record.applied) != (original, applied):
                 self._tag(resource, record_tags(original, applied))
