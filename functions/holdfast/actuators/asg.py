@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from ..iam import uses
 from ..settings import ASG_PROCESSES
-from .base import Resource
+from .base import Candidate, Resource
 from .common import TaggedActuator, Vanished, make_resource
 
 
@@ -20,12 +20,16 @@ class AsgActuator(TaggedActuator):
     kind = "asg"
 
     @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
-    def discover(self) -> list[Resource]:
+    def candidates(self) -> list[Candidate]:
         pages = self.clients("autoscaling").get_paginator("describe_auto_scaling_groups").paginate(
             Filters=[{"Name": f"tag:{self.settings.selector_key}", "Values": [self.settings.selector_value]}],
             PaginationConfig={"PageSize": 100},
         )
-        return [self._resource(g) for page in pages for g in page["AutoScalingGroups"]]
+        groups = [g for page in pages for g in page["AutoScalingGroups"]]
+        return sorted((Candidate(g["AutoScalingGroupARN"], g) for g in groups), key=lambda c: c.arn)
+
+    def read(self, candidate: Candidate) -> Resource | None:
+        return self._resource(candidate.listed)  # the listing carries everything
 
     @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..iam import uses
-from .base import Resource
+from .base import Candidate, Resource
 from .common import TaggedActuator, make_resource
 from .selection import tagged
 
@@ -55,12 +55,11 @@ class AsyncConfigActuator(TaggedActuator):
     service = "lambda"
     lambda_limited = True
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
-    def discover(self) -> list[Resource]:
-        return [
-            self._resource(arn, tags)
-            for arn, tags in tagged(self.clients, self.settings, "lambda:function").items()
-        ]
+    def candidates(self) -> list[Candidate]:
+        return [Candidate(arn, tags) for arn, tags in sorted(tagged(self.clients, self.settings, "lambda:function").items())]
+
+    def read(self, candidate: Candidate) -> Resource | None:
+        return self._resource(candidate.arn, candidate.listed)
 
     @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:
@@ -71,6 +70,7 @@ class AsyncConfigActuator(TaggedActuator):
             return None
         return self._resource(arn, tags)
 
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
     def _resource(self, arn: str, tags: Mapping[str, str]) -> Resource:
         client = self.clients("lambda")
         try:

@@ -5,8 +5,14 @@ set, what to write back on restore) are pure functions the actuator calls; the
 actuator reads and writes AWS, the write-ahead tag and the ledger.
 
 Shape:
-- `discover()` -> the selected resources, each with the values Holdfast manages as
-  they are now, and any write-ahead record found on the resource's own tag.
+- `candidates()` -> every resource that may be selected, sorted by ARN, from bulk
+  listings only (a page of many resources a call); `read(candidate)` -> the Resource
+  (the per-resource reads), or None when it turns out not to be selected or is gone.
+  A walk that runs out of time resumes after the last ARN it finished, so no tick
+  spends its budget re-reading what an earlier tick already walked.
+- `discover()` -> the selected resources (`read` over all `candidates`), each with the
+  values Holdfast manages as they are now, and any write-ahead record found on the
+  resource's own tag.
 - `engage(resource)` -> records the original (tag AND ledger; the tag alone if the
   ledger is unreachable) before changing anything, then moves the resource into
   posture. Monotone and idempotent: no write when already in posture, never
@@ -62,6 +68,17 @@ class Resource:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A resource as a bulk listing shows it, before its per-resource reads."""
+
+    arn: str
+    # What the listing returned that `read` needs (the group, the mapping, the tags, ...).
+    listed: Any = None
+    # False when only `read` can tell (the selector may be on the resource's own tags).
+    selected: bool = True
+
+
+@dataclass(frozen=True)
 class Record:
     """What Holdfast saved before changing a resource: original and applied values."""
 
@@ -87,6 +104,10 @@ class Outcome:
 
 class Actuator(Protocol):
     kind: str
+
+    def candidates(self) -> list[Candidate]: ...
+
+    def read(self, candidate: Candidate) -> Resource | None: ...
 
     def discover(self) -> list[Resource]: ...
 

@@ -1,6 +1,7 @@
 """The shape every actuator shares: write-ahead engage and decided restore.
 
-A kind supplies the AWS side as hooks — `discover`, `get`, `posture` (pure),
+A kind supplies the AWS side as hooks — `candidates` (bulk listing), `read` (the
+per-resource reads), `get`, `posture` (pure),
 `_write` (move the resource to given values), `_tag` / `_untag` (the record on the
 resource) — and, for partial relaxes, `partial`. This class supplies the order of
 operations that the invariants depend on:
@@ -32,6 +33,7 @@ from .base import (
     REFUSED_STALE,
     RESTORED,
     VANISHED,
+    Candidate,
     Guard,
     Outcome,
     Record,
@@ -109,8 +111,14 @@ class TaggedActuator:
 
     # ---- hooks a kind provides -------------------------------------------------------
 
-    def discover(self) -> list[Resource]:
+    def candidates(self) -> list[Candidate]:
         raise NotImplementedError
+
+    def read(self, candidate: Candidate) -> Resource | None:
+        raise NotImplementedError
+
+    def discover(self) -> list[Resource]:
+        return [r for c in self.candidates() if (r := self.read(c)) is not None]
 
     def get(self, arn: str) -> Resource | None:
         raise NotImplementedError

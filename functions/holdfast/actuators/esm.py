@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from .. import restore
 from ..iam import uses
-from .base import Record, Resource
+from .base import Candidate, Record, Resource
 from .common import TaggedActuator, make_resource
 from .selection import selected, tagged
 
@@ -35,22 +35,29 @@ class EsmActuator(TaggedActuator):
     service = "lambda"
     lambda_limited = True
 
-    @uses("lambda:ListEventSourceMappings", "lambda:ListTags", by=("reconciler", "cli"))
-    def discover(self) -> list[Resource]:
+    @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli"))
+    def candidates(self) -> list[Candidate]:
+        """Every SQS mapping; selected already when its function carries the selector."""
         functions = set(tagged(self.clients, self.settings, "lambda:function"))
+        pages = self.clients("lambda").get_paginator("list_event_source_mappings").paginate()
+        found = [
+            Candidate(self._arn(m), m, selected=unqualified(m["FunctionArn"]) in functions)
+            for page in pages
+            for m in page["EventSourceMappings"]
+            if m.get("EventSourceArn", "").startswith("arn:aws:sqs:")
+        ]
+        return sorted(found, key=lambda c: c.arn)
+
+    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("lambda")
-        out = []
-        for page in client.get_paginator("list_event_source_mappings").paginate():
-            for mapping in page["EventSourceMappings"]:
-                if not mapping.get("EventSourceArn", "").startswith("arn:aws:sqs:"):
-                    continue
-                try:
-                    tags = client.list_tags(Resource=self._arn(mapping))["Tags"]
-                except client.exceptions.ResourceNotFoundException:
-                    continue  # deleted since the listing
-                if selected(self.settings, tags) or unqualified(mapping["FunctionArn"]) in functions:
-                    out.append(self._resource(mapping, tags))
-        return out
+        try:
+            tags = client.list_tags(Resource=candidate.arn)["Tags"]
+        except client.exceptions.ResourceNotFoundException:
+            return None  # deleted since the listing
+        if candidate.selected or selected(self.settings, tags):
+            return self._resource(candidate.listed, tags)
+        return None
 
     @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..iam import uses
-from .base import Resource
+from .base import Candidate, Resource
 from .common import TaggedActuator, make_resource
 from .selection import tagged
 
@@ -41,11 +41,11 @@ class NlbActuator(TaggedActuator):
     service = "elbv2"
     not_found = NOT_FOUND
 
-    @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetGroupAttributes",
-          by=("reconciler", "cli"))
-    def discover(self) -> list[Resource]:
+    @uses("elasticloadbalancing:DescribeTargetGroups", by=("reconciler", "cli"))
+    def candidates(self) -> list[Candidate]:
+        """Tagged target groups of network load balancers (DescribeTargetGroups, 20 a call)."""
         found = tagged(self.clients, self.settings, "elasticloadbalancing:targetgroup")
-        arns = list(found)
+        arns = sorted(found)
         client = self.clients("elbv2")
         out = []
         for i in range(0, len(arns), 20):
@@ -54,8 +54,11 @@ class NlbActuator(TaggedActuator):
             except client.exceptions.TargetGroupNotFoundException:
                 # One of the batch was deleted since the listing: look at each alone.
                 groups = [g for arn in arns[i : i + 20] for g in self._describe(arn)]
-            out.extend(self._resource(g, found[g["TargetGroupArn"]]) for g in groups if self._nlb(g))
-        return [r for r in out if r is not None]
+            out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups if self._nlb(g))
+        return sorted(out, key=lambda c: c.arn)
+
+    def read(self, candidate: Candidate) -> Resource | None:
+        return self._resource(*candidate.listed)
 
     @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTags",
           "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
@@ -78,6 +81,7 @@ class NlbActuator(TaggedActuator):
     def _nlb(group: Mapping[str, Any]) -> bool:
         return group.get("Protocol") in NLB_PROTOCOLS
 
+    @uses("elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
     def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str]) -> Resource | None:
         client = self.clients("elbv2")
         try:

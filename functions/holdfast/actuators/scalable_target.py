@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..iam import uses
-from .base import Resource
+from .base import Candidate, Resource
 from .common import TaggedActuator, Vanished, make_resource
 from .selection import selected, tagged
 
@@ -30,21 +30,26 @@ class ScalableTargetActuator(TaggedActuator):
     kind = "scalable-target"
     service = "application-autoscaling"
 
-    @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:ListTagsForResource",
-          by=("reconciler", "cli"))
-    def discover(self) -> list[Resource]:
+    @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli"))
+    def candidates(self) -> list[Candidate]:
+        """Every target in NAMESPACES; selected already when its ECS service carries the selector."""
         services = {arn.split(":", 5)[5] for arn in tagged(self.clients, self.settings, "ecs:service")}
+        found = [
+            Candidate(t["ScalableTargetARN"], t, selected=t["ServiceNamespace"] == "ecs" and t["ResourceId"] in services)
+            for t in self._targets()
+        ]
+        return sorted(found, key=lambda c: c.arn)
+
+    @uses("application-autoscaling:ListTagsForResource", by=("reconciler", "cli"))
+    def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("application-autoscaling")
-        out = []
-        for target in self._targets():
-            try:
-                tags = client.list_tags_for_resource(ResourceARN=target["ScalableTargetARN"])["Tags"]
-            except client.exceptions.ResourceNotFoundException:
-                continue  # deregistered since the listing
-            by_service = target["ServiceNamespace"] == "ecs" and target["ResourceId"] in services
-            if selected(self.settings, tags) or by_service:
-                out.append(self._resource(target, tags))
-        return out
+        try:
+            tags = client.list_tags_for_resource(ResourceARN=candidate.arn)["Tags"]
+        except client.exceptions.ResourceNotFoundException:
+            return None  # deregistered since the listing
+        if candidate.selected or selected(self.settings, tags):
+            return self._resource(candidate.listed, tags)
+        return None
 
     @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:ListTagsForResource",
           by=("reconciler", "cli"))
