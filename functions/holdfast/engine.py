@@ -8,6 +8,13 @@ bucket at `settings.lambda_writes_per_second`). Retries are the SDK's alone.
 The walk never stops for one resource: failures, vanished resources and stale-plan
 refusals are outcomes in the Report. `deadline()` returning True stops the walk cleanly
 (`complete` False) and the next run continues — engage and relax are both idempotent.
+
+An engage walk lists each kind's candidates in bulk (cheap), checks the blast radius on
+that full count, then reads and engages one candidate at a time in ARN order. Its
+`Report.cursor[kind]` is where the next walk may resume: the highest ARN such that it
+and every candidate before it finished (engaged, already, not selected, vanished). A
+FAILED resource is never passed over: the cursor stops before it, so the next walk
+retries it. None = from the start; a kind that finished without failure has None.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from . import restore
 from .actuators import REGISTRY
-from .actuators.base import FAILED, KINDS, Guard, Outcome, Resource, no_guard
+from .actuators.base import FAILED, KINDS, Candidate, Guard, Outcome, Resource, no_guard
 from .actuators.common import TokenBucket, error_text, make_resource
 from .ledger.resources import ResourceLedger
 
@@ -31,6 +38,7 @@ EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
 
 Progress = Callable[[str], None]
 Deadline = Callable[[], bool]
+_SKIPPED = object()   # the deadline came before this item was walked
 
 
 @dataclass
@@ -42,6 +50,7 @@ class Report:
     complete: bool = True
     refused: str | None = None   # the blast-radius limit stopped the run before any write
     ledger_error: str | None = None
+    cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this ARN (engage)
 
     @property
     def failed(self) -> list[Outcome]:
@@ -56,6 +65,7 @@ class Report:
             "operations": self.operations,
             "complete": self.complete,
             "refused": self.refused,
+            "cursor": self.cursor,
         }
 
 
@@ -97,21 +107,24 @@ class _Run:
             self.report.operations[kind] = dict(sorted(merged.items()))
             self.report.api_calls[kind] = sum(merged.values())
 
-    def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome]) -> None:
-        done = 0
+    def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome | None]) -> list:
+        """Walk `items`; per item, in order: its Outcome, None (nothing to report) or _SKIPPED."""
+        done, results = 0, []
 
         def one(item):
             if self.deadline():
                 self.report.complete = False
-                return None
+                return _SKIPPED
             return work(item)
 
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            for outcome in pool.map(one, items):
-                if outcome is not None:
-                    self.report.outcomes.append(outcome)
+            for result in pool.map(one, items):
+                if isinstance(result, Outcome):
+                    self.report.outcomes.append(result)
+                results.append(result)
                 done += 1
                 self.progress(f"{verb} {kind}: {done}/{len(items)}")
+        return results
 
     def finish(self) -> Report:
         self.report.ledger_available = self.ledger.available
@@ -120,27 +133,70 @@ class _Run:
 
 
 def engage_all(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS, dry_run: bool = False,
-               progress: Progress | None = None, deadline: Deadline | None = None, **options) -> Report:
-    """Put every selected resource into posture (or, with dry_run, say what would change)."""
+               progress: Progress | None = None, deadline: Deadline | None = None,
+               after: Mapping[str, str | None] | None = None, **options) -> Report:
+    """Put every selected resource into posture (or, with dry_run, say what would change).
+
+    `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor."""
+    after = after or {}
     ledger = ResourceLedger(clients("dynamodb"), ledger_table)
     acts = actuators(clients, settings, ledger, kinds, **options)
     run = _Run(clients, ledger, progress, deadline)
-    found: dict[str, list[Resource]] = {}
+    listed: dict[str, list[Candidate]] = {}
     for kind, act in acts.items():
-        run.progress(f"discover {kind}")
-        found[kind] = []
-        run.kind(kind, lambda: found.__setitem__(kind, act.discover()))
-    selected = sum(len(r) for r in found.values())
+        run.progress(f"list {kind}")
+        run.report.cursor[kind] = after.get(kind)  # a failed listing makes no progress
+        run.kind(kind, lambda: listed.__setitem__(kind, act.candidates()))
+    read, selected = _count_selected(acts, listed, settings.max_resources)
     if selected > settings.max_resources:
         run.report.refused = (
             f"the selector {settings.selector} matches {selected} resources, more than max_resources "
             f"({settings.max_resources}); nothing was changed"
         )
         return run.finish()
-    for kind, act in acts.items():
+    for kind, candidates in listed.items():
+        act, start = acts[kind], after.get(kind)
+        todo = [c for c in candidates if start is None or c.arn > start]
         work = act.plan if dry_run else act.engage
-        run.kind(kind, lambda: run.each("plan" if dry_run else "engage", kind, found[kind], work))
+
+        def one(c: Candidate, act=act, work=work) -> Outcome | None:
+            resource = read[c.arn] if c.arn in read else act.read(c)
+            return None if resource is None else work(resource)
+
+        def walk(kind=kind, todo=todo, one=one, start=start):
+            results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
+            run.report.cursor[kind] = _cursor(todo, results, start)
+
+        run.kind(kind, walk)
     return run.finish()
+
+
+def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> tuple[dict[str, Resource | None], int]:
+    """How many resources are selected, for the blast radius, reading as few as it can.
+
+    Candidates that only their own tags can select are counted as selected unless that
+    would exceed `limit`; only then are they read (and the reads kept for the walk)."""
+    certain = sum(1 for cs in listed.values() for c in cs if c.selected)
+    unsure = [(kind, c) for kind, cs in listed.items() for c in cs if not c.selected]
+    if certain + len(unsure) <= limit:
+        return {}, certain + len(unsure)
+    read: dict[str, Resource | None] = {}
+    for kind, c in unsure:
+        try:
+            read[c.arn] = acts[kind].read(c)
+        except (ClientError, BotoCoreError):
+            pass  # counted as selected; the walk reads it again and reports the error
+    return read, certain + sum(1 for _, c in unsure if read.get(c.arn, c) is not None)
+
+
+def _cursor(items: list[Candidate], results: list, start: str | None) -> str | None:
+    """The last ARN of the run of finished items from the start; None when all finished."""
+    cursor = start
+    for item, result in zip(items, results):
+        if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED):
+            return cursor
+        cursor = item.arn
+    return None
 
 
 def relax_all(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS,

@@ -62,6 +62,9 @@ class Plan:
     impaired_at: datetime | None = None  # when the latest hold began
     stepped_back: bool = False     # entered by a regression: re-engage before relaxing
     done: frozenset[str] = frozenset()   # kinds whose walk finished for this generation
+    # Walk marker -> the ARN an unfinished engage walk resumes after (engine Report.cursor).
+    # A new generation starts with none, so every generation walks everything once.
+    cursor: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.stage not in STAGES:
@@ -125,6 +128,7 @@ def decide(
             mode=settings.mode,
             stepped_back=changes.pop("stepped_back", False),
             done=frozenset(),
+            cursor={},
             **changes,
         )
         return Decision(fresh, True, tuple(reasons))
@@ -177,7 +181,7 @@ def _same_stage(plan: Plan, settings, state: str) -> Decision:
     """A mode change starts a new generation in the same stage and keeps its clock:
     progress recorded under `recommend` (nothing written) must not count under `auto`."""
     reasons = (f"mode changed from {plan.mode} to {settings.mode}: walk again",)
-    fresh = replace(plan, generation=plan.generation + 1, mode=settings.mode, verdict=state, reasons=reasons, done=frozenset())
+    fresh = replace(plan, generation=plan.generation + 1, mode=settings.mode, verdict=state, reasons=reasons, done=frozenset(), cursor={})
     return Decision(fresh, True, reasons)
 
 

@@ -15,6 +15,10 @@
    without failure is marked done (conditional on g). The deadline from the tick budget
    stops the walk cleanly; the next tick continues from the `done` marks, and since
    engage and relax skip what is already in place, nothing is written twice.
+   An unfinished engage walk also persists its cursor (conditional on g): the next tick
+   resumes after it instead of re-reading every resource, so a fleet too large for one
+   tick's budget still finishes. The cursor never passes a failed resource, and is not
+   moved while an older generation may still be relaxing (see `keep_cursor`).
 
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
@@ -173,6 +177,7 @@ class _Tick:
         if plan.generation and not (item or {}).get("notified", {}).get("BOOL", False):
             self.notify(plan)
             result.actions.append("notified")
+        self.started = now
         self.walk(plan, result)
         return result
 
@@ -188,9 +193,11 @@ class _Tick:
         for kind in engaging + lower_first:
             if self.deadline():
                 break
+            marker = kind if kind in engaging else f"{kind}/engaged"
             report = self.engine.engage_all(self.clients, self.settings, self.table, kinds=(kind,),
-                                            dry_run=self.dry_run, deadline=self.deadline)
-            self.finish_kind(plan, result, kind if kind in engaging else f"{kind}/engaged", report, engaging=True)
+                                            dry_run=self.dry_run, deadline=self.deadline,
+                                            after={kind: plan.cursor.get(marker)})
+            self.finish_kind(plan, result, marker, report, engaging=True)
         if self.deadline():
             result.complete = False
             return
@@ -221,15 +228,33 @@ class _Tick:
                  api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
         if not report.complete or failed or report.refused:
             result.complete = False
+            if engaging and not report.refused:
+                self.keep_cursor(plan, marker, report.cursor.get(marker.split("/")[0]))
             return
         if engaging and not self.dry_run:
-            others = ledger_plan.stale_relaxers(self.dynamodb, self.table, plan.generation, self.clock.now())
+            others = self.stale_relaxers(plan)
             if others:
                 self.log("engage walk not recorded: an older generation relaxed moments ago; walking again next tick",
                          plan, kind=marker, controllers=others)
                 result.complete = False
                 return
         self.mark(plan, result, marker)
+
+    def stale_relaxers(self, plan: Plan) -> list[str]:
+        """Controllers of an older generation whose relaxing write may have landed after
+        this tick began (the lease is counted from the tick's start, not from now: a
+        write guarded shortly before the tick can land on a resource the tick engaged)."""
+        return ledger_plan.stale_relaxers(self.dynamodb, self.table, plan.generation, self.started)
+
+    def keep_cursor(self, plan: Plan, marker: str, cursor: str | None) -> None:
+        """Persist where `marker`'s walk resumes. Not while an older generation may still be
+        relaxing: the next walk must then see again what this tick engaged."""
+        if cursor is None or cursor == plan.cursor.get(marker):
+            return
+        if not self.dry_run and self.stale_relaxers(plan):
+            self.log("cursor not moved: an older generation relaxed moments ago", plan, kind=marker)
+            return
+        ledger_plan.set_cursor(self.dynamodb, self.table, plan.generation, marker, cursor)
 
     def mark(self, plan: Plan, result: TickResult, marker: str) -> None:
         if ledger_plan.mark_done(self.dynamodb, self.table, plan.generation, marker):

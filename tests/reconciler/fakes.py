@@ -246,6 +246,7 @@ class _Report:
     api_calls: dict[str, int] = field(default_factory=dict)
     complete: bool = True
     refused: str | None = None
+    cursor: dict[str, str | None] = field(default_factory=dict)   # this fake never resumes
 
     @property
     def failed(self):

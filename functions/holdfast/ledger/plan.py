@@ -27,8 +27,10 @@ Rules:
   record its engage walk as done while another controller's lease from an older
   generation is younger than LEASE_SECONDS (`stale_relaxers`), so a relaxing write that
   slipped through is re-engaged by a later walk.
-- Progress (`mark_done`) and notification (`mark_notified`) are conditional on the
-  generation, so a stale controller cannot mark a newer plan's work done.
+- Progress (`mark_done`, `set_cursor`) and notification (`mark_notified`) are
+  conditional on the generation, so a stale controller cannot mark a newer plan's work
+  done or move its cursor. A cursor is an attribute `cursor:<marker>` of CURRENT; `write`
+  replaces the whole item, so a new generation starts with none.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ..policy import Plan
 from . import PK, SK, TTL_ATTRIBUTE
 
 PLAN_PK, CURRENT = "PLAN", "CURRENT"
+CURSOR = "cursor:"
 CONTROL_PK, PAUSE, ADVANCE = "CONTROL", "PAUSE", "ADVANCE"
 HISTORY_DAYS = 30
 # Longer than one AWS write can take under the SDK's standard retries (3 attempts of a
@@ -133,6 +136,7 @@ def from_item(item: dict[str, Any]) -> Plan:
         impaired_at=_time(item["impaired_at"]),
         stepped_back=item["stepped_back"]["BOOL"],
         done=frozenset(item.get("done", {}).get("SS", ())),
+        cursor={k.removeprefix(CURSOR): v["S"] for k, v in item.items() if k.startswith(CURSOR)},
     )
 
 
@@ -182,14 +186,15 @@ def write(dynamodb, table: str, plan: Plan, *, controller_id: str, now: datetime
         raise LedgerUnavailable(f"cannot write plan generation {plan.generation}: {err.response['Error']['Code']}") from err
 
 
-def _update_current(dynamodb, table: str, generation: int, expression: str, values: dict) -> bool:
+def _update_current(dynamodb, table: str, generation: int, expression: str, values: dict,
+                    names: dict | None = None) -> bool:
     try:
         dynamodb.update_item(
             TableName=table,
             Key=_key(PLAN_PK, CURRENT),
             UpdateExpression=expression,
             ConditionExpression=IS_GENERATION,
-            ExpressionAttributeNames={"#generation": "generation"},
+            ExpressionAttributeNames={"#generation": "generation", **(names or {})},
             ExpressionAttributeValues={":generation": {"N": str(generation)}, **values},
         )
         return True
@@ -203,6 +208,13 @@ def _update_current(dynamodb, table: str, generation: int, expression: str, valu
 def mark_done(dynamodb, table: str, generation: int, kind: str) -> bool:
     """Record that `kind`'s walk finished for `generation`. False if the plan moved on."""
     return _update_current(dynamodb, table, generation, "ADD done :kind", {":kind": {"SS": [kind]}})
+
+
+@uses("dynamodb:UpdateItem", by=("reconciler",))
+def set_cursor(dynamodb, table: str, generation: int, marker: str, arn: str) -> bool:
+    """Record where `marker`'s unfinished walk resumes for `generation`. False if the plan moved on."""
+    return _update_current(dynamodb, table, generation, "SET #cursor = :arn", {":arn": {"S": arn}},
+                           {"#cursor": CURSOR + marker})
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
