@@ -12,9 +12,10 @@ run against it and the fleet compared before and after.
 
 Owner states vary across the fleet on purpose (index modulo a small number), so a
 fleet of any size carries the hard cases: processes the owner already suspended, a
-mapping with no cap, a disabled mapping, a function with no async config or with the
-owner's own destination, custom NLB thresholds, a scalable target with scheduled
-scaling already suspended.
+mapping with no cap, one already at the floor, a disabled mapping, a function with no
+async config, with the owner's own destination or with limits stricter than Holdfast's,
+custom NLB thresholds, a scalable target with scheduled scaling already suspended.
+Every Auto Scaling group spans three zones.
 
 Selection follows the issue: an event source mapping is selected by its own tag or
 its function's (a function selected that way is then also an `async` resource); a
@@ -40,6 +41,9 @@ KINDS = ("asg", "esm", "async", "nlb", "scalable-target")
 DEFAULT_SELECTOR = "holdfast:protect=true"
 OWNER_TAG = {"team": "payments"}
 
+# Every group spans this many Availability Zones (the detector needs failures in two).
+ZONES = 3
+
 # App Auto Scaling for ECS services: the one dimension Holdfast protects here.
 ECS_DIMENSION = "ecs:service:DesiredCount"
 
@@ -54,6 +58,7 @@ class Fleet:
     # ARN -> what the read APIs take: ASG name, ESM UUID, function name, TG ARN,
     # scalable target resource id.
     handles: dict[str, str] = field(default_factory=dict)
+    zones: list[str] = field(default_factory=list)  # the zones every group spans
 
     def arns(self, kind: str | None = None) -> list[str]:
         kinds = KINDS if kind is None else (kind,)
@@ -96,7 +101,7 @@ class _Builder:
         if "vpc" not in self._shared:
             ec2 = self.c("ec2")
             vpc = ec2.create_vpc(CidrBlock="10.80.0.0/16")["Vpc"]["VpcId"]
-            zones = [z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]][:2]
+            zones = [z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]][:ZONES]
             subnets = [
                 ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.80.{i}.0/24", AvailabilityZone=zone)["Subnet"]["SubnetId"]
                 for i, zone in enumerate(zones)
@@ -106,6 +111,7 @@ class _Builder:
                 LaunchTemplateData={"ImageId": "ami-12c6146b", "InstanceType": "t3.micro"},
             )["LaunchTemplate"]["LaunchTemplateId"]
             self._shared.update(vpc=vpc, subnets=subnets, template=template)
+            self.fleet.zones = zones
         return self._shared
 
     @uses("iam:CreateRole", by=BY)
@@ -190,8 +196,8 @@ class _Builder:
         if by_function:
             self._add("async", fn_arn, fn_name, True)
         spec: dict[str, Any] = {"EventSourceArn": queue, "FunctionName": fn_name, "BatchSize": 10, "Enabled": i % 6 != 5}
-        if i % 3 != 0:  # every third owner left the mapping uncapped
-            spec["ScalingConfig"] = {"MaximumConcurrency": (50, 500)[i % 2]}
+        if i % 3 != 0:  # every third owner left the mapping uncapped; one in eight sits at the floor
+            spec["ScalingConfig"] = {"MaximumConcurrency": 2 if i % 8 == 7 else (50, 500)[i % 2]}
         tags = {**OWNER_TAG, **({self.key: self.value} if selected and not by_function else {})}
         mapping = self.c("lambda").create_event_source_mapping(**spec, Tags=tags)
         self._add("esm", mapping["EventSourceMappingArn"], mapping["UUID"], selected)
@@ -201,14 +207,16 @@ class _Builder:
         name = f"{self.prefix}-fn-{i}{'' if selected else '-twin'}"
         arn = self.function(name, tagged=selected)
         lam = self.c("lambda")
-        if i % 3 == 1:  # the owner tuned retries only
+        if i % 4 == 1:  # the owner wrote AWS's defaults out
             lam.put_function_event_invoke_config(FunctionName=name, MaximumRetryAttempts=2, MaximumEventAgeInSeconds=21600)
-        elif i % 3 == 2:  # the owner has their own destination, which must be kept
+        elif i % 4 == 2:  # the owner has their own destination, which must be kept
             lam.put_function_event_invoke_config(
                 FunctionName=name, MaximumEventAgeInSeconds=3600,
                 DestinationConfig={"OnFailure": {"Destination": self.owner_queue()}},
             )
-        # i % 3 == 0: no async config at all; restore must leave none.
+        elif i % 4 == 3:  # stricter than Holdfast's posture already: engaging must not raise it
+            lam.put_function_event_invoke_config(FunctionName=name, MaximumRetryAttempts=0, MaximumEventAgeInSeconds=300)
+        # i % 4 == 0: no async config at all; restore must leave none.
         self._add("async", arn, name, selected)
 
     @uses("elasticloadbalancing:CreateTargetGroup", "elasticloadbalancing:AddTags",

@@ -49,35 +49,49 @@ def chart(
     milestones: Sequence[Milestone],
     path: Path,
     *,
-    spans: Sequence[tuple[datetime, datetime, str]] = (),
+    spans: Sequence[tuple[datetime, datetime, str, str]] = (),
+    cap_notes: Sequence[tuple[datetime, int, str]] = (),
+    subtitle: str = "",
+    footnote: str = "",
     uncapped_as: int = 1000,
 ) -> None:
+    """`spans` are (start, end, colour, label) shaded behind every panel; `cap_notes`
+    are (time, cap, text) marked on the caps panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     times = [s.time.astimezone(PDT) for s in samples]
     fig, (ax_stage, ax_caps, ax_engaged) = plt.subplots(
-        3, 1, figsize=(13, 9), sharex=True, gridspec_kw={"height_ratios": [1.1, 1.2, 1.2]}
+        3, 1, figsize=(14, 9.5), sharex=True, gridspec_kw={"height_ratios": [1.1, 1.2, 1.2]}
     )
-    fig.suptitle("Holdfast replaying us-east-1, 19–20 October 2025 (event time, PDT)", fontsize=13, weight="bold")
+    fig.suptitle("Holdfast replaying us-east-1, 19–20 October 2025", fontsize=14, weight="bold", x=0.42, y=0.985)
+    if subtitle:
+        fig.text(0.42, 0.948, subtitle, ha="center", fontsize=9.5, color="#404040")
+    legend = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5, frameon=False)
 
-    ax_stage.step(times, [STAGES.index(s.stage) for s in samples], where="post", color="#1f4e79", lw=2.2)
+    ax_stage.step(times, [STAGES.index(s.stage) for s in samples], where="post", color="#1f4e79", lw=2.4, zorder=3)
     ax_stage.set_yticks(range(len(STAGES)), STAGES)
     ax_stage.set_ylim(-0.5, len(STAGES) - 0.5)
-    ax_stage.set_ylabel("recovery stage")
+    ax_stage.set_ylabel("Holdfast's\nrecovery stage")
     ax_stage.grid(axis="y", alpha=0.3)
+    ax_stage.legend(handles=[Patch(color=colour, alpha=0.25, label=label) for _, _, colour, label in spans], **legend)
 
     caps = [[uncapped_as if c is None else c for c in s.caps] for s in samples]
     if caps and caps[0]:
-        ax_caps.step(times, [max(c) for c in caps], where="post", color="#c55a11", lw=1.6, label="highest cap")
-        ax_caps.step(times, [sorted(c)[len(c) // 2] for c in caps], where="post", color="#7f6000", lw=2.2, label="median cap")
-        ax_caps.step(times, [min(c) for c in caps], where="post", color="#548235", lw=1.6, label="lowest cap")
+        ax_caps.step(times, [max(c) for c in caps], where="post", color="#c55a11", lw=1.6, label="highest cap", zorder=3)
+        ax_caps.step(times, [sorted(c)[len(c) // 2] for c in caps], where="post", color="#7f6000", lw=2.4,
+                     label="median cap", zorder=3)
+        ax_caps.step(times, [min(c) for c in caps], where="post", color="#548235", lw=1.6, label="lowest cap", zorder=3)
+    for when, cap, text in cap_notes:
+        ax_caps.annotate(text, xy=(when.astimezone(PDT), cap), xytext=(8, 24), textcoords="offset points",
+                         fontsize=8, color="#c55a11", arrowprops=dict(arrowstyle="-", color="#c55a11", lw=0.8))
     ax_caps.set_yscale("log")
-    ax_caps.set_ylabel(f"SQS consumer\nMaximumConcurrency\n(uncapped shown as {uncapped_as})")
-    ax_caps.legend(loc="upper left", fontsize=8)
+    ax_caps.set_ylabel(f"SQS consumers'\nMaximumConcurrency\n(no cap drawn as {uncapped_as})")
+    ax_caps.legend(**legend)
     ax_caps.grid(axis="y", alpha=0.3)
 
     kinds = [k for k in KIND_LABELS if any(s.engaged.get(k) for s in samples)]
@@ -87,35 +101,33 @@ def chart(
             [[s.engaged.get(k, 0) for s in samples] for k in kinds],
             labels=[KIND_LABELS[k] for k in kinds],
             step="post",
-            alpha=0.85,
+            zorder=3,
         )
-        ax_engaged.legend(loc="upper right", fontsize=8)
-    ax_engaged.set_ylabel("resources held\nin safe posture")
+        handles, labels = ax_engaged.get_legend_handles_labels()
+        ax_engaged.legend(handles[::-1], labels[::-1], **legend)  # top of the stack first
+    ax_engaged.set_ylabel("resources Holdfast\nholds in safe posture")
     ax_engaged.grid(axis="y", alpha=0.3)
 
     start, end = times[0], times[-1]
     shown = [m for m in milestones if start <= m.time <= end and m.time.strftime("%H:%M") in CHART_MILESTONES]
-    for m in shown:
-        for ax in (ax_stage, ax_caps, ax_engaged):
-            ax.axvline(m.time, color="grey", lw=0.8, ls="--", alpha=0.7)
+    for ax in (ax_stage, ax_caps, ax_engaged):
+        for m in shown:
+            ax.axvline(m.time, color="grey", lw=0.8, ls="--", alpha=0.7, zorder=2)
+        for span_start, span_end, colour, _ in spans:
+            ax.axvspan(max(span_start, start), min(span_end, end), color=colour, alpha=0.12, lw=0, zorder=1)
     top = ax_stage.secondary_xaxis("top")
     top.set_xticks(
         [m.time for m in shown],
         [f"{m.time:%H:%M} {CHART_MILESTONES[m.time.strftime('%H:%M')]}" for m in shown],
-        rotation=30,
+        rotation=25,
         ha="left",
-        fontsize=8,
-    )
-    for ax in (ax_stage, ax_caps, ax_engaged):
-        for span_start, span_end, colour in spans:
-            ax.axvspan(max(span_start, start), min(span_end, end), color=colour, alpha=0.12, lw=0)
-    ax_stage.text(
-        0.005, 0.97, "shaded: red = DynamoDB endpoint unresolvable, orange = EC2 launches failing",
-        transform=ax_stage.transAxes, fontsize=8, va="top", color="#404040",
+        fontsize=8.5,
     )
     ax_engaged.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=PDT))
-    ax_engaged.set_xlabel("PDT")
-    fig.tight_layout()
+    ax_engaged.set_xlabel("event time (PDT)")
+    if footnote:
+        fig.text(0.01, 0.01, footnote, fontsize=8.5, color="#404040", va="bottom")
+    fig.subplots_adjust(left=0.1, right=0.79, top=0.83, bottom=0.1, hspace=0.12)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

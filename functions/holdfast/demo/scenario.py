@@ -7,8 +7,9 @@ resolves, and the owner's own change mid-event. The demo feeds these to the real
 handlers and reconciler; nothing here decides anything.
 
 What the stream holds, and where it departs from the record:
-- capacity-class launch failures ("InsufficientInstanceCapacity") from a rotating
-  third of the groups, across all zones, from 23:48 until launches resume at 05:28;
+- capacity-class launch failures ("InsufficientInstanceCapacity") every 5 minutes from
+  a rotating third of the groups, in rotating zones, from 23:48 until launches resume
+  at 05:28;
 - successful launches from 05:28;
 - a configuration-class failure (a bad AMI in one team's group) every 40 minutes
   throughout, as noise that must never engage anything;
@@ -17,8 +18,9 @@ What the stream holds, and where it departs from the record:
   until the afternoon; the demo closes it when launches resume, so the replay ends
   within two minutes of wall time. The recovery logic under test is the same;
 - DNS answers for the regional DynamoDB endpoint empty from 23:48 until 02:25;
-- at 03:00 the owner of one event source mapping raises its cap by hand: drift that
-  the restore must keep and report.
+- at 03:00 the owner of one event source mapping raises its cap by hand (above the
+  floor, below their own original): drift that every later cap step and the restore
+  must keep, and report.
 """
 
 from __future__ import annotations
@@ -150,23 +152,32 @@ def build(
     account: str,
     region: str,
     backup_region: str,
-    groups: Sequence[tuple[str, str]],
-    noisy_group: tuple[str, str],
+    groups: Sequence[str],
+    zones: Sequence[str],
+    noisy_group: str,
     drift_target: str,
+    drift_cap: int,
     end: datetime,
 ) -> list[Step]:
-    """The whole event as steps in time order. `groups` are (name, zone) of the fleet's groups."""
+    """The whole event as steps in time order, up to `end`.
+
+    `groups` are the fleet's Auto Scaling groups, each spanning all of `zones`;
+    `noisy_group` is the team whose launch template is broken; at OWNER_DRIFT the
+    owner of mapping `drift_target` sets its MaximumConcurrency to `drift_cap`.
+    """
+    if len(zones) < 2 or not groups:
+        raise ValueError("the replay needs groups spanning at least two zones")
     steps: list[Step] = []
-    zones = sorted({z for _, z in groups})
 
     def at(t: datetime, kind: str, payload: Any) -> None:
         steps.append(Step(t.astimezone(timezone.utc), kind, payload))
 
     t = IMPAIRMENT
     wave = 0
-    while t < LAUNCHES_RESUME:
-        for i, (group, zone) in enumerate(groups):
+    while t < min(LAUNCHES_RESUME, end):
+        for i, group in enumerate(groups):
             if i % 3 == wave % 3:
+                zone = zones[(i // 3 + wave) % len(zones)]
                 other = ", ".join(z for z in zones if z != zone)
                 msg = CAPACITY_MESSAGE.format(itype="m5.large", zone=zone, other=other)
                 at(t, "event", launch_event(account=account, region=region, group=group, zone=zone, at=t, ok=False,
@@ -176,14 +187,14 @@ def build(
 
     t = LAUNCHES_RESUME
     while t < end:
-        group, zone = groups[(wave := wave + 1) % len(groups)]
+        wave += 1
+        group, zone = groups[wave % len(groups)], zones[wave % len(zones)]
         at(t, "event", launch_event(account=account, region=region, group=group, zone=zone, at=t, ok=True))
         t += timedelta(minutes=5)
 
     t = START
     while t < end:
-        group, zone = noisy_group
-        at(t, "event", launch_event(account=account, region=region, group=group, zone=zone, at=t, ok=False,
+        at(t, "event", launch_event(account=account, region=region, group=noisy_group, zone=zones[0], at=t, ok=False,
                                     status_message=CONFIG_STATUS))
         t += timedelta(minutes=40)
 
@@ -194,9 +205,10 @@ def build(
     at(LAUNCHES_RESUME, "event", health_event(account=account, region=region, delivered_in=region,
                                               at=LAUNCHES_RESUME, status="closed", communication="demo-comm-9"))
 
-    at(IMPAIRMENT, "dns", {"failing": True})
-    at(DNS_RESTORED, "dns", {"failing": False})
-    at(OWNER_DRIFT, "drift", {"arn": drift_target})
+    dynamodb = f"dynamodb.{region}.amazonaws.com"
+    at(IMPAIRMENT, "dns", {"host": dynamodb, "resolves": False})
+    at(DNS_RESTORED, "dns", {"host": dynamodb, "resolves": True})
+    at(OWNER_DRIFT, "drift", {"arn": drift_target, "MaximumConcurrency": drift_cap})
 
     steps.sort(key=lambda s: (s.time, s.kind))
-    return steps
+    return [s for s in steps if s.time < end]
