@@ -61,7 +61,9 @@ DRIFT_CAP = 40
 CONTROLLER = "demo-reconciler"
 TIMELINE = Path(__file__).with_name("oct2025-timeline.csv")  # a copy of shared/data/oct2025-timeline.csv
 # A line every so often even when nothing happens, so the hold is seen counting down.
-HEARTBEAT = timedelta(minutes=20)
+HEARTBEAT = timedelta(minutes=30)
+# Signals that arrive all night long; a tick that saw only these is not worth a line.
+ROUTINE = {"capacity", "configuration", "launch"}
 SHORT = {"asg": "asg", "esm": "esm", "async": "async", "nlb": "nlb", "scalable-target": "ecs"}
 SHOWN_ACTIONS = (ENGAGED, RAISED, RESTORED, DRIFT_KEPT, VANISHED, FAILED, REFUSED_STALE)
 
@@ -132,7 +134,7 @@ class Replay:
         impaired_wall = None
         while True:
             now = self.clock.now()
-            notes = self.deliver(now)
+            signals, notes = self.deliver(now)
             tick_started = time.monotonic()
             result = tick(self.holdfast, self.settings, self.table, self.clock, controller_id=CONTROLLER,
                           collect=self.collect, topic_arn=self.topic_arn)
@@ -150,9 +152,10 @@ class Replay:
                 self.fully_engaged_at, self.wall_to_engage = now, time.monotonic() - impaired_wall
             self.samples.append(report.Sample(now, stage, self.caps(), dict(Counter(self.engaged.values()))))
 
-            state = (verdict, label)
-            notable = notes or changes or state != last_state or last_line is None or now - last_line >= HEARTBEAT
-            self.show(self.line(now, verdict, label, changes, result.gates, notes), keep=notable)
+            state = (verdict, label, tuple(result.gates))  # a hold counting down is a new line
+            notable = notes or set(signals) - ROUTINE or changes or state != last_state or last_line is None or now - last_line >= HEARTBEAT
+            events = ["events " + ", ".join(f"{k}×{n}" for k, n in sorted(signals.items()))] if signals else []
+            self.show(self.line(now, verdict, label, changes, result.gates, events + notes), keep=notable)
             if notable:
                 last_line, last_state = now, state
             if plan and plan.generation and stage == "normal":
@@ -168,7 +171,8 @@ class Replay:
 
     # ---- feeding the scenario -----------------------------------------------------
 
-    def deliver(self, now: datetime) -> list[str]:
+    def deliver(self, now: datetime) -> tuple[Counter, list[str]]:
+        """Everything due by `now`: signal classes the detector handler recorded, and notes."""
         from ..handlers.detector import handle, metrics
 
         notes, signals = [], Counter()
@@ -186,9 +190,7 @@ class Replay:
                 notes.append(f"DNS {host} {'resolves again' if step.payload['resolves'] else 'answers empty'}")
             elif step.kind == "drift":
                 notes.append(self.owner_drift(step.payload))
-        if signals:
-            notes.insert(0, "events " + ", ".join(f"{k}×{n}" for k, n in sorted(signals.items())))
-        return notes
+        return signals, notes
 
     @uses("lambda:UpdateEventSourceMapping", by=("cli",))
     def owner_drift(self, payload: dict[str, Any]) -> str:
