@@ -36,7 +36,9 @@ from holdfast.settings import LOG_RETENTION_DAYS, Settings
 from .. import policies
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
-ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc"]
+# The demo (its embedded AWS, fleet builder and timeline) runs on an operator's machine,
+# never in the controllers.
+ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc", "holdfast/demo"]
 
 # AWS's public Powertools layer, resolved at deploy time from the public SSM parameter
 # Powertools publishes per release, so the layer is exactly the version requirements.txt

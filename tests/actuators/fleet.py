@@ -5,7 +5,6 @@ fault injector."""
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 
 import pytest
@@ -72,65 +71,16 @@ class FailKth:
 
 
 @pytest.fixture
-def aws_semantics(aws, monkeypatch):
-    """Give moto 5.2.5 the AWS semantics the actuators rely on, narrowly.
+def aws_semantics(aws):
+    """Give moto 5.2.5 the AWS semantics the actuators rely on, narrowly: async invoke
+    config Put replaces / Update merges or answers ResourceNotFoundException, Application
+    Auto Scaling tagging on scalable targets, and DescribeScalableTargets pagination.
+    The patches and the reason for each live in holdfast.demo.embedded, which the demo's
+    embedded AWS uses too."""
+    from holdfast.demo.embedded import aws_semantics as patched
 
-    - Async invoke config: AWS's PutFunctionEventInvokeConfig replaces the config (moto
-      keeps the first put), UpdateFunctionEventInvokeConfig merges the members it names
-      and answers ResourceNotFoundException when there is no config (moto replaces, and
-      creates one).
-    - Application Auto Scaling TagResource / UntagResource / ListTagsForResource on a
-      scalable target's ARN exist in AWS; moto has none of them.
-    """
-    from moto.applicationautoscaling import models as aas_models
-    from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
-    from moto.awslambda import models as lambda_models
-    from moto.awslambda.exceptions import UnknownEventConfig
-
-    def put(self, function_name, config):
-        fn = self.get_function(function_name)
-        event_config = lambda_models.EventInvokeConfig(fn.function_arn, fn.last_modified, config)
-        fn.event_invoke_config = [event_config]
-        return event_config.response()
-
-    def update(self, function_name, config):
-        fn = self.get_function(function_name)
-        if not fn.event_invoke_config:
-            raise UnknownEventConfig(fn.function_arn)
-        return put(self, function_name, {**fn.event_invoke_config[0].config, **config})
-
-    monkeypatch.setattr(lambda_models.LambdaBackend, "put_function_event_invoke_config", put)
-    monkeypatch.setattr(lambda_models.LambdaBackend, "update_function_event_invoke_config", update)
-
-    store: dict[str, dict[str, str]] = {}
-
-    def known(backend, arn):
-        from moto.core.exceptions import JsonRESTError
-
-        if not any(t.arn == arn for ts in backend.targets.values() for t in ts.values()):
-            raise JsonRESTError("ResourceNotFoundException", f"No scalable target {arn}")
-
-    def tag_resource(self):
-        arn = self._get_param("ResourceARN")
-        known(self.applicationautoscaling_backend, arn)
-        store.setdefault(arn, {}).update(self._get_param("Tags"))
-        return "{}"
-
-    def untag_resource(self):
-        arn = self._get_param("ResourceARN")
-        known(self.applicationautoscaling_backend, arn)
-        for key in self._get_param("TagKeys"):
-            store.get(arn, {}).pop(key, None)
-        return "{}"
-
-    def list_tags_for_resource(self):
-        arn = self._get_param("ResourceARN")
-        known(self.applicationautoscaling_backend, arn)
-        return json.dumps({"Tags": store.get(arn, {})})
-
-    for fn in (tag_resource, untag_resource, list_tags_for_resource):
-        monkeypatch.setattr(ApplicationAutoScalingResponse, fn.__name__, fn, raising=False)
-    yield
+    with patched():
+        yield
 
 
 # ---- builders --------------------------------------------------------------------------

@@ -10,6 +10,12 @@ gaps tests/actuators/fleet.py patches for the tests):
   config (moto replaces, and creates one).
 - Application Auto Scaling TagResource / UntagResource / ListTagsForResource on a
   scalable target's ARN exist in AWS; moto has none of them.
+- DescribeScalableTargets pagination: moto's NextToken is the index within the page,
+  not within all targets, so past two pages it repeats itself and botocore's paginator
+  stops ("The same next token was received twice"). AWS's token moves on.
+
+The tests use the same patches (tests/actuators/fleet.py's `aws_semantics` fixture),
+so one place holds every departure from moto.
 
 And one cost: moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
@@ -78,8 +84,20 @@ def aws_semantics() -> Iterator[None]:
         known(self.applicationautoscaling_backend, arn)
         return json.dumps({"Tags": tags.get(arn, {})})
 
+    original_describe = ApplicationAutoScalingResponse.describe_scalable_targets
+
+    def describe_scalable_targets(self):
+        body = json.loads(original_describe(self))
+        if body.get("NextToken") is not None:
+            start = int(self._get_param("NextToken") or -1) + 1
+            body["NextToken"] = str(start + len(body["ScalableTargets"]) - 1)
+        return json.dumps(body)
+
     with ExitStack() as stack:
         _cheap_transactions(stack)
+        stack.enter_context(
+            mock.patch.object(ApplicationAutoScalingResponse, "describe_scalable_targets", describe_scalable_targets)
+        )
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "put_function_event_invoke_config", put))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "update_function_event_invoke_config", update))
         for fn in (tag_resource, untag_resource, list_tags_for_resource):

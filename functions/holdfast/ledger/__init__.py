@@ -5,7 +5,7 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 
 | pk                          | sk                         | module              |
 |-----------------------------|----------------------------|---------------------|
-| `RES#<arn>`                 | `ORIGINAL`                 | ledger.resources    |
+| `RES`                       | `<arn>`                    | ledger.resources    |
 | `SIGNAL#<yyyy-mm-ddThh>`    | `<iso time>#<signal id>`   | ledger.signals      |
 | `HEALTH`                    | `<eventArn>#<commId>`      | ledger.signals      |
 | `PLAN`                      | `CURRENT` / `GEN#<gen:012>`| ledger.plan         |

@@ -1,4 +1,8 @@
-"""Per-resource original records in the ledger: pk `RES#<arn>`, sk `ORIGINAL`.
+"""Per-resource original records in the ledger: pk `RES`, sk `<arn>`.
+
+One partition, so every record is one paginated Query, never a Scan of the whole table
+(signals included). Holdfast writes these at most at the Lambda write rate, far inside
+one partition's throughput.
 
 The ledger is the second copy of a write-ahead record; the first is the tag on the
 resource. Engaging must go on when the ledger is unreachable (its region may be the
@@ -19,12 +23,11 @@ from ..actuators.base import Record
 from ..iam import uses
 from . import PK, SK
 
-PREFIX = "RES#"
-SORT = "ORIGINAL"
+PARTITION = "RES"
 
 
 def _key(arn: str) -> dict[str, Any]:
-    return {PK: {"S": PREFIX + arn}, SK: {"S": SORT}}
+    return {PK: {"S": PARTITION}, SK: {"S": arn}}
 
 
 class ResourceLedger:
@@ -91,18 +94,19 @@ class ResourceLedger:
             return False
         return True
 
-    @uses("dynamodb:Scan", by=("reconciler", "cli"))
+    @uses("dynamodb:Query", by=("reconciler", "cli"))
     def records(self) -> list[Record]:
         """Every original record; empty when the ledger is unreachable."""
         if not self.available:
             return []
         out: list[Record] = []
         try:
-            for page in self._db.get_paginator("scan").paginate(
+            for page in self._db.get_paginator("query").paginate(
                 TableName=self.table,
-                FilterExpression="begins_with(#pk, :prefix) AND #sk = :sort",
-                ExpressionAttributeNames={"#pk": PK, "#sk": SK},
-                ExpressionAttributeValues={":prefix": {"S": PREFIX}, ":sort": {"S": SORT}},
+                KeyConditionExpression="#pk = :pk",
+                ExpressionAttributeNames={"#pk": PK},
+                ExpressionAttributeValues={":pk": {"S": PARTITION}},
+                ConsistentRead=True,
             ):
                 out.extend(_record(item) for item in page["Items"])
         except (ClientError, BotoCoreError) as err:
@@ -114,7 +118,7 @@ class ResourceLedger:
 def _record(item: dict[str, Any]) -> Record:
     return Record(
         kind=item["kind"]["S"],
-        arn=item[PK]["S"][len(PREFIX) :],
+        arn=item[SK]["S"],
         original=json.loads(item["original"]["S"]),
         applied=json.loads(item["applied"]["S"]),
     )
