@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -36,19 +37,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"holdfast: error: {message}\n")
 
 
+# The global options. As with the AWS CLI, they may come before or after the command.
+GLOBAL_OPTIONS = (
+    (("--region",), {"help": "AWS region (default: AWS_REGION, then the profile's region)"}),
+    (("--profile",), {"help": "named profile from the AWS config"}),
+    (("--endpoint-url",), {"help": "send every request to this URL (default: AWS_ENDPOINT_URL)"}),
+    (("--ledger-table",), {"help": "ledger DynamoDB table (default: holdfast-ledger)"}),
+    (("--selector",), {"help": "opt-in tag KEY=VALUE (default: the settings' selector)"}),
+    (("--settings",), {"help": "JSON file whose `holdfast` object (or the whole document) holds the settings"}),
+    (("--json",), {"action": "store_true", "help": "print one JSON document on stdout"}),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="holdfast", description="Holdfast: protect and restore an account's automation during a regional EC2 impairment.")
-    parser.add_argument("--region", help="AWS region (default: AWS_REGION, then the profile's region)")
-    parser.add_argument("--profile", help="named profile from the AWS config")
-    parser.add_argument("--endpoint-url", help="send every request to this URL (default: AWS_ENDPOINT_URL)")
-    parser.add_argument("--ledger-table", default=None, help="ledger DynamoDB table (default: holdfast-ledger)")
-    parser.add_argument("--selector", default=None, help="opt-in tag KEY=VALUE (default: the settings' selector)")
-    parser.add_argument("--settings", default=None, help="JSON file whose `holdfast` object (or the whole document) holds the settings")
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    for flags, options in GLOBAL_OPTIONS:
+        parser.add_argument(*flags, **options)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(sub)
+    for command in sub.choices.values():
+        group = command.add_argument_group("global options (also accepted before the command)")
+        for flags, options in GLOBAL_OPTIONS:
+            # SUPPRESS: a global given before the command is kept unless repeated after it.
+            group.add_argument(*flags, **{**options, "default": argparse.SUPPRESS})
     return parser
 
 
@@ -70,4 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`holdfast status | head`): stop quietly, as other CLIs do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_FAILED
+    sys.exit(code)

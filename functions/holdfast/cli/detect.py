@@ -3,7 +3,7 @@
     holdfast detect EVENTS_FILE [--settings FILE] [--json]
 
 EVENTS_FILE holds EventBridge events, one JSON object a line, in any mix. `--settings`
-and `--json` may also come before the command, as global options; given here they win.
+and `--json` are the global options, accepted before or after the command.
 The region whose Health issues count is --region, else the region most launch events
 came from, else the default region. Exit 0 on success (malformed lines are reported,
 not fatal), 2 for a missing or unreadable file or bad settings.
@@ -15,21 +15,17 @@ from collections import Counter
 from pathlib import Path
 
 from ..detection.replay import infer_region, load, replay
-from .context import UsageError, load_settings_file, table
+from .context import UsageError, table
 
 
 def register(sub) -> None:
     p = sub.add_parser("detect", help="replay EventBridge events (JSON lines) through the detector")
     p.add_argument("events_file", metavar="EVENTS_FILE", help="EventBridge events, one JSON object a line")
-    p.add_argument("--settings", dest="detect_settings", default=None,
-                   help="JSON file whose `holdfast` object (or the whole document) holds the settings")
-    p.add_argument("--json", dest="detect_json", action="store_true", help="print one JSON document on stdout")
     p.set_defaults(func=run)
 
 
 def run(ctx, args) -> int:
-    settings = load_settings_file(args.detect_settings) if args.detect_settings else ctx.settings
-    ctx.json = ctx.json or args.detect_json
+    settings = ctx.settings
     try:
         with Path(args.events_file).open(encoding="utf-8") as f:
             events = load(f)
