@@ -87,6 +87,19 @@ def _key(pk: str, sk: str) -> dict:
     return {PK: {"S": pk}, SK: {"S": sk}}
 
 
+def _still_current(table: str, generation: int) -> dict:
+    """A transaction item that holds only while `generation` is the active plan."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": _key(PLAN_PK, CURRENT),
+            "ConditionExpression": IS_GENERATION,
+            "ExpressionAttributeNames": {"#generation": "generation"},
+            "ExpressionAttributeValues": {":generation": {"N": str(generation)}},
+        }
+    }
+
+
 def _epoch(when: datetime) -> int:
     return int(when.timestamp())
 
@@ -244,15 +257,7 @@ def check_generation(dynamodb, table: str, generation: int, *, controller_id: st
     try:
         dynamodb.transact_write_items(
             TransactItems=[
-                {
-                    "ConditionCheck": {
-                        "TableName": table,
-                        "Key": _key(PLAN_PK, CURRENT),
-                        "ConditionExpression": IS_GENERATION,
-                        "ExpressionAttributeNames": {"#generation": "generation"},
-                        "ExpressionAttributeValues": {":generation": {"N": str(generation)}},
-                    }
-                },
+                _still_current(table, generation),
                 {"Put": {"TableName": table, "Item": lease}},
             ]
         )
@@ -324,15 +329,7 @@ def request_advance(dynamodb, table: str, generation: int, *, by: str, now: date
     try:
         dynamodb.transact_write_items(
             TransactItems=[
-                {
-                    "ConditionCheck": {
-                        "TableName": table,
-                        "Key": _key(PLAN_PK, CURRENT),
-                        "ConditionExpression": IS_GENERATION,
-                        "ExpressionAttributeNames": {"#generation": "generation"},
-                        "ExpressionAttributeValues": {":generation": {"N": str(generation)}},
-                    }
-                },
+                _still_current(table, generation),
                 {
                     "Put": {
                         "TableName": table,
