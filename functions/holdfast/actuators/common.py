@@ -173,7 +173,9 @@ class TaggedActuator:
         try:
             if record is None or (record.original, record.applied) != (original, applied):
                 self._tag(resource, record_tags(original, applied))
-                outcome.ledger_written = self.ledger.put_original(new, resource.name)
+            # Always, not only with a new tag: a crash between the tag and the ledger leaves
+            # the tag alone, and the put is conditional, so an existing record stays.
+            outcome.ledger_written = self.ledger.put_original(new, resource.name)
             self._write(resource, changes, restoring=False)
         except Vanished:
             return Outcome(self.kind, resource.arn, VANISHED)
