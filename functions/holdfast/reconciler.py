@@ -218,7 +218,7 @@ class _Tick:
         if guard.refused:
             self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
             result.actions.append("stale")
-        result.complete = not self.deadline() and not guard.refused
+        result.complete = result.complete and not self.deadline() and not guard.refused
 
     def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool) -> None:
         result.outcomes.extend(report.outcomes)
