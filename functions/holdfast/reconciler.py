@@ -163,22 +163,33 @@ class _Tick:
         self.log("decision", plan, changed=decision.changed, verdict=getattr(verdict, "state", None),
                  reasons=list(decision.reasons), gates=list(decision.gates))
 
-        if decision.changed:
-            try:
-                ledger_plan.write(self.dynamodb, self.table, plan, controller_id=self.controller_id, now=now)
-            except ledger_plan.PlanConflict as err:
-                self.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
-                result.actions.append("conflict")
-                return result
-            result.actions.append(f"plan:{plan.generation}")
-            item = None
-        if verdict is not None:
-            ledger_plan.write_verdict(self.dynamodb, self.table, verdict.to_dict())
-        if plan.generation and not (item or {}).get("notified", {}).get("BOOL", False):
-            self.notify(plan)
-            result.actions.append("notified")
-        self.started = now
-        self.walk(plan, result)
+        try:
+            if decision.changed:
+                try:
+                    ledger_plan.write(self.dynamodb, self.table, plan, controller_id=self.controller_id, now=now)
+                except ledger_plan.PlanConflict as err:
+                    self.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
+                    result.actions.append("conflict")
+                    return result
+                result.actions.append(f"plan:{plan.generation}")
+                item = None
+            if verdict is not None:
+                ledger_plan.write_verdict(self.dynamodb, self.table, verdict.to_dict())
+        except ledger_plan.LedgerUnavailable as err:
+            # Lost between the read and the write: act as a tick that never had the ledger.
+            return self.without_ledger(str(err), now)
+        try:
+            if plan.generation and not (item or {}).get("notified", {}).get("BOOL", False):
+                self.notify(plan)
+                result.actions.append("notified")
+            self.started = now
+            self.walk(plan, result)
+        except ledger_plan.LedgerUnavailable as err:
+            # Lost mid-walk: what was written stays (write-ahead came first); progress marks
+            # were not, so the next tick walks again and skips what is in place.
+            self.log("ledger lost mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
+            result.actions.append("ledger-unavailable")
+            result.complete = False
         return result
 
     # ---- the walk ------------------------------------------------------------------

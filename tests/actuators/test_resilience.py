@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from holdfast import engine
-from holdfast.actuators.base import ENGAGED, FAILED, VANISHED
+from holdfast.actuators.base import ALREADY, ENGAGED, FAILED, VANISHED
 from holdfast.actuators.common import TokenBucket
 from holdfast.actuators.nlb import ATTRIBUTES
 from holdfast.ledger.resources import ResourceLedger
@@ -154,6 +154,21 @@ def test_ledger_unreachable_engage_protects_and_restore_from_tags_is_exact(clien
 
     engine.relax_all(clients, Settings(), "no-such-table", **options())
     assert snapshot(clients, fleet) == original
+
+
+def test_when_the_ledger_returns_an_engage_puts_back_its_copy_of_tag_only_originals(clients, ledger_table, fleet):
+    """Engaged while the ledger was unreachable, the originals live on the tags only. The
+    next engage with the ledger back writes nothing to the resources (they are in posture)
+    but restores the ledger's copy, so invariant 1 holds again: tag AND ledger."""
+    engine.engage_all(clients, Settings(), "no-such-table", **options())
+    assert engine.status(clients, Settings(), ledger_table)[0]["recorded_in"] == ["tag"]
+
+    before = Counter(clients.calls)
+    report = engine.engage_all(clients, Settings(), ledger_table, **options())
+    assert {o.action for o in report.outcomes} == {ALREADY}
+    resource_writes = {op for op in clients.calls - before if op.split(":")[1].startswith(MUTATING) and not op.startswith("dynamodb:")}
+    assert resource_writes == set()
+    assert all(r["recorded_in"] == ["tag", "ledger"] for r in engine.status(clients, Settings(), ledger_table))
 
 
 def test_a_resource_deleted_after_discovery_is_reported_and_the_walk_goes_on(clients, ledger_table, fleet):

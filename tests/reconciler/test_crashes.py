@@ -399,9 +399,7 @@ OUTAGES = {
 
 @pytest.mark.parametrize("outage", [
     OUTAGES["an error answer"],
-    pytest.param(OUTAGES["no connection"], marks=pytest.mark.xfail(
-        strict=True, reason="bug: ledger.plan translates only ClientError to LedgerUnavailable; a "
-                            "BotoCoreError (no connection) escapes read_control and kills the tick")),
+    OUTAGES["no connection"],
 ], ids=OUTAGES.keys())
 def test_with_the_ledger_unreachable_engaging_proceeds_and_nothing_is_relaxed(event, outage):
     def down(**_):

@@ -155,7 +155,12 @@ class TaggedActuator:
             owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
             changes = {k: v for k, v in changes.items() if k not in owner_changed}
         if not changes:
-            return Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
+            outcome = Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
+            if record is not None and not self.ledger.holds(resource.arn):
+                # Engaged while the ledger was unreachable: the original is on the tag only.
+                # Put the ledger's copy back (conditional: an existing record stays).
+                outcome.ledger_written = self.ledger.put_original(record, resource.name)
+            return outcome
         original = dict(record.original) if record else {}
         applied = dict(record.applied) if record else {}
         for key, value in changes.items():

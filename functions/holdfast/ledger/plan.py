@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ..actuators.base import Guard, StalePlan
 from ..iam import uses
@@ -112,7 +112,15 @@ def _time(value: dict) -> datetime | None:
     return None if "NULL" in value else datetime.fromisoformat(value["S"])
 
 
-def _cancelled_by_condition(err: ClientError) -> bool:
+def _code(err: Exception) -> str:
+    """The AWS error code, or the kind of failure when no answer came (no connection,
+    timeout): the ledger is unreachable either way, and it says which."""
+    return err.response["Error"]["Code"] if isinstance(err, ClientError) else type(err).__name__
+
+
+def _cancelled_by_condition(err: Exception) -> bool:
+    if not isinstance(err, ClientError):
+        return False
     code = err.response["Error"]["Code"]
     if code == "ConditionalCheckFailedException":
         return True
@@ -158,8 +166,8 @@ def read_item(dynamodb, table: str) -> dict[str, Any] | None:
     """The raw CURRENT item (with written_by, notified), strongly consistent."""
     try:
         return dynamodb.get_item(TableName=table, Key=_key(PLAN_PK, CURRENT), ConsistentRead=True).get("Item")
-    except ClientError as err:
-        raise LedgerUnavailable(f"cannot read the plan from {table}: {err.response['Error']['Code']}") from err
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot read the plan from {table}: {_code(err)}") from err
 
 
 def read(dynamodb, table: str) -> Plan | None:
@@ -193,10 +201,10 @@ def write(dynamodb, table: str, plan: Plan, *, controller_id: str, now: datetime
     }
     try:
         dynamodb.transact_write_items(TransactItems=[{"Put": current}, {"Put": history}])
-    except ClientError as err:
+    except (ClientError, BotoCoreError) as err:
         if _cancelled_by_condition(err):
             raise PlanConflict(f"generation {plan.generation} lost: the plan is no longer generation {previous}") from err
-        raise LedgerUnavailable(f"cannot write plan generation {plan.generation}: {err.response['Error']['Code']}") from err
+        raise LedgerUnavailable(f"cannot write plan generation {plan.generation}: {_code(err)}") from err
 
 
 def _update_current(dynamodb, table: str, generation: int, expression: str, values: dict,
@@ -211,10 +219,10 @@ def _update_current(dynamodb, table: str, generation: int, expression: str, valu
             ExpressionAttributeValues={":generation": {"N": str(generation)}, **values},
         )
         return True
-    except ClientError as err:
+    except (ClientError, BotoCoreError) as err:
         if _cancelled_by_condition(err):
             return False
-        raise LedgerUnavailable(f"cannot update plan generation {generation}: {err.response['Error']['Code']}") from err
+        raise LedgerUnavailable(f"cannot update plan generation {generation}: {_code(err)}") from err
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
@@ -261,10 +269,10 @@ def check_generation(dynamodb, table: str, generation: int, *, controller_id: st
                 {"Put": {"TableName": table, "Item": lease}},
             ]
         )
-    except ClientError as err:
+    except (ClientError, BotoCoreError) as err:
         if _cancelled_by_condition(err):
             raise StalePlan(f"plan generation {generation} is no longer current") from err
-        raise StalePlan(f"cannot confirm plan generation {generation} ({err.response['Error']['Code']}): not relaxing") from err
+        raise StalePlan(f"cannot confirm plan generation {generation} ({_code(err)}): not relaxing") from err
 
 
 @uses("dynamodb:Query", by=("reconciler",))
@@ -278,12 +286,15 @@ def stale_relaxers(dynamodb, table: str, generation: int, now: datetime) -> list
         ConsistentRead=True,
     )
     cutoff = now - timedelta(seconds=LEASE_SECONDS)
-    return [
-        item[SK]["S"].removeprefix("LEASE#")
-        for page in pages
-        for item in page["Items"]
-        if int(item["generation"]["N"]) < generation and datetime.fromisoformat(item["at"]["S"]) > cutoff
-    ]
+    try:
+        return [
+            item[SK]["S"].removeprefix("LEASE#")
+            for page in pages
+            for item in page["Items"]
+            if int(item["generation"]["N"]) < generation and datetime.fromisoformat(item["at"]["S"]) > cutoff
+        ]
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot read the controllers' leases from {table}: {_code(err)}") from err
 
 
 # ---- operator control ----------------------------------------------------------------
@@ -299,8 +310,8 @@ def read_control(dynamodb, table: str) -> Control:
             ExpressionAttributeValues={":pk": {"S": CONTROL_PK}},
             ConsistentRead=True,
         )["Items"]
-    except ClientError as err:
-        raise LedgerUnavailable(f"cannot read the kill switch from {table}: {err.response['Error']['Code']}") from err
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot read the kill switch from {table}: {_code(err)}") from err
     by_sk = {item[SK]["S"]: item for item in items}
     pause, advance = by_sk.get(PAUSE), by_sk.get(ADVANCE)
     text = lambda item, key: item[key]["S"] if item and key in item else None
@@ -318,8 +329,8 @@ def set_paused(dynamodb, table: str, paused: bool, *, by: str, reason: str, now:
     item = {"paused": {"BOOL": paused}, "by": {"S": by}, "reason": {"S": reason or "-"}, "at": {"S": now.isoformat()}}
     try:
         dynamodb.put_item(TableName=table, Item={**_key(CONTROL_PK, PAUSE), **item})
-    except ClientError as err:
-        raise LedgerUnavailable(f"cannot set the kill switch in {table}: {err.response['Error']['Code']}") from err
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot set the kill switch in {table}: {_code(err)}") from err
 
 
 @uses("dynamodb:ConditionCheckItem", "dynamodb:PutItem", by=("cli",))
@@ -344,10 +355,10 @@ def request_advance(dynamodb, table: str, generation: int, *, by: str, now: date
                 },
             ]
         )
-    except ClientError as err:
+    except (ClientError, BotoCoreError) as err:
         if _cancelled_by_condition(err):
             raise PlanConflict(f"plan generation {generation} is no longer current") from err
-        raise LedgerUnavailable(f"cannot record the advance in {table}: {err.response['Error']['Code']}") from err
+        raise LedgerUnavailable(f"cannot record the advance in {table}: {_code(err)}") from err
 
 
 # ---- the last verdict (the detector's hysteresis needs the previous one) ------------
@@ -359,8 +370,8 @@ VERDICT = "VERDICT"
 def read_verdict(dynamodb, table: str) -> dict[str, Any] | None:
     try:
         item = dynamodb.get_item(TableName=table, Key=_key(PLAN_PK, VERDICT)).get("Item")
-    except ClientError as err:
-        raise LedgerUnavailable(f"cannot read the verdict from {table}: {err.response['Error']['Code']}") from err
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot read the verdict from {table}: {_code(err)}") from err
     return json.loads(item["verdict"]["S"]) if item else None
 
 
@@ -369,5 +380,5 @@ def write_verdict(dynamodb, table: str, verdict: dict[str, Any]) -> None:
     """Unconditional: the verdict is an observation, not a decision; the last one wins."""
     try:
         dynamodb.put_item(TableName=table, Item={**_key(PLAN_PK, VERDICT), "verdict": {"S": json.dumps(verdict)}})
-    except ClientError as err:
-        raise LedgerUnavailable(f"cannot write the verdict to {table}: {err.response['Error']['Code']}") from err
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot write the verdict to {table}: {_code(err)}") from err

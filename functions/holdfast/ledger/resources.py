@@ -39,6 +39,18 @@ class ResourceLedger:
         self.available = True
         self.error: str | None = None
         self._lock = threading.Lock()
+        self._known: set[str] | None = None
+
+    def holds(self, arn: str) -> bool:
+        """Whether the ledger has a record for `arn`, from one Query per run (cached).
+        True when the ledger is unreachable: nothing could be written anyway."""
+        with self._lock:
+            known = self._known
+        if known is None:
+            known = {r.arn for r in self.records()}
+            with self._lock:
+                self._known = known
+        return not self.available or arn in known
 
     def _failed(self, err: Exception) -> None:
         with self._lock:
