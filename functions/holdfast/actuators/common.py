@@ -15,6 +15,8 @@ restore: guard, resource -> guard, untag -> guard, forget the ledger record
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -93,7 +95,7 @@ def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], ta
     return Resource(kind, arn, name, dict(current), record, dict(ref or {}))
 
 
-class TaggedActuator:
+class TaggedActuator(ABC):
     """Engage and relax for a kind whose write-ahead record is a pair of tags."""
 
     kind = ""
@@ -111,32 +113,39 @@ class TaggedActuator:
 
     # ---- hooks a kind provides -------------------------------------------------------
 
+    @abstractmethod
     def candidates(self) -> list[Candidate]:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def read(self, candidate: Candidate) -> Resource | None:
-        raise NotImplementedError
+        ...
 
     def discover(self) -> list[Resource]:
         return [r for c in self.candidates() if (r := self.read(c)) is not None]
 
+    @abstractmethod
     def get(self, arn: str) -> Resource | None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        ...
 
     def partial(self, record: Record, current: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"{self.kind} has no partial relax; use a full restore (target None)")
 
+    @abstractmethod
     def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _untag(self, resource: Resource, keys: list[str]) -> None:
-        raise NotImplementedError
+        ...
 
     # ---- the shared walk -------------------------------------------------------------
 
