@@ -156,6 +156,18 @@ def test_ledger_unreachable_engage_protects_and_restore_from_tags_is_exact(clien
     assert snapshot(clients, fleet) == original
 
 
+def test_api_calls_per_kind_add_up_to_every_call_made_discovery_included(clients, ledger_table, fleet):
+    """A kind is walked more than once in a run (listed, then engaged): the per-kind counts
+    must add every walk, so they sum to exactly the calls the run made."""
+    for dry_run in (True, False):
+        before = Counter(clients.calls)
+        report = engine.engage_all(clients, Settings(), ledger_table, dry_run=dry_run, **options())
+        made = sum((clients.calls - before).values())
+        assert all(report.api_calls[kind] > 0 for kind in report.api_calls)
+        assert sum(report.api_calls.values()) == made
+        assert all(sum(ops.values()) == report.api_calls[k] for k, ops in report.operations.items())
+
+
 def test_when_the_ledger_returns_an_engage_puts_back_its_copy_of_tag_only_originals(clients, ledger_table, fleet):
     """Engaged while the ledger was unreachable, the originals live on the tags only. The
     next engage with the ledger back writes nothing to the resources (they are in posture)

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from ..iam import uses
 from .base import Candidate, Resource
-from .common import TaggedActuator, make_resource
+from .common import LambdaTagged, TaggedActuator, make_resource
 from .selection import tagged
 
 DEFAULT_MAX_AGE = 21600
@@ -50,7 +50,7 @@ def _request(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class AsyncConfigActuator(TaggedActuator):
+class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     kind = "async"
     service = "lambda"
     lambda_limited = True
@@ -121,11 +121,3 @@ class AsyncConfigActuator(TaggedActuator):
                 # DestinationConfig is one member: name both destinations so OnSuccess stays.
                 changed["DestinationConfig"] = whole["DestinationConfig"]
             self._call("update_function_event_invoke_config", FunctionName=resource.arn, **changed)
-
-    @uses("lambda:TagResource", by=("reconciler", "cli"))
-    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
-        self._call("tag_resource", Resource=resource.arn, Tags=dict(tags))
-
-    @uses("lambda:UntagResource", by=("reconciler", "cli"))
-    def _untag(self, resource: Resource, keys: list[str]) -> None:
-        self._call("untag_resource", Resource=resource.arn, TagKeys=keys)

@@ -15,15 +15,15 @@ restore: guard, resource -> guard, untag -> guard, forget the ledger record
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import threading
 import time
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import restore
+from ..iam import uses
 from ..tags import RECORD_KEYS, TagError, read_record, record_tags
 from .base import (
     ALREADY,
@@ -270,3 +270,16 @@ class TaggedActuator(ABC):
             if error_code(err) in self.not_found:
                 raise Vanished() from err
             raise
+
+
+class LambdaTagged:
+    """Write-ahead tags on a Lambda resource (a function, or an event source mapping by its
+    own ARN: mappings do not inherit their function's tags)."""
+
+    @uses("lambda:TagResource", by=("reconciler", "cli"))
+    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
+        self._call("tag_resource", Resource=resource.arn, Tags=dict(tags))
+
+    @uses("lambda:UntagResource", by=("reconciler", "cli"))
+    def _untag(self, resource: Resource, keys: list[str]) -> None:
+        self._call("untag_resource", Resource=resource.arn, TagKeys=keys)

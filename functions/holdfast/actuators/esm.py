@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from .. import restore
 from ..iam import uses
 from .base import Candidate, Record, Resource
-from .common import TaggedActuator, make_resource
+from .common import LambdaTagged, TaggedActuator, make_resource
 from .selection import selected, tagged
 
 KEY = "MaximumConcurrency"
@@ -30,7 +30,7 @@ def unqualified(function_arn: str) -> str:
     return ":".join(function_arn.split(":")[:7])
 
 
-class EsmActuator(TaggedActuator):
+class EsmActuator(LambdaTagged, TaggedActuator):
     kind = "esm"
     service = "lambda"
     lambda_limited = True
@@ -99,11 +99,3 @@ class EsmActuator(TaggedActuator):
         cap = values[KEY]
         self._call("update_event_source_mapping", UUID=resource.ref["uuid"],
                    ScalingConfig={} if cap is None else {KEY: cap})
-
-    @uses("lambda:TagResource", by=("reconciler", "cli"))
-    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
-        self._call("tag_resource", Resource=resource.arn, Tags=dict(tags))
-
-    @uses("lambda:UntagResource", by=("reconciler", "cli"))
-    def _untag(self, resource: Resource, keys: list[str]) -> None:
-        self._call("untag_resource", Resource=resource.arn, TagKeys=keys)

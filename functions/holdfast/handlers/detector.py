@@ -20,35 +20,16 @@ Clients are created on first use; tests inject a Shell with `use(shell)`.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from ..aws import Clients
 from ..detection.signals import MALFORMED, parse_event
-from ..ledger import DEFAULT_TABLE
 from ..ledger.signals import record
-from ..settings import ENV_VAR, Settings
+from .shell import Shell
 
 logger = Logger(service="holdfast-detector")
 metrics = Metrics()
-
-
-@dataclass
-class Shell:
-    clients: Clients
-    settings: Settings
-    table: str
-
-    @classmethod
-    def from_env(cls) -> "Shell":
-        return cls(
-            clients=Clients(),
-            settings=Settings.from_json(os.environ.get(ENV_VAR)),
-            table=os.environ.get("HOLDFAST_LEDGER_TABLE", DEFAULT_TABLE),
-        )
 
 
 _shell: Shell | None = None

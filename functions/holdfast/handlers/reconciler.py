@@ -11,33 +11,12 @@ Environment (contracts §1): HOLDFAST_SETTINGS, HOLDFAST_LEDGER_TABLE, HOLDFAST_
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
 
-from ..aws import Clients
-from ..clock import SystemClock
-from ..ledger import DEFAULT_TABLE
-from ..settings import ENV_VAR, Settings
+from .shell import Shell
 
 logger = Logger(service="holdfast-reconciler")
-
-
-@dataclass
-class Shell:
-    clients: Clients
-    settings: Settings
-    table: str
-    clock: SystemClock
-
-    @classmethod
-    def from_env(cls) -> "Shell":
-        return cls(
-            clients=Clients(),
-            settings=Settings.from_json(os.environ.get(ENV_VAR)),
-            table=os.environ.get("HOLDFAST_LEDGER_TABLE", DEFAULT_TABLE),
-            clock=SystemClock(),
-        )
 
 
 _shell: Shell | None = None
