@@ -22,10 +22,11 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 test: $(VENV)/.installed
+	PYTHONPATH=functions:dev $(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 demo: $(VENV)/.installed
-	$(PY) -m holdfast.demo
+	PYTHONPATH=dev $(PY) -m holdfast_demo
 
 synth: $(VENV)/.installed node_modules/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CDK) synth --no-notices --quiet

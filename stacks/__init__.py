@@ -5,6 +5,6 @@ own in another CDK app. `stacks.policies` turns policies/<role>.json into the
 controllers' IAM policies.
 """
 
-from .holdfast_stack import HoldfastStack
+from stacks.holdfast_stack import HoldfastStack
 
 __all__ = ["HoldfastStack"]

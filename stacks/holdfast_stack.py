@@ -16,8 +16,8 @@ from constructs import Construct
 
 from holdfast.settings import ENV_VAR, Settings
 
-from .constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
-from .suppressions import acknowledge
+from stacks.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
+from stacks.suppressions import acknowledge
 
 
 class HoldfastStack(Stack):

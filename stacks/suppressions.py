@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cdk_nag import NagPackSuppression, NagSuppressions
 
 if TYPE_CHECKING:
-    from .holdfast_stack import HoldfastStack
+    from stacks.holdfast_stack import HoldfastStack
 
 RUNTIME = NagPackSuppression(
     id="AwsSolutions-L1",

@@ -15,10 +15,10 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
-from . import audit_rules as rules
-from .actuators.scalable_target import NAMESPACES, ScalableTargetActuator
-from .iam import uses
-from .settings import Settings
+from holdfast import audit_rules as rules
+from holdfast.actuators.scalable_target import NAMESPACES, ScalableTargetActuator
+from holdfast.iam import uses
+from holdfast.settings import Settings
 
 Progress = Callable[[str], None]
 

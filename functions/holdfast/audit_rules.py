@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .settings import Settings
+from holdfast.settings import Settings
 
 ASYNC_DEFAULT_MAX_AGE = 21600   # 6 hours
 ASYNC_DEFAULT_RETRIES = 2

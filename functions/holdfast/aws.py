@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 DEFAULT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -70,3 +71,53 @@ class Clients:
         """Clients from the same session and endpoint with another config (the probes'
         short timeouts and single attempt)."""
         return Clients(self._session, endpoint_url=self._endpoint_url, config=config)
+
+
+# ---- AWS errors, translated here and nowhere else -------------------------------------
+# Holdfast's own errors (holdfast.core.errors) say whether retrying helps; the botocore
+# codes behind them are read only by the functions below.
+
+AWS_ERRORS = (ClientError, BotoCoreError)
+# Codes that mean "the item was not what the condition expected" (a lost race, not an outage).
+CONDITION_FAILED = "ConditionalCheckFailedException"
+TRANSACTION_CANCELLED = "TransactionCanceledException"
+# DynamoDB answers TransactionConflict when a single write meets another request's open
+# transaction on the same item (botocore does not retry it): contention, not an outage.
+TRANSACTION_CONFLICT = ("TransactionConflictException", "TransactionConflict")
+
+
+def error_code(err: Exception) -> str | None:
+    """The AWS error code of a service answer; None when no answer came."""
+    return err.response.get("Error", {}).get("Code") if isinstance(err, ClientError) else None
+
+
+def error_text(err: Exception) -> str:
+    """`Code: message` of a service answer, or the kind of failure when no answer came."""
+    if isinstance(err, ClientError):
+        e = err.response.get("Error", {})
+        return f"{e.get('Code')}: {e.get('Message')}"
+    return f"{type(err).__name__}: {err}"
+
+
+def failure_kind(err: Exception) -> str:
+    """The AWS error code, or the kind of failure when no answer came (no connection,
+    timeout), for messages that say why the ledger could not be reached."""
+    return error_code(err) or type(err).__name__
+
+
+def condition_failed(err: Exception) -> bool:
+    """A conditional write (or a transaction's condition) found another item than it expected."""
+    code = error_code(err)
+    if code == CONDITION_FAILED:
+        return True
+    reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
+    return code == TRANSACTION_CANCELLED and any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
+
+
+def contended(err: Exception) -> bool:
+    """Another writer's transaction held the item (retry soon; the ledger is fine)."""
+    code = error_code(err)
+    if code in TRANSACTION_CONFLICT:
+        return True
+    reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
+    return code == TRANSACTION_CANCELLED and any(r.get("Code") == "TransactionConflict" for r in reasons)

@@ -1,9 +1,13 @@
 """The fleet-level walk: engage, relax, release and status over every selected resource.
 
-Kinds are walked one after another, so each kind's API calls can be attributed to it
-from `Clients.calls`; within a kind, resources are written by a small thread pool
-(Auto Scaling and ELB throttle per account; Lambda writes also pass one shared token
-bucket at `settings.lambda_writes_per_second`). Retries are the SDK's alone.
+    Engine(runtime, kinds=KINDS, deadline=None, progress=None)
+
+An Engine is built once per tick (or per CLI command): one resource ledger, one Lambda
+rate budget and one actuator per kind, shared by every walk it makes. Kinds are walked
+one after another, so each kind's API calls can be attributed to it from
+`Clients.calls`; within a kind, resources are written by a small thread pool (Auto
+Scaling and ELB throttle per account; Lambda writes also pass one shared token bucket at
+`settings.lambda_writes_per_second`). Retries are the SDK's alone.
 
 The walk never stops for one resource: failures, vanished resources and stale-plan
 refusals are outcomes in the Report. `deadline()` returning True stops the walk cleanly
@@ -19,7 +23,6 @@ retries it. None = from the start; a kind that finished without failure has None
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,14 +30,17 @@ from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import restore
-from .actuators import REGISTRY
-from .actuators.base import FAILED, KINDS, Candidate, Guard, Outcome, Resource, no_guard
-from .actuators.common import TokenBucket, error_text, make_resource
-from .ledger.resources import ResourceLedger
+from holdfast.core import restore
+from holdfast.actuators import REGISTRY
+from holdfast.core.kinds import KINDS, kind_of
+from holdfast.core.model import FAILED, Candidate, Guard, Outcome, Resource, no_guard
+from holdfast.actuators.tagged import make_resource
+from holdfast.aws import error_text
+from holdfast.ratelimit import TokenBucket
+from holdfast.ledger.resources import ResourceLedger
+from holdfast.runtime import Runtime
 
 WRITERS = 8
-EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
 
 Progress = Callable[[str], None]
 Deadline = Callable[[], bool]
@@ -67,20 +73,6 @@ class Report:
             "refused": self.refused,
             "cursor": self.cursor,
         }
-
-
-def actuators(clients, settings, ledger: ResourceLedger, kinds: Iterable[str] = KINDS, *,
-              expired_queue_arn: str | None = None, lambda_bucket: TokenBucket | None = None) -> dict[str, Any]:
-    """One actuator per kind, sharing one Lambda write bucket."""
-    unknown = [k for k in kinds if k not in REGISTRY]
-    if unknown:
-        raise ValueError(f"unknown resource kind(s) {unknown}; known: {sorted(REGISTRY)}")
-    bucket = lambda_bucket or TokenBucket(settings.lambda_writes_per_second)
-    queue = expired_queue_arn or os.environ.get(EXPIRED_QUEUE_ENV) or None
-    return {
-        k: REGISTRY[k](clients, settings, ledger, lambda_bucket=bucket, expired_queue_arn=queue)
-        for k in kinds
-    }
 
 
 class _Run:
@@ -132,43 +124,146 @@ class _Run:
         return self.report
 
 
-def engage_all(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS, dry_run: bool = False,
-               progress: Progress | None = None, deadline: Deadline | None = None,
-               after: Mapping[str, str | None] | None = None, **options) -> Report:
-    """Put every selected resource into posture (or, with dry_run, say what would change).
+class Engine:
+    """One tick's (or one command's) walks over the fleet: one ledger, one Lambda budget,
+    one actuator per kind. `deadline()` True stops a walk cleanly; `progress(msg)` hears
+    how far it got."""
 
-    `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor."""
-    after = after or {}
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
-    acts = actuators(clients, settings, ledger, kinds, **options)
-    run = _Run(clients, ledger, progress, deadline)
-    listed: dict[str, list[Candidate]] = {}
-    for kind, act in acts.items():
-        run.progress(f"list {kind}")
-        run.report.cursor[kind] = after.get(kind)  # a failed listing makes no progress
-        run.kind(kind, lambda: listed.__setitem__(kind, act.candidates()))
-    read, selected = _count_selected(acts, listed, settings.max_resources)
-    if selected > settings.max_resources:
-        run.report.refused = (
-            f"the selector {settings.selector} matches {selected} resources, more than max_resources "
-            f"({settings.max_resources}); nothing was changed"
-        )
+    def __init__(self, runtime: Runtime, *, kinds: Iterable[str] = KINDS, deadline: Deadline | None = None,
+                 progress: Progress | None = None, lambda_bucket: TokenBucket | None = None):
+        unknown = [k for k in kinds if k not in REGISTRY]
+        if unknown:
+            raise ValueError(f"unknown resource kind(s) {unknown}; known: {sorted(REGISTRY)}")
+        self.runtime = runtime
+        self.clients, self.settings = runtime.clients, runtime.settings
+        self.ledger = ResourceLedger(runtime.clients("dynamodb"), runtime.table)
+        self.bucket = lambda_bucket or TokenBucket(runtime.settings.lambda_writes_per_second)
+        self.actuators = {
+            k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger, lambda_bucket=self.bucket,
+                           expired_queue_arn=runtime.expired_queue_arn)
+            for k in kinds
+        }
+        self.deadline = deadline
+        self.progress = progress
+
+    def _acts(self, kinds: Iterable[str] | None) -> dict[str, Any]:
+        if kinds is None:
+            return self.actuators
+        missing = [k for k in kinds if k not in self.actuators]
+        if missing:
+            raise ValueError(f"kind(s) {missing} not in this engine ({sorted(self.actuators)})")
+        return {k: self.actuators[k] for k in kinds}
+
+    def _run(self) -> "_Run":
+        return _Run(self.clients, self.ledger, self.progress, self.deadline)
+
+    def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
+               after: Mapping[str, str | None] | None = None) -> Report:
+        """Put every selected resource into posture (or, with dry_run, say what would change).
+
+        `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor."""
+        after = after or {}
+        acts = self._acts(kinds)
+        run = self._run()
+        listed: dict[str, list[Candidate]] = {}
+        for kind, act in acts.items():
+            run.progress(f"list {kind}")
+            run.report.cursor[kind] = after.get(kind)  # a failed listing makes no progress
+            run.kind(kind, lambda: listed.__setitem__(kind, act.candidates()))
+        read, selected = _count_selected(acts, listed, self.settings.max_resources)
+        if selected > self.settings.max_resources:
+            run.report.refused = (
+                f"the selector {self.settings.selector} matches {selected} resources, more than max_resources "
+                f"({self.settings.max_resources}); nothing was changed"
+            )
+            return run.finish()
+        for kind, candidates in listed.items():
+            act, start = acts[kind], after.get(kind)
+            todo = [c for c in candidates if start is None or c.arn > start]
+            work = act.plan if dry_run else act.engage
+
+            def one(c: Candidate, act=act, work=work) -> Outcome | None:
+                resource = read[c.arn] if c.arn in read else act.read(c)
+                return None if resource is None else work(resource)
+
+            def walk(kind=kind, todo=todo, one=one, start=start):
+                results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
+                run.report.cursor[kind] = _cursor(todo, results, start)
+
+            run.kind(kind, walk)
         return run.finish()
-    for kind, candidates in listed.items():
-        act, start = acts[kind], after.get(kind)
-        todo = [c for c in candidates if start is None or c.arn > start]
-        work = act.plan if dry_run else act.engage
 
-        def one(c: Candidate, act=act, work=work) -> Outcome | None:
-            resource = read[c.arn] if c.arn in read else act.read(c)
-            return None if resource is None else work(resource)
+    def relax(self, *, kinds: Iterable[str] | None = None,
+              target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None,
+              guard: Guard = no_guard) -> Report:
+        """Relax every engaged resource: fully (target None) or to `target_for(resource)`.
 
-        def walk(kind=kind, todo=todo, one=one, start=start):
-            results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-            run.report.cursor[kind] = _cursor(todo, results, start)
+        Engaged = a record on its tag or in the ledger. A ledger record whose resource is not
+        among the selected ones (it lost its selector tag, or vanished) is looked up by ARN.
+        """
+        acts = self._acts(kinds)
+        run = self._run()
+        records = self.ledger.records()
+        for kind, act in acts.items():
+            def walk(kind=kind, act=act):
+                run.progress(f"discover {kind}")
+                engaged = {r.arn: r for r in act.discover() if r.record is not None}
+                orphans = [rec.arn for rec in records if rec.kind == kind and rec.arn not in engaged]
 
-        run.kind(kind, walk)
-    return run.finish()
+                def one(item):
+                    if isinstance(item, str):
+                        resource = act.get(item)
+                        if resource is None:
+                            return act.forget_vanished(item, guard)
+                    else:
+                        resource = item
+                    target = target_for(resource) if target_for else None
+                    return act.relax(resource, target, guard)
+
+                run.each("relax", kind, list(engaged.values()) + orphans, _safe(kind, one))
+            run.kind(kind, walk)
+        return run.finish()
+
+    def release(self, arn: str) -> Outcome:
+        """Restore one resource now, with no plan guard, and forget it."""
+        kind = kind_of(arn)
+        act = self._acts((kind,))[kind]
+
+        def one(_arn: str) -> Outcome:
+            resource = act.get(arn)
+            if resource is None:
+                return act.forget_vanished(arn, no_guard)
+            return act.relax(resource, None, no_guard)
+
+        return _safe(kind, one)(arn)
+
+    def status(self, *, kinds: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Every engaged resource: kind, arn, name, original, applied, current and drift."""
+        records = {r.arn: r for r in self.ledger.records()}
+        rows = []
+        for kind, act in self._acts(kinds).items():
+            resources = {r.arn: r for r in act.discover() if r.record is not None}
+            for rec in records.values():
+                if rec.kind == kind and rec.arn not in resources:
+                    resources[rec.arn] = act.get(rec.arn) or make_resource(kind, rec.arn, "", {}, {})
+            for arn, res in sorted(resources.items()):
+                record = res.record or records.get(arn)
+                if record is None:
+                    continue
+                vanished = not res.current
+                decisions = restore.decide(record.original, record.applied, res.current)
+                rows.append({
+                    "kind": kind,
+                    "arn": arn,
+                    "name": res.name,
+                    "original": dict(record.original),
+                    "applied": dict(record.applied),
+                    "current": None if vanished else {k: res.current.get(k) for k in record.original},
+                    "drift": {} if vanished else restore.drift(decisions),
+                    "vanished": vanished,
+                    "recorded_in": [w for w, has in (("tag", res.record is not None), ("ledger", arn in records)) if has],
+                })
+        return rows
 
 
 def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> tuple[dict[str, Resource | None], int]:
@@ -189,6 +284,7 @@ def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> 
     return read, certain + sum(1 for _, c in unsure if read.get(c.arn, c) is not None)
 
 
+
 def _cursor(items: list[Candidate], results: list, start: str | None) -> str | None:
     """The last ARN of the run of finished items from the start; None when all finished."""
     cursor = start
@@ -198,103 +294,6 @@ def _cursor(items: list[Candidate], results: list, start: str | None) -> str | N
         cursor = item.arn
     return None
 
-
-def relax_all(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS,
-              target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None, guard: Guard = no_guard,
-              progress: Progress | None = None, deadline: Deadline | None = None, **options) -> Report:
-    """Relax every engaged resource: fully (target None) or to `target_for(resource)`.
-
-    Engaged = a record on its tag or in the ledger. A ledger record whose resource is not
-    among the selected ones (it lost its selector tag, or vanished) is looked up by ARN.
-    """
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
-    kinds = tuple(kinds)
-    acts = actuators(clients, settings, ledger, kinds, **options)
-    run = _Run(clients, ledger, progress, deadline)
-    records = ledger.records()
-    for kind, act in acts.items():
-        def walk(kind=kind, act=act):
-            run.progress(f"discover {kind}")
-            engaged = {r.arn: r for r in act.discover() if r.record is not None}
-            orphans = [rec.arn for rec in records if rec.kind == kind and rec.arn not in engaged]
-
-            def one(item):
-                if isinstance(item, str):
-                    resource = act.get(item)
-                    if resource is None:
-                        return act.forget_vanished(item, guard)
-                else:
-                    resource = item
-                target = target_for(resource) if target_for else None
-                return act.relax(resource, target, guard)
-
-            run.each("relax", kind, list(engaged.values()) + orphans, _safe(kind, one))
-        run.kind(kind, walk)
-    return run.finish()
-
-
-def release(clients, settings, ledger_table: str, arn: str, **options) -> Outcome:
-    """Restore one resource now, with no plan guard, and forget it."""
-    kind = kind_of(arn)
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
-    act = actuators(clients, settings, ledger, (kind,), **options)[kind]
-    return _safe(kind, lambda _: _release(act, arn))(arn)
-
-
-def _release(act, arn: str) -> Outcome:
-    resource = act.get(arn)
-    if resource is None:
-        return act.forget_vanished(arn, no_guard)
-    return act.relax(resource, None, no_guard)
-
-
-def status(clients, settings, ledger_table: str, *, kinds: Iterable[str] = KINDS) -> list[dict[str, Any]]:
-    """Every engaged resource: kind, arn, name, original, applied, current and drift."""
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
-    records = {r.arn: r for r in ledger.records()}
-    rows = []
-    for kind, act in actuators(clients, settings, ledger, kinds).items():
-        resources = {r.arn: r for r in act.discover() if r.record is not None}
-        for rec in records.values():
-            if rec.kind == kind and rec.arn not in resources:
-                resources[rec.arn] = act.get(rec.arn) or make_resource(kind, rec.arn, "", {}, {})
-        for arn, res in sorted(resources.items()):
-            record = res.record or records.get(arn)
-            if record is None:
-                continue
-            vanished = not res.current
-            decisions = restore.decide(record.original, record.applied, res.current)
-            rows.append({
-                "kind": kind,
-                "arn": arn,
-                "name": res.name,
-                "original": dict(record.original),
-                "applied": dict(record.applied),
-                "current": None if vanished else {k: res.current.get(k) for k in record.original},
-                "drift": {} if vanished else restore.drift(decisions),
-                "vanished": vanished,
-                "recorded_in": [w for w, has in (("tag", res.record is not None), ("ledger", arn in records)) if has],
-            })
-    return rows
-
-
-def kind_of(arn: str) -> str:
-    """The resource kind an ARN names; ValueError for anything Holdfast does not manage."""
-    parts = arn.split(":")
-    if len(parts) < 6 or parts[0] != "arn":
-        raise ValueError(f"not an ARN: {arn!r}")
-    service, rest = parts[2], ":".join(parts[5:])
-    if service == "autoscaling" and rest.startswith("autoScalingGroup:"):
-        return "asg"
-    if service == "lambda" and rest.startswith("event-source-mapping:"):
-        return "esm"
-    if service == "lambda" and rest.startswith("function:"):
-        return "async"
-    if service == "elasticloadbalancing" and rest.startswith("targetgroup/"):
-        return "nlb"
-    if service == "application-autoscaling" and rest.startswith("scalable-target/"):
-        return "scalable-target"
-    raise ValueError(f"{arn} is not a resource kind Holdfast manages ({', '.join(KINDS)})")
 
 
 def _safe(kind: str, work: Callable[[Any], Outcome]) -> Callable[[Any], Outcome]:

@@ -1,18 +1,21 @@
 """The control loop: one tick reads the world, decides the plan, and moves toward it.
 
-    tick(clients, settings, ledger_table, clock, *, controller_id) -> TickResult
+    tick(runtime) -> TickResult
 
 1. Mode `off`: nothing. Kill switch set (CONTROL/PAUSE): nothing but one log line,
    so an operator's pause stops every write within one tick.
-2. Read the plan, the verdict (detection.collect), the gating alarms; decide
-   (holdfast.policy, pure). A changed plan is written as generation current+1, or not
+2. Observe (holdfast.observation.observe: control, plan, a fresh verdict, the gating
+   alarms) and decide (holdfast.core.policy, pure). A changed plan is written as generation current+1, or not
    at all when another controller got there first (this tick then stops; the next
    re-reads). Every new generation is announced on SNS.
 3. Walk toward `policy.posture(plan)`, one kind at a time, kinds not yet `done` for
-   this generation: engaging kinds first, with no guard (protection is monotone); then
+   this generation, through one Engine built for the tick (one ledger, one Lambda
+   budget, one actuator per kind): engaging kinds first, with no guard (protection is
+   monotone); then
    relaxing kinds, each write guarded by guard(g), checked at the moment of the write.
-   The first StalePlan ends all relaxing in this tick. A kind whose walk completed
-   without failure is marked done (conditional on g). The deadline from the tick budget
+   The first StalePlan ends all relaxing in this tick. After each kind the pure
+   progress decision (holdfast.core.progress) says what to persist: a kind whose walk
+   completed without failure is marked done (conditional on g). The deadline from the tick budget
    stops the walk cleanly; the next tick continues from the `done` marks, and since
    engage and relax skip what is already in place, nothing is written twice.
    An unfinished engage walk also persists its cursor (conditional on g): the next tick
@@ -43,37 +46,32 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
-from botocore.exceptions import BotoCoreError, ClientError
 
-from . import policy
-from .actuators.base import (
-    DRIFT_KEPT,
-    ENGAGED,
-    FAILED,
-    PLANNED,
-    RAISED,
-    REFUSED_STALE,
-    RESTORED,
-    Guard,
-    Outcome,
-    StalePlan,
-)
-from .detection.detector import Verdict
-from .iam import uses
-from .ledger import plan as ledger_plan
-from .policy import ENGAGE, Plan
+from holdfast.aws import AWS_ERRORS, error_text
+from holdfast.core import policy, progress
+from holdfast.core.errors import LedgerUnavailable, PlanConflict, StalePlan
+from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED, Guard, Outcome
+from holdfast.core.policy import ENGAGE, Plan
+from holdfast.engine import Engine
+from holdfast.iam import uses
+from holdfast.ledger import leases as ledger_leases
+from holdfast.ledger import plan as ledger_plan
+from holdfast.ledger import verdict as ledger_verdict
+from holdfast.observation import Collect, collect as fresh_verdict, observe
+from holdfast.runtime import Runtime
 
 logger = Logger(service="holdfast-reconciler")
 
-TOPIC_ENV = "HOLDFAST_TOPIC_ARN"
 WRITES = (ENGAGED, RAISED, RESTORED, DRIFT_KEPT)
-ALARM_NAMES_PER_CALL = 100
+METRICS_NAMESPACE = "Holdfast"
+
+# (runtime, deadline) -> the tick's engine; tests inject fakes.
+EngineFactory = Callable[..., Any]
 
 
 @dataclass
@@ -90,46 +88,32 @@ class TickResult:
         return sum(1 for o in self.outcomes if o.action in actions)
 
 
-def tick(
-    clients,
-    settings,
-    ledger_table: str,
-    clock,
-    *,
-    controller_id: str,
-    collect: Callable | None = None,
-    engine=None,
-    topic_arn: str | None = None,
-) -> TickResult:
-    """One reconcile step. `collect` and `engine` default to holdfast.detection.collect
-    and holdfast.engine (injected by tests); `topic_arn` to HOLDFAST_TOPIC_ARN."""
+def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFactory | None = None) -> TickResult:
+    """One reconcile step. `collect` (the fresh verdict) defaults to
+    holdfast.observation.collect and `engine` to holdfast.engine.Engine; tests inject both."""
+    settings, clock = runtime.settings, runtime.clock
     if settings.mode == "off":
-        logger.info("mode off: nothing to do", extra={"controller": controller_id})
+        logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
         return TickResult(None, None, ["off"])
     started = clock.monotonic()
     deadline = lambda: clock.monotonic() - started >= settings.tick_budget_seconds
-    if engine is None:
-        from . import engine
-    if collect is None:
-        from .detection import collect
-    run = _Tick(clients, settings, ledger_table, clock, controller_id, collect, engine, deadline,
-                topic_arn if topic_arn is not None else os.environ.get(TOPIC_ENV))
+    make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline))
+    run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline)
     result = run.go()
-    _emit_metrics(result, settings)
+    _emit_metrics(result)
     return result
 
 
 class _Tick:
-    def __init__(self, clients, settings, table, clock, controller_id, collect, engine, deadline, topic_arn):
-        self.clients, self.settings, self.table, self.clock = clients, settings, table, clock
-        self.controller_id, self.collect, self.engine, self.deadline = controller_id, collect, engine, deadline
-        self.topic_arn = topic_arn
-        self.dynamodb = clients("dynamodb")
-        self.dry_run = settings.mode == "recommend"
+    def __init__(self, runtime: Runtime, collect: Collect, engine, deadline: Callable[[], bool]):
+        self.runtime, self.settings, self.table = runtime, runtime.settings, runtime.table
+        self.collect, self.engine, self.deadline = collect, engine, deadline
+        self.dynamodb = runtime.clients("dynamodb")
+        self.dry_run = self.settings.mode == "recommend"
 
     def log(self, message: str, plan: Plan | None, **extra: Any) -> None:
         logger.info(message, extra={
-            "controller": self.controller_id,
+            "controller": self.runtime.controller_id,
             "generation": plan.generation if plan else None,
             "stage": plan.label if plan else None,
             "mode": self.settings.mode,
@@ -137,54 +121,45 @@ class _Tick:
         })
 
     def go(self) -> TickResult:
-        now = self.clock.now()
+        now = self.runtime.clock.now()
         try:
-            control = ledger_plan.read_control(self.dynamodb, self.table)
-            item = ledger_plan.read_item(self.dynamodb, self.table)
-        except ledger_plan.LedgerUnavailable as err:
+            seen = observe(self.runtime, now, collect=self.collect)
+        except LedgerUnavailable as err:
             return self.without_ledger(str(err), now)
-        current = ledger_plan.from_item(item) if item else None
+        current, control = seen.plan, seen.control
         if control.paused:
             self.log("paused: no action", current, reasons=[f"kill switch set by {control.paused_by} at {control.paused_at}: {control.reason}"])
             return TickResult(current.stage if current else None, current.generation if current else None, ["paused"])
 
-        try:
-            previous = ledger_plan.read_verdict(self.dynamodb, self.table)
-            previous = Verdict.from_dict(previous) if previous else None
-            verdict = self.collect(self.clients, self.settings, self.table, now, previous)
-        except Exception as err:  # detection failing must not stop the walk (invariant 8)
-            logger.exception("verdict unavailable: keeping the plan", extra={"controller": self.controller_id})
-            verdict, decision = None, policy.Decision(current or Plan(mode=self.settings.mode), False, (f"no verdict: {err}",), ("no verdict",))
-        if verdict is not None:
-            alarms = gating_alarms(self.clients, self.settings.gating_alarms)
-            decision = policy.decide(verdict, current, alarms, now, self.settings, advance_generation=control.advance_generation)
+        decision = seen.decide(now, self.settings)
         plan = decision.plan
         result = TickResult(plan.stage, plan.generation, reasons=decision.reasons, gates=decision.gates)
-        self.log("decision", plan, changed=decision.changed, verdict=getattr(verdict, "state", None),
+        self.log("decision", plan, changed=decision.changed, verdict=getattr(seen.verdict, "state", None),
                  reasons=list(decision.reasons), gates=list(decision.gates))
 
+        notified = seen.notified
         try:
             if decision.changed:
                 try:
-                    ledger_plan.write(self.dynamodb, self.table, plan, controller_id=self.controller_id, now=now)
-                except ledger_plan.PlanConflict as err:
+                    ledger_plan.write(self.dynamodb, self.table, plan, controller_id=self.runtime.controller_id, now=now)
+                except PlanConflict as err:
                     self.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
                     result.actions.append("conflict")
                     return result
                 result.actions.append(f"plan:{plan.generation}")
-                item = None
-            if verdict is not None:
-                ledger_plan.write_verdict(self.dynamodb, self.table, verdict.to_dict())
-        except ledger_plan.LedgerUnavailable as err:
+                notified = False
+            if seen.verdict is not None:
+                ledger_verdict.write_verdict(self.dynamodb, self.table, seen.verdict.to_dict())
+        except LedgerUnavailable as err:
             # Lost between the read and the write: act as a tick that never had the ledger.
             return self.without_ledger(str(err), now)
         try:
-            if plan.generation and not (item or {}).get("notified", {}).get("BOOL", False):
+            if plan.generation and not notified:
                 self.notify(plan)
                 result.actions.append("notified")
             self.started = now
             self.walk(plan, result)
-        except ledger_plan.LedgerUnavailable as err:
+        except LedgerUnavailable as err:
             # Lost mid-walk: what was written stays (write-ahead came first); progress marks
             # were not, so the next tick walks again and skips what is in place.
             self.log("ledger lost mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
@@ -205,14 +180,13 @@ class _Tick:
             if self.deadline():
                 break
             marker = kind if kind in engaging else f"{kind}/engaged"
-            report = self.engine.engage_all(self.clients, self.settings, self.table, kinds=(kind,),
-                                            dry_run=self.dry_run, deadline=self.deadline,
-                                            after={kind: plan.cursor.get(marker)})
+            report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)})
             self.finish_kind(plan, result, marker, report, engaging=True)
         if self.deadline():
             result.complete = False
             return
-        guard = _Sticky(ledger_plan.guard_factory(self.dynamodb, self.table, controller_id=self.controller_id, clock=self.clock)(plan.generation))
+        guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
+                                                    clock=self.runtime.clock)(plan.generation))
         for kind in relaxing:
             if self.deadline() or guard.refused:
                 break
@@ -223,8 +197,7 @@ class _Tick:
                 self.mark(plan, result, kind)
                 continue
             partial = target[kind] if isinstance(target[kind], dict) else None
-            report = self.engine.relax_all(self.clients, self.settings, self.table, kinds=(kind,),
-                                           target_for=(lambda _r, p=partial: p), guard=guard, deadline=self.deadline)
+            report = self.engine.relax(kinds=(kind,), target_for=(lambda _r, p=partial: p), guard=guard)
             self.finish_kind(plan, result, kind, report, engaging=False)
         if guard.refused:
             self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
@@ -232,40 +205,31 @@ class _Tick:
         result.complete = result.complete and not self.deadline() and not guard.refused
 
     def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool) -> None:
+        """Carry out the pure progress decision for one kind's walk."""
         result.outcomes.extend(report.outcomes)
         failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
         self.log("walked", plan, kind=marker, engaging=engaging, complete=report.complete,
                  failed=[f"{o.arn}: {o.error}" for o in failed][:20], refused=report.refused,
                  api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
-        if not report.complete or failed or report.refused:
-            result.complete = False
-            if engaging and not report.refused:
-                self.keep_cursor(plan, marker, report.cursor.get(marker.split("/")[0]))
-            return
-        if engaging and not self.dry_run:
-            others = self.stale_relaxers(plan)
-            if others:
-                self.log("engage walk not recorded: an older generation relaxed moments ago; walking again next tick",
-                         plan, kind=marker, controllers=others)
-                result.complete = False
-                return
-        self.mark(plan, result, marker)
+        walked = progress.Walked(marker, engaging, report.complete, len(failed), bool(report.refused),
+                                 report.cursor.get(marker.split("/")[0]))
+        saved = plan.cursor.get(marker)
+        older = (progress.needs_relaxers(walked, saved_cursor=saved, dry_run=self.dry_run)
+                 and bool(self.stale_relaxers(plan)))
+        step = progress.after_walk(walked, saved_cursor=saved, dry_run=self.dry_run, older_relaxers=older)
+        if step.note:
+            self.log(step.note, plan, kind=marker)
+        if step.cursor is not None:
+            ledger_plan.set_cursor(self.dynamodb, self.table, plan.generation, marker, step.cursor)
+        if step.mark_done:
+            self.mark(plan, result, marker)
+        result.complete = result.complete and step.complete
 
     def stale_relaxers(self, plan: Plan) -> list[str]:
         """Controllers of an older generation whose relaxing write may have landed after
         this tick began (the lease is counted from the tick's start, not from now: a
         write guarded shortly before the tick can land on a resource the tick engaged)."""
-        return ledger_plan.stale_relaxers(self.dynamodb, self.table, plan.generation, self.started)
-
-    def keep_cursor(self, plan: Plan, marker: str, cursor: str | None) -> None:
-        """Persist where `marker`'s walk resumes. Not while an older generation may still be
-        relaxing: the next walk must then see again what this tick engaged."""
-        if cursor is None or cursor == plan.cursor.get(marker):
-            return
-        if not self.dry_run and self.stale_relaxers(plan):
-            self.log("cursor not moved: an older generation relaxed moments ago", plan, kind=marker)
-            return
-        ledger_plan.set_cursor(self.dynamodb, self.table, plan.generation, marker, cursor)
+        return ledger_leases.stale_relaxers(self.dynamodb, self.table, plan.generation, self.started)
 
     def mark(self, plan: Plan, result: TickResult, marker: str) -> None:
         if ledger_plan.mark_done(self.dynamodb, self.table, plan.generation, marker):
@@ -274,21 +238,25 @@ class _Tick:
     # ---- around the walk -----------------------------------------------------------
 
     def notify(self, plan: Plan) -> None:
-        if self.topic_arn:
-            publish_stage(self.clients, self.topic_arn, plan, controller_id=self.controller_id, mode=self.settings.mode)
+        if self.runtime.topic_arn:
+            try:
+                publish_stage(self.runtime, plan)
+            except AWS_ERRORS as err:  # invariant 8: the walk goes on; the next tick publishes
+                self.log("stage notification failed: the next tick tries again", plan, reasons=[error_text(err)])
+                return
         ledger_plan.mark_notified(self.dynamodb, self.table, plan.generation)
 
     def without_ledger(self, error: str, now) -> TickResult:
         """Invariant 3: engaging proceeds without the ledger; nothing is relaxed."""
         result = TickResult(None, None, ["ledger-unavailable"], reasons=(error,))
         try:
-            verdict = self.collect(self.clients, self.settings, self.table, now, None)
+            verdict = self.collect(self.runtime, now, None)
         except Exception:
-            logger.exception("ledger and verdict unavailable: no action", extra={"controller": self.controller_id})
+            logger.exception("ledger and verdict unavailable: no action", extra={"controller": self.runtime.controller_id})
             return result
         self.log("ledger unavailable", None, verdict=verdict.state, reasons=[error])
         if verdict.state == policy.IMPAIRED:
-            report = self.engine.engage_all(self.clients, self.settings, self.table, dry_run=self.dry_run, deadline=self.deadline)
+            report = self.engine.engage(dry_run=self.dry_run)
             result.outcomes.extend(report.outcomes)
             result.actions.append("engaged-without-ledger")
             result.complete = report.complete
@@ -313,30 +281,8 @@ class _Sticky:
             raise
 
 
-@uses("cloudwatch:DescribeAlarms", by=("reconciler", "cli"))
-def gating_alarms(clients, names: Iterable[str]) -> dict[str, str | None]:
-    """Alarm name -> state (OK, ALARM, INSUFFICIENT_DATA); None for a missing alarm.
-    An unreadable alarm counts as missing: it gates, it never crashes the tick."""
-    names = list(names)
-    states: dict[str, str | None] = {n: None for n in names}
-    cloudwatch = clients("cloudwatch") if names else None
-    for i in range(0, len(names), ALARM_NAMES_PER_CALL):
-        try:
-            page = cloudwatch.describe_alarms(
-                AlarmNames=names[i:i + ALARM_NAMES_PER_CALL],
-                AlarmTypes=["MetricAlarm", "CompositeAlarm"],
-                MaxRecords=ALARM_NAMES_PER_CALL,
-            )
-        except (ClientError, BotoCoreError):
-            logger.exception("gating alarms unreadable: treated as not OK")
-            continue
-        for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
-            states[alarm["AlarmName"]] = alarm["StateValue"]
-    return states
-
-
 @uses("sns:Publish", by=("reconciler",))
-def publish_stage(clients, topic_arn: str, plan: Plan, *, controller_id: str, mode: str) -> None:
+def publish_stage(runtime: Runtime, plan: Plan) -> None:
     """Announce a new plan. A failed publish is logged; the plan stays un-notified and
     the next tick tries again."""
     message = {
@@ -346,18 +292,18 @@ def publish_stage(clients, topic_arn: str, plan: Plan, *, controller_id: str, mo
         "entered_at": plan.entered_at.isoformat() if plan.entered_at else None,
         "verdict": plan.verdict,
         "reasons": list(plan.reasons),
-        "mode": mode,
-        "controller": controller_id,
+        "mode": runtime.settings.mode,
+        "controller": runtime.controller_id,
     }
-    clients("sns").publish(
-        TopicArn=topic_arn,
+    runtime.clients("sns").publish(
+        TopicArn=runtime.topic_arn,
         Subject=f"Holdfast: {plan.label} (generation {plan.generation})"[:100],
         Message=json.dumps(message, indent=2),
     )
 
 
-def _emit_metrics(result: TickResult, settings) -> None:
-    metrics = EphemeralMetrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Holdfast"), service="holdfast-reconciler")
+def _emit_metrics(result: TickResult) -> None:
+    metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service="holdfast-reconciler")
     if result.stage is not None:
         metrics.add_metric(name="StageIndex", unit=MetricUnit.Count, value=policy.STAGES.index(result.stage))
     metrics.add_metric(name="ResourcesEngaged", unit=MetricUnit.Count, value=result.count(ENGAGED))

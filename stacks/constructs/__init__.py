@@ -2,11 +2,11 @@
 typed arguments and exposes its resources as attributes; grants between them are
 wired by the stack."""
 
-from .controllers import Controllers
-from .ledger import Ledger
-from .monitoring import Monitoring
-from .notifications import Notifications
-from .queues import Queues
-from .signals import Signals
+from stacks.constructs.controllers import Controllers
+from stacks.constructs.ledger import Ledger
+from stacks.constructs.monitoring import Monitoring
+from stacks.constructs.notifications import Notifications
+from stacks.constructs.queues import Queues
+from stacks.constructs.signals import Signals
 
 __all__ = ["Controllers", "Ledger", "Monitoring", "Notifications", "Queues", "Signals"]

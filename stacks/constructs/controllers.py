@@ -33,12 +33,12 @@ from constructs import Construct
 
 from holdfast.settings import LOG_RETENTION_DAYS, Settings
 
-from .. import policies
+from stacks import policies
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
-# The demo (its embedded AWS, fleet builder and timeline) runs on an operator's machine,
-# never in the controllers.
-ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc", "holdfast/demo"]
+# The asset holds only what runs in Lambda: the controllers' code. The CLI runs on an
+# operator's machine; the demo and test support live outside the package (dev/).
+ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc", "holdfast/cli"]
 
 # AWS's public Powertools layer, resolved at deploy time from the public SSM parameter
 # Powertools publishes per release, so the layer is exactly the version requirements.txt

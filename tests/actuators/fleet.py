@@ -75,9 +75,9 @@ def aws_semantics(aws):
     """Give moto 5.2.5 the AWS semantics the actuators rely on, narrowly: async invoke
     config Put replaces / Update merges or answers ResourceNotFoundException, Application
     Auto Scaling tagging on scalable targets, and DescribeScalableTargets pagination.
-    The patches and the reason for each live in holdfast.demo.embedded, which the demo's
+    The patches and the reason for each live in holdfast_fixtures.moto_patches, which the demo's
     embedded AWS uses too."""
-    from holdfast.demo.embedded import aws_semantics as patched
+    from holdfast_fixtures.moto_patches import aws_semantics as patched
 
     with patched():
         yield

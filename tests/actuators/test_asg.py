@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from holdfast import engine
-from holdfast.actuators.base import ALREADY, ENGAGED, RESTORED
-from holdfast.tags import ORIGINAL_KEY
+from tests import walks
+from holdfast.core.model import ALREADY, ENGAGED, RESTORED
+from holdfast.core.tags import ORIGINAL_KEY
 
 from tests.actuators.fleet import describe_asg, make_asg
 
@@ -23,7 +23,7 @@ def test_engage_suspends_only_what_the_owner_had_not_and_restore_resumes_only_th
     make_asg(clients, "twin", selected=False)
     twin_before = describe_asg(clients, "twin")
 
-    report = engine.engage_all(clients, settings, ledger_table, kinds=("asg",))
+    report = walks.engage_all(clients, settings, ledger_table, kinds=("asg",))
 
     assert [(o.action, o.changes) for o in report.outcomes] == [
         (ENGAGED, {"ReplaceUnhealthy": {"from": False, "to": True}})
@@ -32,10 +32,10 @@ def test_engage_suspends_only_what_the_owner_had_not_and_restore_resumes_only_th
     assert ORIGINAL_KEY in tags(clients, "g1")
     assert report.api_calls["asg"] >= 3
 
-    again = engine.engage_all(clients, settings, ledger_table, kinds=("asg",))
+    again = walks.engage_all(clients, settings, ledger_table, kinds=("asg",))
     assert [o.action for o in again.outcomes] == [ALREADY]
 
-    restored = engine.relax_all(clients, settings, ledger_table, kinds=("asg",))
+    restored = walks.relax_all(clients, settings, ledger_table, kinds=("asg",))
     assert [o.action for o in restored.outcomes] == [RESTORED]
     assert suspended(clients, "g1") == ["AZRebalance", "Launch"]
     assert tags(clients, "g1") == {"holdfast:protect": "true", "team": "owner"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from holdfast import engine
-from holdfast.actuators.base import ALREADY, ENGAGED, FAILED
+from tests import walks
+from holdfast.core.model import ALREADY, ENGAGED, FAILED
 from holdfast.settings import Settings
 from tests.actuators.fleet import make_target_group
 
@@ -35,16 +35,16 @@ class Watch:
 
 def test_the_cursor_stops_before_a_failed_resource(clients, ledger_table, groups):
     Watch(clients, fail=groups[1])
-    report = engine.engage_all(clients, Settings(), ledger_table, kinds=("nlb",))
+    report = walks.engage_all(clients, Settings(), ledger_table, kinds=("nlb",))
     assert {o.arn: o.action for o in report.outcomes} == {
         groups[0]: ENGAGED, groups[1]: FAILED, groups[2]: ENGAGED, groups[3]: ENGAGED}
     assert report.cursor == {"nlb": groups[0]}
 
 
 def test_a_resumed_walk_reads_nothing_before_the_cursor(clients, ledger_table, groups):
-    engine.engage_all(clients, Settings(), ledger_table, kinds=("nlb",))
+    walks.engage_all(clients, Settings(), ledger_table, kinds=("nlb",))
     watch = Watch(clients)
-    report = engine.engage_all(clients, Settings(), ledger_table, kinds=("nlb",), after={"nlb": groups[1]})
+    report = walks.engage_all(clients, Settings(), ledger_table, kinds=("nlb",), after={"nlb": groups[1]})
     assert sorted(watch.read) == groups[2:]
     assert {o.arn: o.action for o in report.outcomes} == {groups[2]: ALREADY, groups[3]: ALREADY}
     assert report.cursor == {"nlb": None}
@@ -52,6 +52,6 @@ def test_a_resumed_walk_reads_nothing_before_the_cursor(clients, ledger_table, g
 
 def test_the_blast_radius_counts_every_candidate_even_past_the_cursor(clients, ledger_table, groups):
     watch = Watch(clients)
-    report = engine.engage_all(clients, Settings.from_mapping({"max_resources": 3}), ledger_table, kinds=("nlb",),
+    report = walks.engage_all(clients, Settings.from_mapping({"max_resources": 3}), ledger_table, kinds=("nlb",),
                                after={"nlb": groups[2]})
     assert report.refused and not report.outcomes and not watch.read

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast.actuators.base import ALREADY, DRIFT_KEPT, RAISED
+from holdfast.core.model import ALREADY, DRIFT_KEPT, RAISED
 from tests.actuators.fleet import make_function, make_mapping
 from tests.actuators.test_kinds import mapping, run
 

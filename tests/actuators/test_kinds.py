@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast import engine
-from holdfast.actuators.base import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED
-from holdfast.actuators.common import TokenBucket
+from tests import walks
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED
+from holdfast.ratelimit import TokenBucket
 from holdfast.actuators.nlb import ATTRIBUTES
-from holdfast.tags import RECORD_KEYS
+from holdfast.core.tags import RECORD_KEYS
 from tests.actuators.fleet import (
     describe_target,
     make_function,
@@ -27,7 +27,7 @@ def bare(response: dict) -> dict:
 
 
 def run(clients, settings, ledger_table, kind, verb="engage", **kw):
-    fn = engine.engage_all if verb == "engage" else engine.relax_all
+    fn = walks.engage_all if verb == "engage" else walks.relax_all
     # The Lambda write bucket runs on a clock that never waits: tests must not sleep.
     bucket = TokenBucket(settings.lambda_writes_per_second, monotonic=lambda: 0.0, sleep=lambda _s: None)
     report = fn(clients, settings, ledger_table, kinds=(kind,), expired_queue_arn=QUEUE, lambda_bucket=bucket, **kw)

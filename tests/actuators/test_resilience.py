@@ -8,13 +8,13 @@ from collections import Counter
 
 import pytest
 
-from holdfast import engine
-from holdfast.actuators.base import ALREADY, ENGAGED, FAILED, VANISHED
-from holdfast.actuators.common import TokenBucket
+from tests import walks
+from holdfast.core.model import ALREADY, ENGAGED, FAILED, VANISHED
+from holdfast.ratelimit import TokenBucket
 from holdfast.actuators.nlb import ATTRIBUTES
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from holdfast.tags import ORIGINAL_KEY, read_record
+from holdfast.core.tags import ORIGINAL_KEY, read_record
 from tests.actuators.fleet import (
     MUTATING,
     FailKth,
@@ -86,30 +86,30 @@ def mutating(clients, before: Counter) -> int:
 
 def test_second_engage_makes_no_write_and_restore_returns_exact_originals(clients, ledger_table, fleet):
     original = snapshot(clients, fleet)
-    first = engine.engage_all(clients, Settings(), ledger_table, **options())
+    first = walks.engage_all(clients, Settings(), ledger_table, **options())
     assert {o.kind for o in first.outcomes if o.action == ENGAGED} == {"asg", "esm", "async", "nlb", "scalable-target"}
     assert first.ledger_available and all(o.ledger_written for o in first.outcomes)
     assert set(first.api_calls) == {"asg", "esm", "async", "nlb", "scalable-target"}
 
     before = Counter(clients.calls)
-    engine.engage_all(clients, Settings(), ledger_table, **options())
+    walks.engage_all(clients, Settings(), ledger_table, **options())
     assert mutating(clients, before) == 0
 
-    rows = engine.status(clients, Settings(), ledger_table)
+    rows = walks.status(clients, Settings(), ledger_table)
     assert {r["kind"] for r in rows} == {"asg", "esm", "async", "nlb", "scalable-target"}
     assert all(r["recorded_in"] == ["tag", "ledger"] and not r["drift"] for r in rows)
 
-    engine.relax_all(clients, Settings(), ledger_table, **options())
+    walks.relax_all(clients, Settings(), ledger_table, **options())
     assert snapshot(clients, fleet) == original
     assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
 
 
 def writes_of_a_clean_cycle(clients, ledger_table) -> tuple[int, int]:
     before = Counter(clients.calls)
-    engine.engage_all(clients, Settings(), ledger_table, **options())
+    walks.engage_all(clients, Settings(), ledger_table, **options())
     engage_writes = mutating(clients, before)
     before = Counter(clients.calls)
-    engine.relax_all(clients, Settings(), ledger_table, **options())
+    walks.relax_all(clients, Settings(), ledger_table, **options())
     return engage_writes, mutating(clients, before)
 
 
@@ -120,10 +120,10 @@ def test_a_fault_at_any_engage_write_loses_no_original_and_a_rerun_converges(cli
     assert snapshot(clients, fleet) == original
     for k in range(1, engage_writes + 1):
         with FailKth(clients, SERVICES, k) as fault:
-            report = engine.engage_all(clients, settings, ledger_table, **options())
+            report = walks.engage_all(clients, settings, ledger_table, **options())
         assert fault.seen >= k and (report.failed or not report.ledger_available), k
-        engine.engage_all(clients, settings, ledger_table, **options())
-        engine.relax_all(clients, settings, ledger_table, **options())
+        walks.engage_all(clients, settings, ledger_table, **options())
+        walks.relax_all(clients, settings, ledger_table, **options())
         assert snapshot(clients, fleet) == original, f"engage fault at write {k}"
 
 
@@ -133,26 +133,26 @@ def test_a_fault_at_any_restore_write_loses_no_original_and_a_rerun_converges(cl
     ledger = ResourceLedger(clients("dynamodb"), ledger_table)
     _, restore_writes = writes_of_a_clean_cycle(clients, ledger_table)
     for k in range(1, restore_writes + 1):
-        engine.engage_all(clients, settings, ledger_table, **options())
+        walks.engage_all(clients, settings, ledger_table, **options())
         with FailKth(clients, SERVICES, k):
-            engine.relax_all(clients, settings, ledger_table, **options())
+            walks.relax_all(clients, settings, ledger_table, **options())
         # whatever is still engaged still carries its original somewhere
-        for row in engine.status(clients, settings, ledger_table):
+        for row in walks.status(clients, settings, ledger_table):
             assert row["recorded_in"], row
-        engine.relax_all(clients, settings, ledger_table, **options())
+        walks.relax_all(clients, settings, ledger_table, **options())
         assert snapshot(clients, fleet) == original, f"restore fault at write {k}"
         assert ledger.records() == []
 
 
 def test_ledger_unreachable_engage_protects_and_restore_from_tags_is_exact(clients, fleet):
     original = snapshot(clients, fleet)
-    report = engine.engage_all(clients, Settings(), "no-such-table", **options())
+    report = walks.engage_all(clients, Settings(), "no-such-table", **options())
     assert not report.ledger_available and "ResourceNotFoundException" in report.ledger_error
     engaged = [o for o in report.outcomes if o.action == ENGAGED]
     assert len(engaged) == 5 and all(o.ledger_written is False for o in engaged)
     assert ORIGINAL_KEY in {t["Key"] for t in describe_asg(clients, "g")["Tags"]}
 
-    engine.relax_all(clients, Settings(), "no-such-table", **options())
+    walks.relax_all(clients, Settings(), "no-such-table", **options())
     assert snapshot(clients, fleet) == original
 
 
@@ -161,7 +161,7 @@ def test_api_calls_per_kind_add_up_to_every_call_made_discovery_included(clients
     must add every walk, so they sum to exactly the calls the run made."""
     for dry_run in (True, False):
         before = Counter(clients.calls)
-        report = engine.engage_all(clients, Settings(), ledger_table, dry_run=dry_run, **options())
+        report = walks.engage_all(clients, Settings(), ledger_table, dry_run=dry_run, **options())
         made = sum((clients.calls - before).values())
         assert all(report.api_calls[kind] > 0 for kind in report.api_calls)
         assert sum(report.api_calls.values()) == made
@@ -172,15 +172,15 @@ def test_when_the_ledger_returns_an_engage_puts_back_its_copy_of_tag_only_origin
     """Engaged while the ledger was unreachable, the originals live on the tags only. The
     next engage with the ledger back writes nothing to the resources (they are in posture)
     but restores the ledger's copy, so invariant 1 holds again: tag AND ledger."""
-    engine.engage_all(clients, Settings(), "no-such-table", **options())
-    assert engine.status(clients, Settings(), ledger_table)[0]["recorded_in"] == ["tag"]
+    walks.engage_all(clients, Settings(), "no-such-table", **options())
+    assert walks.status(clients, Settings(), ledger_table)[0]["recorded_in"] == ["tag"]
 
     before = Counter(clients.calls)
-    report = engine.engage_all(clients, Settings(), ledger_table, **options())
+    report = walks.engage_all(clients, Settings(), ledger_table, **options())
     assert {o.action for o in report.outcomes} == {ALREADY}
     resource_writes = {op for op in clients.calls - before if op.split(":")[1].startswith(MUTATING) and not op.startswith("dynamodb:")}
     assert resource_writes == set()
-    assert all(r["recorded_in"] == ["tag", "ledger"] for r in engine.status(clients, Settings(), ledger_table))
+    assert all(r["recorded_in"] == ["tag", "ledger"] for r in walks.status(clients, Settings(), ledger_table))
 
 
 def test_a_resource_deleted_after_discovery_is_reported_and_the_walk_goes_on(clients, ledger_table, fleet):
@@ -188,7 +188,7 @@ def test_a_resource_deleted_after_discovery_is_reported_and_the_walk_goes_on(cli
     ledger = ResourceLedger(clients("dynamodb"), ledger_table)
     # (Auto Scaling is left out: moto 5.2.5 answers CreateOrUpdateTags on a deleted group
     # with an internal KeyError instead of AWS's ValidationError.)
-    acts = engine.actuators(clients, settings, ledger, ("nlb", "esm"), **options())
+    acts = walks.actuators(clients, settings, ledger, ("nlb", "esm"), **options())
     group, mapping = acts["nlb"].discover()[0], acts["esm"].discover()[0]
     clients("elbv2").delete_target_group(TargetGroupArn=fleet["tg"])
     clients("lambda").delete_event_source_mapping(UUID=fleet["esm"])
@@ -197,18 +197,18 @@ def test_a_resource_deleted_after_discovery_is_reported_and_the_walk_goes_on(cli
 
 
 def test_a_vanished_engaged_resource_is_forgotten(clients, ledger_table, fleet):
-    engine.engage_all(clients, Settings(), ledger_table, kinds=("esm", "nlb"), **options())
+    walks.engage_all(clients, Settings(), ledger_table, kinds=("esm", "nlb"), **options())
     clients("elbv2").delete_target_group(TargetGroupArn=fleet["tg"])
-    report = engine.relax_all(clients, Settings(), ledger_table, kinds=("esm", "nlb"), **options())
+    report = walks.relax_all(clients, Settings(), ledger_table, kinds=("esm", "nlb"), **options())
     assert {o.kind: o.action for o in report.outcomes}["nlb"] == VANISHED
     assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
 
 
 def test_owner_drift_on_a_group_is_kept(clients, ledger_table, fleet):
-    engine.engage_all(clients, Settings(), ledger_table, kinds=("asg",), **options())
+    walks.engage_all(clients, Settings(), ledger_table, kinds=("asg",), **options())
     # the owner resumes ReplaceUnhealthy themselves while engaged: their call, kept
     clients("autoscaling").resume_processes(AutoScalingGroupName="g", ScalingProcesses=["ReplaceUnhealthy"])
-    report = engine.relax_all(clients, Settings(), ledger_table, kinds=("asg",), **options())
+    report = walks.relax_all(clients, Settings(), ledger_table, kinds=("asg",), **options())
     assert [o.action for o in report.outcomes] == ["restored"]
     suspended = {p["ProcessName"] for p in describe_asg(clients, "g")["SuspendedProcesses"]}
     assert suspended == {"AZRebalance"}
@@ -216,7 +216,7 @@ def test_owner_drift_on_a_group_is_kept(clients, ledger_table, fleet):
 
 def test_blast_radius_refuses_before_any_write(clients, ledger_table, fleet):
     before = Counter(clients.calls)
-    report = engine.engage_all(clients, Settings.from_mapping({"max_resources": 2}), ledger_table, **options())
+    report = walks.engage_all(clients, Settings.from_mapping({"max_resources": 2}), ledger_table, **options())
     assert report.refused and "max_resources" in report.refused and report.outcomes == []
     assert mutating(clients, before) == 0
 
@@ -227,7 +227,7 @@ def test_a_tag_that_cannot_be_written_leaves_the_resource_unchanged(clients, led
         for i in range(20)])
     before = describe_asg(clients, "g")["SuspendedProcesses"]
     with FailKth(clients, ("autoscaling",), 1):  # CreateOrUpdateTags refused, as at the 50-tag limit
-        report = engine.engage_all(clients, Settings(), ledger_table, kinds=("asg",), **options())
+        report = walks.engage_all(clients, Settings(), ledger_table, kinds=("asg",), **options())
     assert [o.action for o in report.outcomes] == [FAILED] and "InjectedFault" in report.outcomes[0].error
     assert describe_asg(clients, "g")["SuspendedProcesses"] == before
     assert read_record({t["Key"]: t["Value"] for t in describe_asg(clients, "g")["Tags"]}) is None

@@ -21,7 +21,8 @@ from datetime import timedelta
 
 import pytest
 
-from holdfast.detection.detector import IMPAIRED, NORMAL, Verdict, evaluate
+from holdfast.core.detector import IMPAIRED, NORMAL, Verdict, evaluate
+from holdfast.runtime import Runtime
 from holdfast.handlers import detector as handler_module
 from holdfast.settings import Settings
 from tests.detection.factory import BAD_AMI, capacity, config, launch, launched, probe, utc
@@ -77,7 +78,7 @@ def test_detector_over_10000_signals():
 
 @pytest.mark.benchmark
 def test_handler_per_event(clients, ledger_table, capsys):
-    handler_module.use(handler_module.Shell(clients, SETTINGS, ledger_table))
+    handler_module.use(Runtime(clients, SETTINGS, ledger_table))
     level = handler_module.logger.log_level
     handler_module.logger.setLevel("WARNING")  # its info lines would drown the figures
     try:

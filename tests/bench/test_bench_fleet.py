@@ -42,12 +42,12 @@ from collections import Counter
 
 import pytest
 
-from holdfast import engine
+from tests import walks
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
-from holdfast.demo.fleet import KINDS, build_fleet, snapshot
+from holdfast_demo.fleet import KINDS, build_fleet, snapshot
 
 pytestmark = pytest.mark.benchmark
 
@@ -107,8 +107,8 @@ def test_engage_and_restore_a_550_resource_fleet(moto_server, aws_semantics):
     settings = Settings()
     print(f"Holdfast's client-side Lambda write limit: {settings.lambda_writes_per_second:g}/s")
 
-    _walk("engage", moto_server, lambda c, kind: engine.engage_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts)
-    _walk("restore", moto_server, lambda c, kind: engine.relax_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts)
+    _walk("engage", moto_server, lambda c, kind: walks.engage_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts)
+    _walk("restore", moto_server, lambda c, kind: walks.relax_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts)
     assert snapshot(builder, fleet) == before
 
     print(f"\nDESIGN.md's 1,000 mappings + 1,000 async configs at 15 Lambda writes/s: "

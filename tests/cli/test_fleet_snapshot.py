@@ -7,7 +7,7 @@ in the other tests can fail.
 
 from __future__ import annotations
 
-from holdfast.demo.fleet import build_fleet, snapshot
+from holdfast_demo.fleet import build_fleet, snapshot
 
 
 def test_snapshot_sees_every_owner_visible_change(clients):

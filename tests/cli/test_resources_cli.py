@@ -21,7 +21,7 @@ from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 from tests.conftest import REGION
-from holdfast.demo.fleet import build_fleet, snapshot
+from holdfast_demo.fleet import build_fleet, snapshot
 
 HOLDFAST = Path(sys.executable).with_name("holdfast")
 

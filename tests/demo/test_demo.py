@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 
-from holdfast.demo.__main__ import run
+from holdfast_demo.__main__ import run
 
 
 def test_the_replay_restores_every_resource_and_writes_the_report(tmp_path):

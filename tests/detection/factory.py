@@ -9,7 +9,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from holdfast.detection.signals import iso, parse_event, probe_signal
+from holdfast.core.signals import iso, parse_event, probe_signal
 from holdfast.settings import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"

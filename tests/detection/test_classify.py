@@ -4,8 +4,8 @@ error codes, and the mixed-instances "Could not launch ... Instances. <Code> - .
 
 import pytest
 
-from holdfast.detection.classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
-from holdfast.detection.signals import parse_event
+from holdfast.core.classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
+from holdfast.core.signals import parse_event
 from tests.detection.factory import REGION, SETTINGS, launch, utc
 
 CORPUS = [

@@ -5,8 +5,8 @@ from datetime import timedelta
 
 import pytest
 
-from holdfast.detection.detector import IMPAIRED, NORMAL, RECOVERING, Verdict, evaluate
-from holdfast.detection.signals import IGNORED, parse_event
+from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING, Verdict, evaluate
+from holdfast.core.signals import IGNORED, parse_event
 from holdfast.settings import Settings
 from tests.detection.factory import (
     REGION, SETTINGS, THROTTLED, capacity, config, health, launch, launched, probe, signal, utc,

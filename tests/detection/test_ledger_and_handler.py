@@ -5,8 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from holdfast.detection import collect
-from holdfast.detection.detector import IMPAIRED, NORMAL
+from holdfast.observation import collect
+from holdfast.runtime import Runtime
+from holdfast.core.detector import IMPAIRED, NORMAL
 from holdfast.handlers import detector as handler_module
 from holdfast.ledger.signals import HEALTH_PK, LedgerUnavailable, recent, record
 from holdfast.settings import Settings
@@ -59,7 +60,7 @@ class Context:
 
 @pytest.fixture
 def shell(clients, ledger_table):
-    handler_module.use(handler_module.Shell(clients, SETTINGS, ledger_table))
+    handler_module.use(Runtime(clients, SETTINGS, ledger_table))
     yield
     handler_module.use(None)
 
@@ -132,15 +133,15 @@ ONLY_DDB_DNS = Settings.from_mapping({"probe_endpoints": ["dynamodb.{region}.ama
 def test_collect_records_probes_and_evaluates_with_what_the_handler_recorded(clients, ledger_table):
     for g, z in [("web", "us-east-1a"), ("api", "us-east-1b"), ("etl", "us-east-1a")]:
         record(clients("dynamodb"), ledger_table, capacity(g, z, T0), ttl_hours=48)
-    verdict = collect(clients, ONLY_DDB_DNS, ledger_table, T0 + timedelta(minutes=1), None, resolver=lambda h: ["1.2.3.4"])
+    verdict = collect(Runtime(clients, ONLY_DDB_DNS, ledger_table), T0 + timedelta(minutes=1), None, resolver=lambda h: ["1.2.3.4"])
     assert verdict.state == IMPAIRED and "3 groups in 2 zones" in verdict.reasons[0]
     assert any(i["klass"]["S"] == "probe-ok" for i in items(clients, ledger_table))
 
 
 def test_collect_without_a_ledger_still_sees_its_own_probes(clients):
     # In October the ledger's region could be the impaired one: no table, DNS empty.
-    verdict = collect(clients, ONLY_DDB_DNS, "no-such-table", T0, None, resolver=lambda h: [])
+    verdict = collect(Runtime(clients, ONLY_DDB_DNS, "no-such-table"), T0, None, resolver=lambda h: [])
     assert verdict.state == IMPAIRED
     assert "dns:dynamodb.us-east-1.amazonaws.com" in verdict.reasons[0]
-    healthy = collect(clients, ONLY_DDB_DNS, "no-such-table", T0, None, resolver=lambda h: ["1.2.3.4"])
+    healthy = collect(Runtime(clients, ONLY_DDB_DNS, "no-such-table"), T0, None, resolver=lambda h: ["1.2.3.4"])
     assert healthy.state == NORMAL

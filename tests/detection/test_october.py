@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from holdfast.detection.detector import IMPAIRED, NORMAL, RECOVERING
-from holdfast.detection.replay import verdict_changes
-from holdfast.detection.signals import iso
+from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING
+from holdfast.observation.replay import verdict_changes
+from holdfast.core.signals import iso
 from tests.detection.factory import SETTINGS, THROTTLED, capacity, config, health, launched, probe, signal
 
 TIMELINE = Path("/work/shared/data/oct2025-timeline.csv")

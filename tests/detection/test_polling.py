@@ -7,9 +7,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from holdfast.detection.classify import CAPACITY
-from holdfast.detection.polling import poll
-from holdfast.detection.signals import LAUNCHED, POLLING
+from holdfast.core.classify import CAPACITY
+from holdfast.observation.polling import poll
+from holdfast.core.signals import LAUNCHED, POLLING
 from tests.detection.factory import CAPACITY as CAPACITY_MESSAGE, SETTINGS, utc
 
 NOW = utc(2025, 10, 20, 6, 50)

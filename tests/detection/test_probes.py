@@ -2,8 +2,8 @@
 
 import threading
 
-from holdfast.detection import probes
-from holdfast.detection.signals import PROBE_FAILED, PROBE_OK
+from holdfast.observation import probes
+from holdfast.core.signals import PROBE_FAILED, PROBE_OK
 from holdfast.settings import Settings
 from tests.detection.factory import utc
 

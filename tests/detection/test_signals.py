@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from holdfast.detection.classify import CAPACITY, CONFIGURATION
-from holdfast.detection.signals import (
+from holdfast.core.classify import CAPACITY, CONFIGURATION
+from holdfast.core.signals import (
     HEALTH_CLOSED, HEALTH_OPEN, IGNORED, LAUNCHED, MALFORMED, POLLING, Signal, activity_signal, parse_event,
 )
 from tests.detection.factory import REGION, SETTINGS, fixture, health, utc

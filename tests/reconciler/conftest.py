@@ -10,9 +10,10 @@ import pytest
 from holdfast.aws import Clients
 from holdfast.clock import FakeClock
 from holdfast.reconciler import tick
+from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 
-from .fakes import FakeEngine, Script, Stepper, World
+from tests.reconciler.fakes import FakeEngine, Script, Stepper, World
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
 SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30, "esm_cap_steps": [5, 20]})
@@ -48,10 +49,11 @@ class Harness:
         return stepper
 
     def tick(self, name: str, clients=None):
-        return tick(
-            clients or self.observer, self.settings, self.table, self.clock,
-            controller_id=name, collect=self.script.collect, engine=self.engine, topic_arn="",
-        )
+        return tick(self.runtime(name, clients), collect=self.script.collect, engine=self.engine)
+
+    def runtime(self, name: str, clients=None) -> Runtime:
+        return Runtime(clients=clients or self.observer, settings=self.settings, table=self.table, clock=self.clock,
+                       controller_id=name)
 
     def plan(self):
         return self.world.plan_now()

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from holdfast import policy
-from holdfast.actuators.base import (
+from holdfast.core import policy
+from holdfast.core.model import (
     ALREADY,
     DRIFT_KEPT,
     ENGAGED,
@@ -33,7 +33,7 @@ from holdfast.actuators.base import (
     StalePlan,
     no_guard,
 )
-from holdfast.detection.detector import Verdict
+from holdfast.core.detector import Verdict
 from holdfast.ledger import plan as ledger_plan
 
 
@@ -58,7 +58,8 @@ class Script:
         else:
             self.last_successful_launch = now
 
-    def collect(self, clients, settings, table, now, previous) -> Verdict:
+    def collect(self, runtime, now, previous) -> Verdict:
+        clients = runtime.clients
         gate = getattr(clients, "gate", None)
         if gate:
             gate()
@@ -145,6 +146,10 @@ class FakeEngine:
         gate = getattr(clients, "gate", None)
         if gate:
             gate()
+
+    def __call__(self, runtime, deadline=None) -> "_Bound":
+        """The tick's engine factory: this world, walked with the tick's clients and deadline."""
+        return _Bound(self, runtime.clients, deadline)
 
     def engage_all(self, clients, settings, table, *, kinds=KINDS, dry_run=False, progress=None, deadline=None, **_):
         report = _Report()
@@ -314,3 +319,17 @@ class Stepper:
     def finish(self) -> None:
         while self.state != "idle":
             self.step()
+
+
+class _Bound:
+    """A FakeEngine as one tick sees it (the interface of holdfast.engine.Engine)."""
+
+    def __init__(self, fake: FakeEngine, clients, deadline):
+        self.fake, self.clients, self.deadline = fake, clients, deadline
+
+    def engage(self, *, kinds=KINDS, dry_run=False, after=None):
+        return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline)
+
+    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard):
+        return self.fake.relax_all(self.clients, None, None, kinds=kinds or KINDS, target_for=target_for, guard=guard,
+                                   deadline=self.deadline)

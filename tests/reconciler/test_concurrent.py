@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 
 from holdfast.ledger.table import ensure_table
-from holdfast.policy import NORMAL
+from holdfast.core.policy import NORMAL
 from holdfast.reconciler import tick
 
-from .conftest import Harness
+from tests.reconciler.conftest import Harness
 
 
 def test_three_controllers_at_once_through_a_full_event(moto_server):
@@ -23,7 +23,7 @@ def test_three_controllers_at_once_through_a_full_event(moto_server):
 
     def one(name, clients):
         try:
-            tick(clients, h.settings, "ledger", h.clock, controller_id=name, collect=h.script.collect, engine=h.engine, topic_arn="")
+            tick(h.runtime(name, clients).but(table="ledger"), collect=h.script.collect, engine=h.engine)
         except Exception as err:  # surfaced below
             errors.append(err)
 

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 from holdfast.cli import main
 from holdfast.handlers import reconciler as handler_module
-from holdfast.policy import DRAIN, HOLD
+from holdfast.core.policy import DRAIN, HOLD
 
-from .conftest import Harness
-from .test_races import recover, run_to
+from tests.reconciler.conftest import Harness
+from tests.reconciler.test_races import recover, run_to
 
 
 def cli(capsys, *argv):
@@ -51,7 +51,7 @@ def test_pause_mid_event_freezes_the_plan_and_the_resources(harness, capsys):
 
 def test_advance_skips_the_hold_of_the_current_generation(harness, capsys, monkeypatch):
     h = harness
-    monkeypatch.setattr("holdfast.cli.control.SystemClock", lambda: h.clock)
+    monkeypatch.setattr("holdfast.cli.context.SystemClock", lambda: h.clock)
     assert cli(capsys, "advance")[0] == 1          # nothing to advance in normal
     h.script.set("impaired", h.clock.now())
     run_to(h, HOLD)
@@ -95,7 +95,7 @@ def test_off_does_nothing(clients, ledger_table):
 
 def test_the_handler_builds_its_shell_lazily_and_ticks(clients, ledger_table, monkeypatch):
     calls = []
-    monkeypatch.setattr("holdfast.reconciler.tick", lambda *a, **kw: calls.append(kw) or SimpleNamespace(
+    monkeypatch.setattr("holdfast.reconciler.tick", lambda runtime, **kw: calls.append(runtime) or SimpleNamespace(
         stage="hold", generation=3, actions=["plan:3"], complete=True, outcomes=[]))
     handler_module.use(None)
     context = SimpleNamespace(function_name="f", memory_limit_in_mb=256, invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:f",
@@ -104,4 +104,4 @@ def test_the_handler_builds_its_shell_lazily_and_ticks(clients, ledger_table, mo
         assert handler_module.handler({}, context) == {"stage": "hold", "generation": 3, "actions": ["plan:3"], "complete": True, "outcomes": 0}
     finally:
         handler_module.use(None)
-    assert calls == [{"controller_id": "2025/10/20/[$LATEST]abc"}]
+    assert [r.controller_id for r in calls] == ["2025/10/20/[$LATEST]abc"]

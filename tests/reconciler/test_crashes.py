@@ -25,22 +25,24 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
-from holdfast import engine
-from holdfast.actuators.base import ALREADY, ENGAGED, FAILED, KINDS
+from tests import walks
+from holdfast.core.model import ALREADY, ENGAGED, FAILED, KINDS
 from holdfast.aws import Clients
 from holdfast.clock import FakeClock
-from holdfast.demo.embedded import aws_semantics
-from holdfast.demo.fleet import build_fleet, snapshot
+from holdfast_fixtures.moto_patches import aws_semantics
+from holdfast_demo.fleet import build_fleet, snapshot
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger import plan as ledger_plan
+from holdfast.ledger import leases as ledger_leases
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
-from holdfast.policy import HOLD, NORMAL
+from holdfast.core.policy import HOLD, NORMAL
 from holdfast.reconciler import tick
+from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 
-from .conftest import T0
-from .fakes import Crash, Script
+from tests.reconciler.conftest import T0
+from tests.reconciler.fakes import Crash, Script
 
 SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30, "esm_cap_steps": [20],
                                   "lambda_writes_per_second": 15})
@@ -144,8 +146,8 @@ class Event:
         self.tap = Tap(self.clients)
 
     def tick(self, controller: str = "solo"):
-        return tick(self.clients, SETTINGS, self.table, self.clock, controller_id=controller,
-                    collect=self.script.collect, topic_arn=self.topic)
+        return tick(Runtime(self.clients, SETTINGS, self.table, self.clock, controller_id=controller, topic_arn=self.topic),
+                    collect=self.script.collect)
 
     def crash(self, point: Point, *, minutes: float = 11, limit: int = 12):
         """Tick (a verdict already set) until the tick dies at `point`; that tick's clock."""
@@ -179,7 +181,7 @@ class Event:
         """(records on tags, records in the ledger): ARN -> (original, applied)."""
         ledger = ResourceLedger(self.clients("dynamodb"), self.table)
         tags = {r.arn: (r.record.original, r.record.applied)
-                for act in engine.actuators(self.clients, SETTINGS, ledger).values()
+                for act in walks.actuators(self.clients, SETTINGS, ledger).values()
                 for r in act.discover() if r.record is not None}
         return tags, {r.arn: (r.original, r.applied) for r in ledger.records()}
 
@@ -322,7 +324,7 @@ def test_a_crash_in_an_engage_walk_is_finished_by_the_next_tick(event, point):
 def already_in_posture(ev: Event) -> set[str]:
     """Selected resources whose owner settings are already Holdfast's posture (no record)."""
     ledger = ResourceLedger(ev.clients("dynamodb"), ev.table)
-    return {r.arn for act in engine.actuators(ev.clients, SETTINGS, ledger).values()
+    return {r.arn for act in walks.actuators(ev.clients, SETTINGS, ledger).values()
             for r in act.discover() if r.record is None and act.plan(r).action == ALREADY}
 
 
@@ -363,7 +365,7 @@ def test_a_lease_left_by_a_crash_only_delays_another_controllers_done_mark(event
     first = event.tick("other")
     assert event.plan().generation == relaxed_under + 1 and not first.complete
     assert not set(KINDS) & event.plan().done
-    event.clock.advance(ledger_plan.LEASE_SECONDS)
+    event.clock.advance(ledger_leases.LEASE_SECONDS)
     engaged = event.tick("other")
     assert engaged.complete and event.plan().done >= set(KINDS)
     event.assert_records_agree()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from holdfast.ledger import plan as ledger_plan
-from holdfast.policy import Plan
+from holdfast.core.policy import Plan
 
-from .conftest import T0
+from tests.reconciler.conftest import T0
 
 
 def test_a_cursor_moves_only_under_its_generation_and_a_new_generation_starts_without(clients, ledger_table):

@@ -9,17 +9,18 @@ from collections import Counter
 
 import pytest
 
-from holdfast.actuators.base import ALREADY, DRIFT_KEPT, ENGAGED, KINDS
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, KINDS
 from holdfast.clock import FakeClock
 from holdfast.ledger import plan as ledger_plan
-from holdfast.demo.fleet import build_fleet, snapshot
-from holdfast.policy import NORMAL
+from holdfast_demo.fleet import build_fleet, snapshot
+from holdfast.core.policy import NORMAL
 from holdfast.reconciler import tick
+from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
-from .conftest import T0
-from .fakes import Script
+from tests.reconciler.conftest import T0
+from tests.reconciler.fakes import Script
 
 SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30, "esm_cap_steps": [5, 20],
                                   "lambda_writes_per_second": 15})
@@ -36,7 +37,7 @@ def test_a_full_event_restores_every_resource_and_keeps_the_owners_change(client
     fleet = build_fleet(clients, asgs=2, esms=2, asyncs=2, nlbs=1, services=1)
     before = snapshot(clients, fleet)
     clock, script = FakeClock(T0), Script()
-    run = lambda: tick(clients, SETTINGS, ledger_table, clock, controller_id="solo", collect=script.collect, topic_arn="")
+    run = lambda: tick(Runtime(clients, SETTINGS, ledger_table, clock, controller_id="solo"), collect=script.collect)
 
     script.set("impaired", clock.now())
     first = run()
@@ -82,7 +83,7 @@ def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int, 
     ticks, outcomes = 0, []
     while True:
         ticks += 1
-        result = tick(clients, settings, ledger_table, clock, controller_id="solo", collect=script.collect, topic_arn="")
+        result = tick(Runtime(clients, settings, ledger_table, clock, controller_id="solo"), collect=script.collect)
         outcomes += result.outcomes
         if ledger_plan.read(clients("dynamodb"), ledger_table).done >= set(KINDS):
             break

@@ -13,9 +13,9 @@ from moto import mock_aws
 
 from holdfast.aws import Clients
 from holdfast.ledger.table import ensure_table
-from holdfast.policy import NORMAL
+from holdfast.core.policy import NORMAL
 
-from .conftest import Harness
+from tests.reconciler.conftest import Harness
 
 EXAMPLES = 15
 STEPS = 30

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import threading
 
-from holdfast.actuators.base import RAISED, REFUSED_STALE, RESTORED
+from holdfast.core.model import RAISED, REFUSED_STALE, RESTORED
 from holdfast.ledger import plan as ledger_plan
-from holdfast.policy import DRAIN, FRESH_WORK, HOLD, NORMAL
+from holdfast.core.policy import DRAIN, FRESH_WORK, HOLD, NORMAL
 
-from .conftest import T0
+from tests.reconciler.conftest import T0
 
 
 def run_to(h, stage, *, step=None, limit=60):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from holdfast import restore, tags
-from holdfast.restore import KEEP_DRIFT, NOTHING, WRITE
+from holdfast.core import restore, tags
+from holdfast.core.restore import KEEP_DRIFT, NOTHING, WRITE
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ adding a kind is adding one module and one line here.
 
 from __future__ import annotations
 
-from .asg import AsgActuator
-from .async_config import AsyncConfigActuator
-from .esm import EsmActuator
-from .nlb import NlbActuator
-from .scalable_target import ScalableTargetActuator
+from holdfast.actuators.asg import AsgActuator
+from holdfast.actuators.async_config import AsyncConfigActuator
+from holdfast.actuators.esm import EsmActuator
+from holdfast.actuators.nlb import NlbActuator
+from holdfast.actuators.scalable_target import ScalableTargetActuator
 
 REGISTRY = {
     "asg": AsgActuator,

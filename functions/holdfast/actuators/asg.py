@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..iam import uses
-from ..settings import ASG_PROCESSES
-from .base import Candidate, Resource
-from .common import TaggedActuator, Vanished, make_resource
+from holdfast.core import kinds
+from holdfast.iam import uses
+from holdfast.settings import ASG_PROCESSES
+from holdfast.core.model import Candidate, Resource
+from holdfast.actuators.tagged import TaggedActuator, make_resource
+from holdfast.core.errors import Vanished
 
 
 class AsgActuator(TaggedActuator):
-    kind = "asg"
+    spec = kinds.ASG
 
     @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
     def candidates(self) -> list[Candidate]:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..iam import uses
-from .base import Candidate, Resource
-from .common import LambdaTagged, TaggedActuator, make_resource
-from .selection import tagged
+from holdfast.core import kinds
+from holdfast.iam import uses
+from holdfast.core.model import Candidate, Resource
+from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
+from holdfast.actuators.selection import tagged
 
 DEFAULT_MAX_AGE = 21600
 DEFAULT_MAX_RETRIES = 2
@@ -51,7 +52,7 @@ def _request(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class AsyncConfigActuator(LambdaTagged, TaggedActuator):
-    kind = "async"
+    spec = kinds.ASYNC
     service = "lambda"
     lambda_limited = True
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .. import restore
-from ..iam import uses
-from .base import Candidate, Record, Resource
-from .common import LambdaTagged, TaggedActuator, make_resource
-from .selection import selected, tagged
+from holdfast.core import restore
+from holdfast.core import kinds
+from holdfast.iam import uses
+from holdfast.core.model import Candidate, Record, Resource
+from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
+from holdfast.actuators.selection import selected, tagged
 
 KEY = "MaximumConcurrency"
 
@@ -31,7 +32,7 @@ def unqualified(function_arn: str) -> str:
 
 
 class EsmActuator(LambdaTagged, TaggedActuator):
-    kind = "esm"
+    spec = kinds.ESM
     service = "lambda"
     lambda_limited = True
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..iam import uses
-from .base import Candidate, Resource
-from .common import TaggedActuator, make_resource
-from .selection import tagged
+from holdfast.core import kinds
+from holdfast.iam import uses
+from holdfast.core.model import Candidate, Resource
+from holdfast.actuators.tagged import TaggedActuator, make_resource
+from holdfast.actuators.selection import tagged
 
 PREFIX = "target_group_health."
 ATTRIBUTES = {
@@ -37,7 +38,7 @@ NOT_FOUND = ("TargetGroupNotFound", "TargetGroupNotFoundException")
 
 
 class NlbActuator(TaggedActuator):
-    kind = "nlb"
+    spec = kinds.NLB
     service = "elbv2"
     not_found = NOT_FOUND
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..iam import uses
-from .base import Candidate, Resource
-from .common import TaggedActuator, Vanished, make_resource
-from .selection import selected, tagged
+from holdfast.core import kinds
+from holdfast.iam import uses
+from holdfast.core.model import Candidate, Resource
+from holdfast.actuators.tagged import TaggedActuator, make_resource
+from holdfast.core.errors import Vanished
+from holdfast.actuators.selection import selected, tagged
 
 KEY = "DynamicScalingInSuspended"
 FLAGS = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
@@ -27,7 +29,7 @@ NAMESPACES = ("ecs", "ec2", "elasticmapreduce", "sagemaker")
 
 
 class ScalableTargetActuator(TaggedActuator):
-    kind = "scalable-target"
+    spec = kinds.SCALABLE_TARGET
     service = "application-autoscaling"
 
     @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli"))

@@ -9,7 +9,7 @@ are read with their own services' ListTags calls (esm.py, scalable_target.py).
 
 from __future__ import annotations
 
-from ..iam import uses
+from holdfast.iam import uses
 
 
 @uses("tag:GetResources", by=("reconciler", "cli"))

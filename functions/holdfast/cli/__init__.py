@@ -22,8 +22,8 @@ from typing import Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..settings import SettingsError
-from .context import Context, UsageError
+from holdfast.settings import SettingsError
+from holdfast.cli.context import Context, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

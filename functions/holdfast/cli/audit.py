@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .. import audit
-from .context import table
+from holdfast import audit
+from holdfast.cli.context import table
 
 
 def register(sub) -> None:

@@ -1,4 +1,5 @@
-"""What every command gets: settings, clients, the ledger name, and output helpers."""
+"""What every command gets: the Runtime (clients, settings, ledger, clock, ...), built here
+from the command line and the AWS CLI's environment variables, and output helpers."""
 
 from __future__ import annotations
 
@@ -6,13 +7,19 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, field, replace
+import getpass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
-from ..aws import Clients
-from ..ledger import DEFAULT_TABLE
-from ..settings import CONTEXT_KEY, Settings, SettingsError
+from holdfast.aws import Clients
+from holdfast.ledger import DEFAULT_TABLE
+from holdfast.clock import SystemClock
+from holdfast.runtime import Runtime
+from holdfast.settings import CONTEXT_KEY, Settings
+
+# Honoured for compatibility with earlier releases; `--expired-queue-arn` is the option.
+EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
 
 
 class UsageError(Exception):
@@ -38,9 +45,7 @@ def load_settings_file(path: str | None) -> Settings:
 
 @dataclass
 class Context:
-    settings: Settings
-    clients: Clients
-    ledger_table: str
+    runtime: Runtime
     json: bool
     # Looked up when a Context is made, not at import, so redirected streams (tests) are honoured.
     out: TextIO = field(default_factory=lambda: sys.stdout)
@@ -54,12 +59,27 @@ class Context:
         # botocore reads only AWS_DEFAULT_REGION; AWS_REGION wins over it, as in the AWS CLI.
         region = args.region or os.environ.get("AWS_REGION")
         clients = Clients(region=region, profile=args.profile, endpoint_url=args.endpoint_url)
-        return cls(
-            settings=settings,
+        runtime = Runtime(
             clients=clients,
-            ledger_table=args.ledger_table or DEFAULT_TABLE,
-            json=args.json,
+            settings=settings,
+            table=args.ledger_table or DEFAULT_TABLE,
+            clock=SystemClock(),
+            controller_id=f"cli:{operator_name()}",
+            expired_queue_arn=os.environ.get(EXPIRED_QUEUE_ENV) or None,
         )
+        return cls(runtime=runtime, json=args.json)
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    @property
+    def clients(self) -> Clients:
+        return self.runtime.clients
+
+    @property
+    def ledger_table(self) -> str:
+        return self.runtime.table
 
     # ---- output --------------------------------------------------------------------
 
@@ -87,3 +107,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def operator_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name in a container
+        return "unknown"

@@ -22,22 +22,12 @@ unreachable), 2 usage.
 
 from __future__ import annotations
 
-import getpass
-
-from .. import policy
-from ..clock import SystemClock
-from ..detection.detector import Verdict
-from ..ledger import plan as ledger_plan
-from ..reconciler import gating_alarms
-from . import EXIT_FAILED, EXIT_OK
-from .context import Context
-
-
-def _operator() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "operator"
+from holdfast.cli import EXIT_FAILED, EXIT_OK
+from holdfast.cli.context import Context, operator_name as _operator
+from holdfast.core import errors, policy
+from holdfast.ledger import control as ledger_control
+from holdfast.ledger import plan as ledger_plan
+from holdfast.observation import observe
 
 
 def register(sub) -> None:
@@ -54,11 +44,11 @@ def register(sub) -> None:
 
 
 def _set(ctx: Context, paused: bool, reason: str, clock=None) -> int:
-    now = (clock or SystemClock()).now()
+    now = (clock or ctx.runtime.clock).now()
     by = _operator()
     try:
-        ledger_plan.set_paused(ctx.clients("dynamodb"), ctx.ledger_table, paused, by=by, reason=reason, now=now)
-    except ledger_plan.LedgerUnavailable as err:
+        ledger_control.set_paused(ctx.clients("dynamodb"), ctx.ledger_table, paused, by=by, reason=reason, now=now)
+    except errors.LedgerUnavailable as err:
         ctx.warn(str(err))
         return EXIT_FAILED
     doc = {"command": "pause" if paused else "unpause", "paused": paused, "by": by, "reason": reason, "at": now.isoformat()}
@@ -78,17 +68,17 @@ def advance(ctx: Context, args, clock=None) -> int:
     dynamodb = ctx.clients("dynamodb")
     try:
         current = ledger_plan.read(dynamodb, ctx.ledger_table)
-    except ledger_plan.LedgerUnavailable as err:
+    except errors.LedgerUnavailable as err:
         ctx.warn(str(err))
         return EXIT_FAILED
     if current is None or current.stage == policy.NORMAL:
         ctx.warn("no hold to skip: the plan is normal")
         return EXIT_FAILED
     generation = args.generation if args.generation is not None else current.generation
-    now = (clock or SystemClock()).now()
+    now = (clock or ctx.runtime.clock).now()
     try:
-        ledger_plan.request_advance(dynamodb, ctx.ledger_table, generation, by=_operator(), now=now)
-    except (ledger_plan.PlanConflict, ledger_plan.LedgerUnavailable) as err:
+        ledger_control.request_advance(dynamodb, ctx.ledger_table, generation, by=_operator(), now=now)
+    except (errors.PlanConflict, errors.LedgerUnavailable) as err:
         ctx.warn(f"not advanced: {err}")
         return EXIT_FAILED
     doc = {"command": "advance", "generation": generation, "stage": current.label, "by": _operator(), "at": now.isoformat()}
@@ -97,21 +87,17 @@ def advance(ctx: Context, args, clock=None) -> int:
 
 
 def stage(ctx: Context, args, clock=None) -> int:
-    dynamodb = ctx.clients("dynamodb")
-    now = (clock or SystemClock()).now()
+    now = (clock or ctx.runtime.clock).now()
     try:
-        current = ledger_plan.read(dynamodb, ctx.ledger_table) or policy.Plan(mode=ctx.settings.mode)
-        control = ledger_plan.read_control(dynamodb, ctx.ledger_table)
-        raw = ledger_plan.read_verdict(dynamodb, ctx.ledger_table)
-    except ledger_plan.LedgerUnavailable as err:
+        seen = observe(ctx.runtime, now)  # the last recorded verdict: the CLI runs no probes
+    except errors.LedgerUnavailable as err:
         ctx.warn(str(err))
         return EXIT_FAILED
-    verdict = Verdict.from_dict(raw) if raw else None
+    current, control, verdict = seen.plan or policy.Plan(mode=ctx.settings.mode), seen.control, seen.verdict
+    d = seen.decide(now, ctx.settings)
     if verdict is None:
         nxt = {"would_change": False, "stage": current.label, "reasons": [], "gates": ["no verdict recorded yet"]}
     else:
-        alarms = gating_alarms(ctx.clients, ctx.settings.gating_alarms)
-        d = policy.decide(verdict, current, alarms, now, ctx.settings, advance_generation=control.advance_generation)
         nxt = {"would_change": d.changed, "stage": d.plan.label, "reasons": list(d.reasons), "gates": list(d.gates)}
     if control.paused:
         nxt["gates"].insert(0, f"paused by {control.paused_by} at {control.paused_at}: {control.reason}")

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..detection.replay import infer_region, load, replay
-from .context import UsageError, table
+from holdfast.observation.replay import infer_region, load, replay
+from holdfast.cli.context import UsageError, table
 
 
 def register(sub) -> None:

@@ -24,10 +24,9 @@ from datetime import datetime, timedelta
 
 from botocore.exceptions import ClientError
 
-from .. import drain
-from ..clock import SystemClock
-from ..iam import uses
-from .context import UsageError, table
+from holdfast.core import drain
+from holdfast.iam import uses
+from holdfast.cli.context import UsageError, table
 
 PERIOD_SECONDS = 300
 _MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
@@ -75,7 +74,7 @@ def run(ctx, args) -> int:
             if not 5 <= args.window_minutes <= 1440:
                 raise UsageError(f"--window-minutes must be from 5 to 1440, got {args.window_minutes}")
             try:
-                figures = read_queue(ctx.clients, args.queue_url, SystemClock().now(), args.window_minutes)
+                figures = read_queue(ctx.clients, args.queue_url, ctx.runtime.clock.now(), args.window_minutes)
             except QueueReadError as err:
                 ctx.warn(str(err))
                 return 1

@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
-from .. import engine
-from ..actuators.base import ALREADY, VANISHED, Outcome
-from ..iam import uses
-from ..ledger.resources import ResourceLedger
-from ..ledger.table import ensure_table
-from .context import Context, UsageError, table
+from holdfast import engine
+from holdfast.core.kinds import kind_of
+from holdfast.core.model import ALREADY, VANISHED, Outcome
+from holdfast.iam import uses
+from holdfast.ledger.resources import ResourceLedger
+from holdfast.ledger.table import ensure_table
+from holdfast.cli.context import Context, UsageError, table
 
-from . import EXIT_FAILED, EXIT_OK
+from holdfast.cli import EXIT_FAILED, EXIT_OK
 
 # Errors that are the caller's credentials, not the ledger's health: they stop the command.
 CREDENTIAL_ERRORS = frozenset({
@@ -78,13 +79,13 @@ def ledger_init(ctx: Context, args) -> int:
 
 def plan(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
-    report = engine.engage_all(ctx.clients, ctx.settings, ctx.ledger_table, dry_run=True, progress=ctx.progress)
+    report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
     return _finish(ctx, "plan", report, reachable)
 
 
 def engage(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
-    report = engine.engage_all(ctx.clients, ctx.settings, ctx.ledger_table, progress=ctx.progress)
+    report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
     return _finish(ctx, "engage", report, reachable)
 
 
@@ -95,21 +96,21 @@ def resume(ctx: Context, args) -> int:
             "`holdfast resume --now` restores every engaged resource at once"
         )
     reachable = _check_ledger(ctx)
-    report = engine.relax_all(ctx.clients, ctx.settings, ctx.ledger_table, progress=ctx.progress)
+    report = engine.Engine(ctx.runtime, progress=ctx.progress).relax()
     return _finish(ctx, "resume", report, reachable)
 
 
 def release(ctx: Context, args) -> int:
     arn = args.resource_arn
     try:
-        kind = engine.kind_of(arn)
+        kind = kind_of(arn)
     except ValueError as err:
         raise UsageError(str(err)) from err
     reachable = _check_ledger(ctx)
     # Read before the release forgets it: a vanished resource with no record was never Holdfast's.
     recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
     before = Counter(ctx.clients.calls)
-    outcome = engine.release(ctx.clients, ctx.settings, ctx.ledger_table, arn)
+    outcome = engine.Engine(ctx.runtime).release(arn)
     if outcome.action == ALREADY or (outcome.action == VANISHED and reachable and not recorded):
         what = "does not exist" if outcome.action == VANISHED else "is not engaged"
         raise UsageError(f"{arn} {what} and Holdfast holds no record of it; nothing to release")
@@ -122,7 +123,7 @@ def release(ctx: Context, args) -> int:
 
 def status(ctx: Context, args) -> int:
     ledger_available = _check_ledger(ctx)
-    rows = engine.status(ctx.clients, ctx.settings, ctx.ledger_table)
+    rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]
     ctx.emit(
         {

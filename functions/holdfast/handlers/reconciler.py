@@ -5,7 +5,7 @@ The controller id is the Lambda log stream, unique per execution environment, so
 overlapping invocations (a slow tick and the next minute's) are told apart in leases,
 plans and logs. Clients and settings are built on the first invocation, never at import.
 
-Environment (contracts §1): HOLDFAST_SETTINGS, HOLDFAST_LEDGER_TABLE, HOLDFAST_TOPIC_ARN.
+The Runtime comes from the environment (handlers/shell.py).
 """
 
 from __future__ import annotations
@@ -14,29 +14,29 @@ import os
 
 from aws_lambda_powertools import Logger
 
-from .shell import Shell
+from holdfast.handlers.shell import runtime_from_env
+from holdfast.runtime import Runtime
 
 logger = Logger(service="holdfast-reconciler")
 
 
-_shell: Shell | None = None
+_runtime: Runtime | None = None
 
 
-def use(shell: Shell | None) -> None:
-    """Inject the shell (tests); None goes back to building it from the environment."""
-    global _shell
-    _shell = shell
+def use(runtime: Runtime | None) -> None:
+    """Inject the runtime (tests); None goes back to building it from the environment."""
+    global _runtime
+    _runtime = runtime
 
 
 @logger.inject_lambda_context
 def handler(event, context):
-    from ..reconciler import tick
+    from holdfast.reconciler import tick
 
-    global _shell
-    if _shell is None:
-        _shell = Shell.from_env()
-    controller_id = getattr(context, "log_stream_name", None) or f"pid-{os.getpid()}"
-    result = tick(_shell.clients, _shell.settings, _shell.table, _shell.clock, controller_id=controller_id)
+    global _runtime
+    if _runtime is None:
+        _runtime = runtime_from_env(getattr(context, "log_stream_name", None) or f"pid-{os.getpid()}")
+    result = tick(_runtime)
     return {
         "stage": result.stage,
         "generation": result.generation,

@@ -1,34 +1,33 @@
-"""What a handler needs from its environment, built once per container, never at import.
+"""The Lambda side of the Runtime: built once per container from the function's
+environment, never at import. The only place a controller reads its environment.
 
-Environment (contracts §1): HOLDFAST_SETTINGS, HOLDFAST_LEDGER_TABLE (and AWS_REGION,
-which boto3 reads). Tests and the demo inject their own Shell through each handler's
-`use(shell)`.
+Environment (set by stacks/constructs/controllers.py): HOLDFAST_SETTINGS,
+HOLDFAST_LEDGER_TABLE, HOLDFAST_TOPIC_ARN, HOLDFAST_EXPIRED_QUEUE_ARN (and AWS_REGION,
+which boto3 reads). Tests inject their own Runtime through each handler's `use(runtime)`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from typing import Mapping
 
-from ..aws import Clients
-from ..clock import Clock, SystemClock
-from ..ledger import DEFAULT_TABLE
-from ..settings import ENV_VAR, Settings
+from holdfast.aws import Clients
+from holdfast.ledger import DEFAULT_TABLE
+from holdfast.runtime import Runtime
+from holdfast.settings import ENV_VAR, Settings
 
 LEDGER_TABLE_ENV = "HOLDFAST_LEDGER_TABLE"
+TOPIC_ENV = "HOLDFAST_TOPIC_ARN"
+EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
 
 
-@dataclass
-class Shell:
-    clients: Clients
-    settings: Settings
-    table: str
-    clock: Clock = field(default_factory=SystemClock)
-
-    @classmethod
-    def from_env(cls) -> "Shell":
-        return cls(
-            clients=Clients(),
-            settings=Settings.from_json(os.environ.get(ENV_VAR)),
-            table=os.environ.get(LEDGER_TABLE_ENV, DEFAULT_TABLE),
-        )
+def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -> Runtime:
+    env = os.environ if env is None else env
+    return Runtime(
+        clients=Clients(),
+        settings=Settings.from_json(env.get(ENV_VAR)),
+        table=env.get(LEDGER_TABLE_ENV, DEFAULT_TABLE),
+        controller_id=controller_id,
+        topic_arn=env.get(TOPIC_ENV) or None,
+        expired_queue_arn=env.get(EXPIRED_QUEUE_ENV) or None,
+    )

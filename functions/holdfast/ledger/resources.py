@@ -19,9 +19,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..actuators.base import Record
-from ..iam import uses
-from . import PK, SK
+from holdfast.aws import condition_failed
+from holdfast.core.model import Record
+from holdfast.iam import uses
+from holdfast.ledger import PK, SK
+from holdfast.ledger.conditions import NO_RECORD_YET
 
 PARTITION = "RES"
 
@@ -70,16 +72,11 @@ class ResourceLedger:
             "applied": {"S": json.dumps(record.applied, sort_keys=True)},
         }
         try:
-            # An existing original is the true one: a second engage must never replace it
-            # with values Holdfast itself set.
-            self._db.put_item(TableName=self.table, Item=item, ConditionExpression=f"attribute_not_exists({PK})")
-        except ClientError as err:
-            if err.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            self._db.put_item(TableName=self.table, Item=item, ConditionExpression=NO_RECORD_YET)
+        except (ClientError, BotoCoreError) as err:
+            if not condition_failed(err):
                 self._failed(err)
                 return False
-        except BotoCoreError as err:
-            self._failed(err)
-            return False
         return True
 
     @uses("dynamodb:GetItem", by=("reconciler", "cli"))

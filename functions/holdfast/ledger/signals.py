@@ -24,16 +24,15 @@ from typing import Iterable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..detection.signals import HEALTH, Signal, iso
-from ..iam import uses
-from . import PK, SK, TTL_ATTRIBUTE
+from holdfast.aws import condition_failed
+from holdfast.core.errors import LedgerUnavailable
+from holdfast.core.signals import HEALTH, Signal, iso
+from holdfast.iam import uses
+from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
+from holdfast.ledger.conditions import NO_RECORD_YET
 
 SIGNAL_PREFIX = "SIGNAL#"
 HEALTH_PK = "HEALTH"
-
-
-class LedgerUnavailable(Exception):
-    """The ledger could not be read or written; retrying later may help."""
 
 
 def key(signal: Signal) -> dict[str, str]:
@@ -81,12 +80,12 @@ def record(dynamodb, table: str, signal: Signal, *, ttl_hours: int) -> bool:
             TableName=table,
             Item=to_item(signal, ttl_hours),
             # The key is derived from the signal alone, so a redelivery finds its twin.
-            ConditionExpression=f"attribute_not_exists({PK})",
+            ConditionExpression=NO_RECORD_YET,
         )
         return True
-    except dynamodb.exceptions.ConditionalCheckFailedException:
-        return False
     except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            return False
         raise LedgerUnavailable(f"cannot record signal {signal.id}: {err}") from err
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..iam import uses
-from . import PK, SK, TTL_ATTRIBUTE
+from holdfast.iam import uses
+from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 
 
 @uses("dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:UpdateTimeToLive", by=("cli",))

@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 from botocore.config import Config
 
-from ..iam import uses
-from .signals import PROBE_OK, Signal, probe_signal
+from holdfast.iam import uses
+from holdfast.core.signals import PROBE_OK, Signal, probe_signal
 
 Resolver = Callable[[str], Any]
 

@@ -28,9 +28,11 @@ Shape:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
-KINDS = ("asg", "esm", "async", "nlb", "scalable-target")
+from holdfast.core.errors import StalePlan  # noqa: F401  (re-exported: guards raise it)
+
+from holdfast.core.kinds import KINDS  # noqa: F401,E402  (re-exported)
 
 # Outcome actions.
 ENGAGED = "engaged"          # Holdfast changed the resource into posture
@@ -42,10 +44,6 @@ VANISHED = "vanished"        # the resource no longer exists: reported and forgo
 FAILED = "failed"            # an API error; the next run retries
 REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan moved on
 PLANNED = "planned"          # recommend mode / `plan`: would change, did not
-
-
-class StalePlan(Exception):
-    """A relaxing write was refused because the plan generation moved on."""
 
 
 Guard = Callable[[], None]
@@ -100,24 +98,3 @@ class Outcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
-
-
-class Actuator(Protocol):
-    kind: str
-
-    def candidates(self) -> list[Candidate]: ...
-
-    def read(self, candidate: Candidate) -> Resource | None: ...
-
-    def discover(self) -> list[Resource]: ...
-
-    def engage(self, resource: Resource) -> Outcome: ...
-
-    def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome: ...
-
-    # One resource by ARN, selected or not (a release, or a ledger record whose resource
-    # lost its selector tag); None when it no longer exists.
-    def get(self, arn: str) -> Resource | None: ...
-
-    # What engage would change: key -> engaged value, only keys that differ. Pure.
-    def posture(self, current: Mapping[str, Any]) -> dict[str, Any]: ...

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from ..iam import uses
+from holdfast.iam import uses
 
 # Who runs this code: the operator (or the demo), with their own credentials.
 BY = ("cli",)

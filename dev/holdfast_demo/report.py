@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Sequence
 
-from .scenario import PDT, Milestone
+from holdfast_demo.scenario import PDT, Milestone
 
 STAGES = ("normal", "hold", "drain", "fresh-work", "routing", "capacity")
 KIND_LABELS = {

@@ -1,8 +1,8 @@
-"""An embedded AWS for the demo: moto's server on 127.0.0.1, in this process.
+"""Moto patches: AWS's documented semantics where moto 5.2.5 departs from them.
 
-moto 5.2.5 departs from AWS in two places Holdfast's actuators depend on, so the
-demo gives it AWS's semantics, narrowly, for as long as the server runs (the same
-gaps tests/actuators/fleet.py patches for the tests):
+One place holds every departure from moto that Holdfast depends on; the tests
+(tests/actuators/fleet.py's `aws_semantics` fixture) and the demo's embedded AWS
+(holdfast_demo.embedded) both use it. Each patch says which AWS behaviour it restores:
 
 - Lambda async invoke config: AWS's PutFunctionEventInvokeConfig replaces the whole
   config (moto keeps the first put); UpdateFunctionEventInvokeConfig merges the
@@ -14,30 +14,21 @@ gaps tests/actuators/fleet.py patches for the tests):
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
 
-The tests use the same patches (tests/actuators/fleet.py's `aws_semantics` fixture),
-so one place holds every departure from moto.
-
 And one cost: moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
 and the ledger holds thousands of signal items by the recovery, so each guard cost
 about 0.1 s and the copies piled up to gigabytes. The patch snapshots only the items a
 transaction touches and rolls those back; the outcome of every transaction is moto's.
-
-Credentials are fixed dummies, so the demo can never reach a real account whatever
-the shell's environment holds.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import logging
 import threading
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 from unittest import mock
-
-REGION = "us-east-1"
 
 
 @contextmanager
@@ -145,26 +136,3 @@ def _cheap_transactions(stack: ExitStack) -> None:
 
     stack.enter_context(mock.patch.object(Table, "__deepcopy__", table_deepcopy, create=True))
     stack.enter_context(mock.patch.object(DynamoDBBackend, "transact_write_items", transact_write_items))
-
-
-@contextmanager
-def moto_server() -> Iterator[str]:
-    """A moto server on 127.0.0.1 (a free port), with AWS's semantics; yields its URL."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        with aws_semantics():
-            host, port = server.get_host_and_port()
-            yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-def session():
-    """A boto3 session with dummy credentials: the embedded AWS accepts any."""
-    import boto3
-
-    return boto3.session.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name=REGION)

@@ -29,8 +29,8 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
-from .detector import NORMAL, evaluate, lookback
-from .signals import ASG, HEALTH, IGNORED, MALFORMED, Signal, iso, parse_event
+from holdfast.core.detector import NORMAL, evaluate, lookback
+from holdfast.core.signals import ASG, HEALTH, IGNORED, MALFORMED, Signal, iso, parse_event
 
 
 def load(lines: Iterable[str]) -> list[tuple[int, Any]]:

@@ -1,6 +1,6 @@
 """`make demo`: Holdfast's whole job on the night of 19–20 October 2025, in two minutes.
 
-    python -m holdfast.demo [--fast] [--small] [--out DIR]
+    python -m holdfast_demo [--fast] [--small] [--out DIR]
 
 1. Starts an embedded AWS (moto's server on 127.0.0.1, demo/embedded.py), creates the
    ledger, the expired-events queue and the stage-change topic as the stack would,
@@ -35,15 +35,16 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 from unittest import mock
 
-from ..actuators.base import DRIFT_KEPT, ENGAGED, FAILED, RAISED, REFUSED_STALE, RESTORED, VANISHED
-from ..aws import Clients
-from ..iam import uses
-from ..ledger import DEFAULT_TABLE
-from ..settings import Settings
-from . import check, report, scenario
-from .embedded import moto_server, session
-from .fleet import KINDS, build_fleet, snapshot
-from .scenario import PDT
+from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RAISED, REFUSED_STALE, RESTORED, VANISHED
+from holdfast.aws import Clients
+from holdfast.iam import uses
+from holdfast.ledger import DEFAULT_TABLE
+from holdfast.runtime import Runtime
+from holdfast.settings import Settings
+from holdfast_demo import check, report, scenario
+from holdfast_demo.embedded import moto_server, session
+from holdfast_demo.fleet import KINDS, build_fleet, snapshot
+from holdfast_demo.scenario import PDT
 
 FULL = dict(asgs=40, esms=25, asyncs=10, nlbs=6, services=5)
 SMALL = dict(asgs=6, esms=4, asyncs=3, nlbs=2, services=2)
@@ -98,18 +99,16 @@ def quiet(*loggers) -> Iterator[None]:
 class Replay:
     """Feeds the scenario to the real handlers and ticks the real reconciler; watches."""
 
-    def __init__(self, *, holdfast: Clients, watcher: Clients, settings: Settings, table: str, topic_arn: str,
-                 fleet, steps: list[scenario.Step], start: datetime, fast: bool, out: TextIO):
-        from ..clock import FakeClock
-        from ..detection import collect
-        from ..handlers.detector import Shell
+    def __init__(self, *, runtime: Runtime, watcher: Clients, fleet, steps: list[scenario.Step], fast: bool, out: TextIO):
+        from holdfast.observation import collect
 
-        self.holdfast, self.watcher, self.settings, self.table = holdfast, watcher, settings, table
-        self.topic_arn, self.fleet, self.steps, self.fast, self.out = topic_arn, fleet, steps, fast, out
-        self.clock = FakeClock(start)
+        # The controllers' runtime: their own clients (their calls are counted apart), the
+        # stack's defaults, the replay's clock, the embedded stack's topic and queue.
+        self.runtime, self.watcher = runtime, watcher
+        self.holdfast, self.settings, self.table, self.clock = runtime.clients, runtime.settings, runtime.table, runtime.clock
+        self.fleet, self.steps, self.fast, self.out = fleet, steps, fast, out
         self.resolver = Resolver()
         self.collect = partial(collect, resolver=self.resolver)
-        self.shell = Shell(holdfast, settings, table)
         self.mappings = {fleet.handles[arn] for arn in fleet.selected["esm"]}
         self.live = out.isatty()
         # What the replay saw, for the chart, the report and the end check.
@@ -124,8 +123,9 @@ class Replay:
         self.wall_to_engage: float | None = None
 
     def run(self) -> None:
-        from ..ledger import plan as ledger_plan
-        from ..reconciler import tick
+        from holdfast.ledger import plan as ledger_plan
+        from holdfast.ledger import verdict as ledger_verdict
+        from holdfast.reconciler import tick
 
         period = timedelta(minutes=TICK_MINUTES)
         wall_per_tick = period / timedelta(hours=1) * SECONDS_PER_EVENT_HOUR
@@ -136,11 +136,10 @@ class Replay:
             now = self.clock.now()
             signals, notes = self.deliver(now)
             tick_started = time.monotonic()
-            result = tick(self.holdfast, self.settings, self.table, self.clock, controller_id=CONTROLLER,
-                          collect=self.collect, topic_arn=self.topic_arn)
+            result = tick(self.runtime, collect=self.collect)
             self.ticks += 1
             plan = ledger_plan.read(self.watcher("dynamodb"), self.table)
-            verdict = (ledger_plan.read_verdict(self.watcher("dynamodb"), self.table) or {}).get("state", "?")
+            verdict = (ledger_verdict.read_verdict(self.watcher("dynamodb"), self.table) or {}).get("state", "?")
             changes = self.account(result)
             stage = plan.stage if plan else "normal"
             label = plan.label if plan else "normal"
@@ -172,18 +171,15 @@ class Replay:
     # ---- feeding the scenario -----------------------------------------------------
 
     def deliver(self, now: datetime) -> tuple[Counter, list[str]]:
-        """Everything due by `now`: signal classes the detector handler recorded, and notes."""
-        from ..handlers.detector import handle, metrics
+        """Everything due by `now`: signal classes the detector's intake recorded, and notes."""
+        from holdfast.observation.intake import receive
 
         notes, signals = [], Counter()
         while self.steps and self.steps[0].time <= now:
             step = self.steps.pop(0)
             if step.kind == "event":
-                answer = handle(step.payload, self.shell)
-                # The Lambda's @metrics.log_metrics prints and clears them after each invocation;
-                # the demo drops them (POWERTOOLS_METRICS_DISABLED keeps flush from printing, and from clearing).
-                metrics.clear_metrics()
-                signals[answer.get("class", answer["outcome"]) if answer["outcome"] == "recorded" else answer["outcome"]] += 1
+                got = receive(self.runtime, step.payload)
+                signals[got.klass if got.outcome == "recorded" else got.outcome] += 1
             elif step.kind == "dns":
                 host = step.payload["host"]
                 (self.resolver.empty.discard if step.payload["resolves"] else self.resolver.empty.add)(host)
@@ -262,17 +258,16 @@ def stack_resources(clients: Clients) -> tuple[str, str]:
 
 
 def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> int:
-    from .. import reconciler
-    from ..engine import EXPIRED_QUEUE_ENV
-    from ..handlers import detector
-    from ..ledger.resources import ResourceLedger
-    from ..ledger.table import ensure_table
+    from holdfast import reconciler
+    from holdfast.clock import FakeClock
+    from holdfast.ledger.resources import ResourceLedger
+    from holdfast.ledger.table import ensure_table
 
     say = lambda text="": print(text, file=out, flush=True)
     started = time.monotonic()
     settings = Settings()
     sizes = SMALL if small else FULL
-    with quiet(reconciler.logger, detector.logger), moto_server() as url:
+    with quiet(reconciler.logger), moto_server() as url:
         watcher = Clients(session(), endpoint_url=url)   # the owner's calls and the demo's own reads
         holdfast = Clients(session(), endpoint_url=url)  # the controllers' calls, counted apart
         ensure_table(watcher("dynamodb"), DEFAULT_TABLE)
@@ -300,11 +295,11 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
             f"ESM floor {settings.esm_floor}, cap steps {'/'.join(map(str, settings.esm_cap_steps))}).")
         say()
         say("time   verdict     stage          held   this tick | what happened")
-        replay = Replay(holdfast=holdfast, watcher=watcher, settings=settings, table=DEFAULT_TABLE, topic_arn=topic,
-                        fleet=fleet, steps=steps, start=scenario.START, fast=fast, out=out)
+        runtime = Runtime(clients=holdfast, settings=settings, table=DEFAULT_TABLE, clock=FakeClock(scenario.START),
+                          controller_id=CONTROLLER, topic_arn=topic, expired_queue_arn=expired_queue)
+        replay = Replay(runtime=runtime, watcher=watcher, fleet=fleet, steps=steps, fast=fast, out=out)
         replay_started = time.monotonic()
-        with mock.patch.dict(os.environ, {EXPIRED_QUEUE_ENV: expired_queue}):
-            replay.run()
+        replay.run()
         replay_wall = time.monotonic() - replay_started
 
         after = snapshot(watcher, fleet)
@@ -372,7 +367,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m holdfast.demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m holdfast_demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--fast", action="store_true", default=os.environ.get("HOLDFAST_DEMO_FAST") == "1",
                         help="no wall-time pacing (also HOLDFAST_DEMO_FAST=1)")
     parser.add_argument("--small", action="store_true", help="a smaller fleet, for CI")

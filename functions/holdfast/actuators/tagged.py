@@ -15,17 +15,19 @@ restore: guard, resource -> guard, untag -> guard, forget the ledger record
 
 from __future__ import annotations
 
-import threading
-import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Mapping
+from typing import Any, ClassVar, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .. import restore
-from ..iam import uses
-from ..tags import RECORD_KEYS, TagError, read_record, record_tags
-from .base import (
+from holdfast.aws import error_code, error_text
+from holdfast.core import restore
+from holdfast.core.errors import Vanished
+from holdfast.core.kinds import Kind
+from holdfast.iam import uses
+from holdfast.ratelimit import TokenBucket
+from holdfast.core.tags import RECORD_KEYS, TagError, read_record, record_tags
+from holdfast.core.model import (
     ALREADY,
     DRIFT_KEPT,
     ENGAGED,
@@ -44,46 +46,6 @@ from .base import (
 )
 
 
-class Vanished(Exception):
-    """The resource no longer exists."""
-
-
-class TokenBucket:
-    """A client-side rate limit shared by threads (Lambda's control plane: ~15 writes/s in all)."""
-
-    def __init__(self, rate: float, *, burst: float = 1.0, monotonic: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.rate = rate
-        self.burst = burst
-        self._tokens = burst
-        self._monotonic = monotonic
-        self._sleep = sleep
-        self._last = monotonic()
-        self._lock = threading.Lock()
-
-    def take(self) -> None:
-        """Wait until a token is free, then spend it."""
-        with self._lock:
-            now = self._monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            self._tokens -= 1
-            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
-        if wait:
-            self._sleep(wait)
-
-
-def error_text(err: Exception) -> str:
-    if isinstance(err, ClientError):
-        e = err.response.get("Error", {})
-        return f"{e.get('Code')}: {e.get('Message')}"
-    return f"{type(err).__name__}: {err}"
-
-
-def error_code(err: Exception) -> str | None:
-    return err.response.get("Error", {}).get("Code") if isinstance(err, ClientError) else None
-
-
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
                   ref: Mapping[str, Any] | None = None) -> Resource:
     """A Resource whose record is decoded from its tags (a garbled tag counts as none)."""
@@ -98,10 +60,16 @@ def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], ta
 class TaggedActuator(ABC):
     """Engage and relax for a kind whose write-ahead record is a pair of tags."""
 
-    kind = ""
+    spec: ClassVar[Kind]                          # the kind this actuator serves (core.kinds)
+    kind: ClassVar[str] = ""                      # spec.name
     service = ""                                  # the boto3 service `_call` writes through
     not_found: tuple[str, ...] = ("ResourceNotFoundException",)
     lambda_limited = False                        # writes pass the shared Lambda token bucket
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "spec" in cls.__dict__:
+            cls.kind = cls.spec.name
 
     def __init__(self, clients, settings, ledger, *, lambda_bucket: TokenBucket | None = None,
                  expired_queue_arn: str | None = None):

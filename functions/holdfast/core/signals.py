@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping, NamedTuple
 
-from .classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
+from holdfast.core.classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
 
 # Signal classes.
 LAUNCHED = "launch"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..iam import uses
-from .signals import Signal, activity_signal, parse_time
+from holdfast.iam import uses
+from holdfast.core.signals import Signal, activity_signal, parse_time
 
 
 @uses("autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeScalingActivities", by=("reconciler",))

@@ -29,13 +29,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from .actuators.base import KINDS
+from holdfast.core.kinds import KINDS, RELAXED_IN
 
 NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
 STAGES = (NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY)
 
-# The stage in which each kind is relaxed; before it the kind is held (engaged).
-RELAXED_IN = {"esm": DRAIN, "async": FRESH_WORK, "nlb": ROUTING, "asg": CAPACITY, "scalable-target": CAPACITY}
+# The stage in which each kind is relaxed (before it the kind is held) is declared with
+# the kind: holdfast.core.kinds.RELAXED_IN.
 
 # Verdict states (holdfast.detection.detector); repeated here so the policy needs no import of the shell.
 IMPAIRED, RECOVERING = "impaired", "recovering"

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping
 
-from .classify import CAPACITY
-from .signals import HEALTH, HEALTH_CLOSED, HEALTH_OPEN, LAUNCHED, PROBE, PROBE_FAILED, Signal, iso, parse_time
+from holdfast.core.classify import CAPACITY
+from holdfast.core.signals import HEALTH, HEALTH_CLOSED, HEALTH_OPEN, LAUNCHED, PROBE, PROBE_FAILED, Signal, iso, parse_time
 
 NORMAL, IMPAIRED, RECOVERING = "normal", "impaired", "recovering"
 STATES = (NORMAL, IMPAIRED, RECOVERING)

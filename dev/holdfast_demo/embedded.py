@@ -1,0 +1,39 @@
+"""An embedded AWS for the demo: moto's server on 127.0.0.1, in this process, with
+AWS's semantics where moto departs from them (holdfast_fixtures.moto_patches).
+
+Credentials are fixed dummies, so the demo can never reach a real account whatever
+the shell's environment holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from typing import Iterator
+
+from holdfast_fixtures.moto_patches import aws_semantics
+
+REGION = "us-east-1"
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto server on 127.0.0.1 (a free port), with AWS's semantics; yields its URL."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        with aws_semantics():
+            host, port = server.get_host_and_port()
+            yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def session():
+    """A boto3 session with dummy credentials: the embedded AWS accepts any."""
+    import boto3
+
+    return boto3.session.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name=REGION)

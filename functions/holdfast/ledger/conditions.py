@@ -1,0 +1,51 @@
+"""The ledger's conditional writes, built from named clauses (as Powertools' idempotency
+layer builds its own in persistence/dynamodb.py::_put_record), each with the race it
+prevents. Every conditional write in holdfast.ledger takes its condition from here.
+
+Timeline of the plan item, two controllers A and B:
+
+    A reads CURRENT g=4 ....................... A writes g=5 if generation = 4   (wins)
+         B reads CURRENT g=4 .......... B writes g=5 if generation = 4          (loses:
+                                                                   PlanConflict, re-read)
+    A guard(5): ConditionCheck generation = 5, then the relaxing AWS write; a B that
+    moved the plan to 6 in between makes A's next guard fail (StalePlan): A stops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from holdfast.ledger import PK, SK
+
+PLAN_PK, CURRENT = "PLAN", "CURRENT"
+
+# NO_PLAN_YET: two controllers that both found no plan race to create generation 1;
+# exactly one wins, the other re-reads.
+NO_PLAN_YET = "attribute_not_exists(#pk)"
+# IS_GENERATION: the plan is still the generation the writer read. For a new plan it
+# means "nobody wrote g+1 meanwhile", so a slow controller can never overwrite a newer
+# plan with an older decision (the October enactor). For guards, progress and
+# notification it means "my plan is still the active one".
+IS_GENERATION = "#generation = :generation"
+# NO_RECORD_YET: a resource's original is written once. A second engage (another
+# controller, a re-engage after a cap raise) must never replace the owner's original
+# with values Holdfast itself set.
+NO_RECORD_YET = f"attribute_not_exists({PK})"
+
+
+def key(pk: str, sk: str) -> dict:
+    return {PK: {"S": pk}, SK: {"S": sk}}
+
+
+def generation_is(generation: int) -> dict[str, Any]:
+    """The IS_GENERATION clause with its names and values, for a Put, Update or ConditionCheck."""
+    return {
+        "ConditionExpression": IS_GENERATION,
+        "ExpressionAttributeNames": {"#generation": "generation"},
+        "ExpressionAttributeValues": {":generation": {"N": str(generation)}},
+    }
+
+
+def still_current(table: str, generation: int) -> dict:
+    """A transaction item that holds only while `generation` is the active plan."""
+    return {"ConditionCheck": {"TableName": table, "Key": key(PLAN_PK, CURRENT), **generation_is(generation)}}

@@ -1,0 +1,38 @@
+"""The Runtime: everything a controller or a command needs from the outside world, in one
+value — clients, settings, the ledger table, the clock, where to announce stages and where
+expired events go, and who is acting.
+
+It is built in exactly three places, from what each has (handlers/shell.py from the
+Lambda environment, cli/context.py from the command line, the demo from its embedded
+AWS), and passed down. Nothing below those three reads the environment
+(tests/architecture/test_layers.py checks it), so a test or the demo never patches
+`os.environ` to steer the controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from holdfast.aws import Clients
+from holdfast.clock import Clock, SystemClock
+from holdfast.settings import Settings
+
+
+@dataclass(frozen=True)
+class Runtime:
+    clients: Clients
+    settings: Settings
+    table: str
+    clock: Clock = field(default_factory=SystemClock)
+    # Who is acting: the Lambda log stream (one per execution environment), or the
+    # operator (`cli:<user>`), in leases, plans and logs.
+    controller_id: str = "local"
+    # Where stage changes are announced (SNS); None: not announced.
+    topic_arn: str | None = None
+    # Holdfast's expired-events queue, the on-failure destination of async configs whose
+    # owner has none; None: not known (see the async actuator for what that changes).
+    expired_queue_arn: str | None = None
+
+    def but(self, **changes) -> "Runtime":
+        """The same runtime with some fields replaced (another controller id, settings...)."""
+        return replace(self, **changes)
