@@ -1,8 +1,8 @@
 """HoldfastStack: the ledger, the controllers, their signals, queues, topic and alarms.
 
 The stack composes the constructs and wires what crosses between them: the values
-filled into the IAM policy documents, the controllers' environment (the contract in
-notes/contracts.md), and the topic's key for the reconciler, which announces stage changes. Settings arrive already
+filled into the IAM policy documents, the controllers' environment (read by
+functions/holdfast/handlers/shell.py), and the topic's key for the reconciler, which announces stage changes. Settings arrive already
 validated (`Settings.from_mapping`).
 """
 
@@ -79,4 +79,5 @@ class HoldfastStack(Stack):
             expired_events=expired,
             topic=topic,
         )
-        acknowledge(self)
+        acknowledge(functions=self.controllers.functions, dead_letters=self.queues.dead_letters,
+                    expired_events=expired)

@@ -6,12 +6,11 @@ any finding not acknowledged here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Iterable
 
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagPackSuppression, NagSuppressions
-
-if TYPE_CHECKING:
-    from stacks.holdfast_stack import HoldfastStack
 
 RUNTIME = NagPackSuppression(
     id="AwsSolutions-L1",
@@ -43,10 +42,12 @@ EXPIRED_EVENTS = NagPackSuppression(
 )
 
 
-def acknowledge(stack: HoldfastStack) -> None:
-    for function in stack.controllers.functions:
+def acknowledge(*, functions: Iterable[lambda_.Function], dead_letters: sqs.IQueue, expired_events: sqs.IQueue) -> None:
+    """Attach the acknowledged findings to the constructs they are about (the stack passes
+    them in, so this module knows nothing of the stack that uses it)."""
+    for function in functions:
         NagSuppressions.add_resource_suppressions(function, [RUNTIME])
         NagSuppressions.add_resource_suppressions(function.role, [POLICY_WILDCARDS])
         NagSuppressions.add_resource_suppressions(function.role.node.find_child("DefaultPolicy"), [XRAY], apply_to_children=True)
-    NagSuppressions.add_resource_suppressions(stack.queues.dead_letters, [DEAD_LETTERS])
-    NagSuppressions.add_resource_suppressions(stack.queues.expired_events, [EXPIRED_EVENTS])
+    NagSuppressions.add_resource_suppressions(dead_letters, [DEAD_LETTERS])
+    NagSuppressions.add_resource_suppressions(expired_events, [EXPIRED_EVENTS])

@@ -32,12 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from holdfast.core.kinds import KINDS
 from holdfast.iam import uses
 
 # Who runs this code: the operator (or the demo), with their own credentials.
 BY = ("cli",)
 
-KINDS = ("asg", "esm", "async", "nlb", "scalable-target")
 DEFAULT_SELECTOR = "holdfast:protect=true"
 OWNER_TAG = {"team": "payments"}
 
