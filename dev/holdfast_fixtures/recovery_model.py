@@ -269,6 +269,7 @@ class RecoveryModel:
             if self.pollers == 0.0 and self.visible > 0:
                 self.pollers = float(min(LAMBDA_START_BATCHES, limit))
             self.pollers = min(self.pollers, float(limit))
+        ran = self.pollers
         reserved = con.reserved_concurrency
         running = self.pollers if reserved is None else min(self.pollers, float(reserved))
         excess = self.pollers - running
@@ -327,7 +328,7 @@ class RecoveryModel:
         s.failed.append(failed)
         s.visible.append(self.visible)
         s.cap.append(math.nan if self.cap is None else float(self.cap))
-        s.pollers.append(self.pollers)
+        s.pollers.append(ran)
         self.t = t + 1
 
     def _serve(self, c: float, t: int) -> tuple[float, float, float, float]:
