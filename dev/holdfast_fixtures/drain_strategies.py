@@ -105,7 +105,8 @@ class Controller:
         self.state: dc.CapState | None = None
         self.restored_at: int | None = None
         self.decisions: list[tuple[int, dc.CapDecision]] = []
-        self.forecast: ForecastCheck | None = None
+        self.forecast: ForecastCheck | None = None   # at the start of the drain
+        self.later: ForecastCheck | None = None      # 30 min in, on measured throughput
         self._pre: dict[str, float | None] = {}
 
     def _pre_event(self, model: RecoveryModel) -> dc.Facts:
@@ -145,6 +146,8 @@ class Controller:
             self._forecast(model, r, d.ceiling)
         else:
             d = dc.decide(self.state, self.facts, r, now, self.constants)
+            if self.forecast is not None and self.later is None and t >= self.forecast.started_at + 1800:
+                self._measured_forecast(model, r)
         self.state = d.state
         self.decisions.append((t, d))
         if d.restore:
@@ -162,6 +165,16 @@ class Controller:
         arrivals = None if self._pre.get("sent") is None else self._pre["sent"] / 60
         f = dc.forecast(None if r.visible is None else r.visible.value, arrivals, consumers)
         self.forecast = ForecastCheck(model.t, f.seconds, f.reason)
+
+
+    def _measured_forecast(self, model: RecoveryModel, r: dc.Reading) -> None:
+        deleted, sent = model.datapoint("deleted"), model.datapoint("sent")
+        f = dc.forecast(
+            None if r.visible is None else r.visible.value,
+            None if sent is None else sent.value / 60,
+            None if deleted is None else deleted.value / 60,
+        )
+        self.later = ForecastCheck(model.t, f.seconds, f.reason)
 
 
 class Fixed:

@@ -118,7 +118,7 @@ class Scenario:
     outage_seconds: int = 172 * 60
     warmup_seconds: int = 600
     latency_slo: float = 0.25
-    latency_warning: float = 0.15
+    latency_warning: float | None = 0.15   # None: no warning alarm, only the SLO's
     caught_up_slack: float = 10.0   # "back at baseline": the age within this of its pre-event value
 
     @property
@@ -444,7 +444,9 @@ class RecoveryModel:
         while m > self.t // 60 - 1 - 2 * len(LAGS) and not self._published(m):
             m -= 1
         stats = self._minutes.get(m)
-        for name, threshold, severity in (("db-latency-warning", sc.latency_warning, "warning"), ("db-latency-slo", sc.latency_slo, "alarm")):
+        defined = [("db-latency-warning", sc.latency_warning, "warning")] if sc.latency_warning is not None else []
+        defined.append(("db-latency-slo", sc.latency_slo, "alarm"))
+        for name, threshold, severity in defined:
             if stats is None or stats.requests <= 0:
                 out.append(AlarmState(name, INSUFFICIENT, at(m * 60), severity))
             else:
