@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from holdfast import policy
+from holdfast.core import policy
 from holdfast.core import drain_control as dc
-from holdfast.detection.detector import IMPAIRED, RECOVERING, Verdict
+from holdfast.core.detector import IMPAIRED, RECOVERING, Verdict
 from holdfast.settings import Settings
 
 from .recovery_model import RecoveryModel, Scenario, at, outcome, seconds, simulate
