@@ -5,9 +5,10 @@
   `recover_quiet_minutes` after the last capacity-class failure (its end), with a
   successful launch a minute after it. Every walk finishes within its tick, so the plan
   advances as fast as the policy allows. No gating alarms (the default).
-- `Controller`: holdfast.core.drain_control. Held at the floor from the start of the
-  event; the drain starts when `dependency_back` says so on the consumer's own evidence;
-  then `decide` every tick; on `restore` the owner's original comes back.
+- `Controller`: holdfast.core.drain_control.advance, the entry point the reconciler's
+  drain stage calls. Held at the floor from the start of the event; the drain starts when
+  the consumer's own evidence says its dependency is back; then `decide` every tick; on
+  `restore` the owner's original comes back.
 - `Fixed`: one cap from the end of the outage (the floor before it).
 
 Each reads only what the model publishes as CloudWatch would, lagged.
@@ -84,6 +85,8 @@ def reading(model: RecoveryModel) -> dc.Reading:
         errors=point("errors"),
         throttles=point("throttles"),
         downstream=tuple(dc.Alarm(a.name, a.state, a.measured_at, a.severity) for a in model.alarms()),
+        sent=point("sent"),
+        deleted=point("deleted"),
     )
 
 
@@ -95,19 +98,26 @@ class ForecastCheck:
 
 
 class Controller:
+    """The shipped controller, through the same pure entry point the reconciler's drain
+    stage calls (holdfast.core.drain_control.advance): wait for the dependency, start,
+    decide, restore."""
+
     name = "controller"
 
     def __init__(self, scenario: Scenario, constants: dc.Constants = dc.DEFAULTS, settings: Settings | None = None):
         self.scenario = scenario
         self.constants = constants
         self.settings = settings or Settings()
-        self.facts: dc.Facts | None = None
-        self.state: dc.CapState | None = None
+        self.drain: dc.Drain | None = None
         self.restored_at: int | None = None
-        self.decisions: list[tuple[int, dc.CapDecision]] = []
+        self.decisions: list[tuple[int, dc.Step]] = []
         self.forecast: ForecastCheck | None = None   # at the start of the drain
         self.later: ForecastCheck | None = None      # 30 min in, on measured throughput
-        self._pre: dict[str, float | None] = {}
+        self.measured: list[tuple[int, float | None]] = []   # (second, measured forecast) every tick of the drain
+
+    @property
+    def state(self) -> dc.CapState | None:
+        return None if self.drain is None else self.drain.state
 
     def _pre_event(self, model: RecoveryModel) -> dc.Facts:
         """What the shell reads about the mapping when the event begins."""
@@ -117,13 +127,15 @@ class Controller:
             dp = model.datapoint(metric)
             return None if dp is None else dp.value
 
-        self._pre = {"deleted": value("deleted"), "concurrency": value("concurrency"), "sent": value("sent")}
+        per_second = lambda v: None if v is None else v / 60
         return dc.Facts(
             pre_event_concurrency=value("concurrency"),
             reserved_concurrency=con.reserved_concurrency,
             owner_cap=con.owner_cap,
             baseline_age_seconds=value("age"),
             baseline_errors=value("errors") or 0.0,
+            arrival_per_second=per_second(value("sent")),
+            deleted_per_second=per_second(value("deleted")),
         )
 
     def tick(self, model: RecoveryModel) -> None:
@@ -132,49 +144,31 @@ class Controller:
         if t < 0:
             model.cap = owner
             return
-        if self.facts is None:
-            self.facts = self._pre_event(model)
-        now = model.now()
+        if self.drain is None:
+            self.drain = dc.Drain(since=at(0), facts=self._pre_event(model))
+        floor = engaged_cap(owner, self.settings.esm_floor)
         r = reading(model)
-        if self.state is None:
-            floor = engaged_cap(owner, self.settings.esm_floor)
+        current = floor if self.drain.state is None else self.drain.state.cap
+        s = dc.advance(self.drain, r, current, model.now(), self.constants)
+        self.drain = s.drain
+        if s.action == dc.WAIT:
             model.cap = floor
-            back, _ = dc.dependency_back(self.facts, r, at(0), now, self.constants)
-            if not back:
-                return
-            d = dc.start(self.facts, floor, now, self.constants)
-            self._forecast(model, r, d.ceiling)
+            return
+        self.decisions.append((t, s))
+        if s.action == dc.START:
+            f = s.drain.forecast
+            self.forecast = ForecastCheck(t, f.seconds, f.reason)
         else:
-            d = dc.decide(self.state, self.facts, r, now, self.constants)
-            if self.forecast is not None and self.later is None and t >= self.forecast.started_at + 1800:
-                self._measured_forecast(model, r)
-        self.state = d.state
-        self.decisions.append((t, d))
-        if d.restore:
+            m = s.drain.measured
+            self.measured.append((t, m.seconds))
+            if self.later is None and t >= self.forecast.started_at + 1800:
+                self.later = ForecastCheck(t, m.seconds, m.reason)
+        if s.restore:
             if self.restored_at is None:
                 self.restored_at = t
             model.cap = owner
         else:
-            model.cap = d.cap
-
-    def _forecast(self, model: RecoveryModel, r: dc.Reading, top: int) -> None:
-        per_batch = dc.per_batch_rate(
-            None if self._pre.get("deleted") is None else self._pre["deleted"] / 60, self._pre.get("concurrency")
-        )
-        consumers = None if per_batch is None else per_batch * top
-        arrivals = None if self._pre.get("sent") is None else self._pre["sent"] / 60
-        f = dc.forecast(None if r.visible is None else r.visible.value, arrivals, consumers)
-        self.forecast = ForecastCheck(model.t, f.seconds, f.reason)
-
-
-    def _measured_forecast(self, model: RecoveryModel, r: dc.Reading) -> None:
-        deleted, sent = model.datapoint("deleted"), model.datapoint("sent")
-        f = dc.forecast(
-            None if r.visible is None else r.visible.value,
-            None if sent is None else sent.value / 60,
-            None if deleted is None else deleted.value / 60,
-        )
-        self.later = ForecastCheck(model.t, f.seconds, f.reason)
+            model.cap = s.cap
 
 
 class Fixed:

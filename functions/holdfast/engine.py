@@ -33,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.core import restore
 from holdfast.actuators import REGISTRY
 from holdfast.core.kinds import KINDS, kind_of
-from holdfast.core.model import FAILED, Candidate, Guard, Outcome, Resource, no_guard
+from holdfast.core.model import ALREADY, FAILED, LEAVE, Candidate, Guard, Outcome, Resource, no_guard
 from holdfast.actuators.tagged import make_resource
 from holdfast.aws import error_text
 from holdfast.ratelimit import TokenBucket
@@ -159,10 +159,11 @@ class Engine:
         return _Run(self.clients, self.ledger, self.progress, self.deadline, self.writers)
 
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
-               after: Mapping[str, str | None] | None = None) -> Report:
+               after: Mapping[str, str | None] | None = None, skip: frozenset[str] = frozenset()) -> Report:
         """Put every selected resource into posture (or, with dry_run, say what would change).
 
-        `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor."""
+        `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor.
+        `skip`: ARNs left alone (the drain's mappings already given back in this hold)."""
         after = after or {}
         acts = self._acts(kinds)
         run = self._run()
@@ -180,7 +181,7 @@ class Engine:
             return run.finish()
         for kind, candidates in listed.items():
             act, start = acts[kind], after.get(kind)
-            todo = [c for c in candidates if start is None or c.arn > start]
+            todo = [c for c in candidates if (start is None or c.arn > start) and c.arn not in skip]
             work = act.plan if dry_run else act.engage
 
             def one(c: Candidate, act=act, work=work) -> Outcome | None:
@@ -197,7 +198,8 @@ class Engine:
     def relax(self, *, kinds: Iterable[str] | None = None,
               target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None,
               guard: Guard = no_guard) -> Report:
-        """Relax every engaged resource: fully (target None) or to `target_for(resource)`.
+        """Relax every engaged resource: fully (target None) or to `target_for(resource)`
+        (LEAVE: nothing this time).
 
         Engaged = a record on its tag or in the ledger. A ledger record whose resource is not
         among the selected ones (it lost its selector tag, or vanished) is looked up by ARN.
@@ -219,6 +221,8 @@ class Engine:
                     else:
                         resource = item
                     target = target_for(resource) if target_for else None
+                    if target == LEAVE:
+                        return Outcome(kind, resource.arn, ALREADY)
                     return act.relax(resource, target, guard)
 
                 run.each("relax", kind, list(engaged.values()) + orphans, _safe(kind, one))

@@ -22,6 +22,13 @@
    resumes after it instead of re-reading every resource, so a fleet too large for one
    tick's budget still finishes. The cursor never passes a failed resource, and is not
    moved while an older generation may still be relaxing (see `keep_cursor`).
+4. Kinds under a controller (the CONTROL posture: SQS event source mappings in hold and
+   drain) are engaged when a hold begins (marker `<kind>/engaged`), then every tick the
+   drain (holdfast.stages.drain) decides each mapping's cap and keeps its record
+   (conditional on g) before the guarded relax walk writes it; the kind is done when
+   every mapping is back at its owner's value. In the replay stage the replay
+   (holdfast.stages.replay) starts, watches and cancels message moves; `replay` is done
+   when every source has finished.
 
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
@@ -55,8 +62,9 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import policy, progress
 from holdfast.core.errors import LedgerUnavailable, PlanConflict, StalePlan
-from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED, Guard, Outcome
-from holdfast.core.policy import ENGAGE, Plan
+from holdfast.core.model import (DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED, VANISHED, Guard,
+                                 Outcome)
+from holdfast.core.policy import CONTROL, ENGAGE, REPLAY, Plan
 from holdfast.engine import Engine
 from holdfast.iam import uses
 from holdfast.ledger import leases as ledger_leases
@@ -64,6 +72,8 @@ from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.observation import Collect, collect as fresh_verdict, observe
 from holdfast.runtime import Runtime
+from holdfast.stages import drain as drain_stage
+from holdfast.stages import replay as replay_stage
 
 logger = Logger(service="holdfast-reconciler")
 
@@ -72,6 +82,21 @@ METRICS_NAMESPACE = "Holdfast"
 
 # (runtime, deadline) -> the tick's engine; tests inject fakes.
 EngineFactory = Callable[..., Any]
+CONTROLLED_DONE = (RESTORED, DRIFT_KEPT, VANISHED)
+
+
+class Stages:
+    """The drain's and the replay's per-tick work (holdfast.stages); tests of the plan and
+    its guards, whose resources are in-memory fakes, inject their own."""
+
+    def drain(self, runtime: Runtime, plan: Plan, now, *, dry_run: bool):
+        return drain_stage.decide(runtime, plan, now, dry_run=dry_run)
+
+    def in_drain(self, runtime: Runtime, plan: Plan) -> frozenset[str]:
+        return drain_stage.in_drain(runtime.clients("dynamodb"), runtime.table, plan)
+
+    def replay(self, runtime: Runtime, plan: Plan, now, *, guard: Guard, dry_run: bool):
+        return replay_stage.step(runtime, plan, now, guard=guard, dry_run=dry_run)
 
 
 @dataclass
@@ -88,9 +113,11 @@ class TickResult:
         return sum(1 for o in self.outcomes if o.action in actions)
 
 
-def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFactory | None = None) -> TickResult:
+def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFactory | None = None,
+         stages: Stages | None = None) -> TickResult:
     """One reconcile step. `collect` (the fresh verdict) defaults to
-    holdfast.observation.collect and `engine` to holdfast.engine.Engine; tests inject both."""
+    holdfast.observation.collect, `engine` to holdfast.engine.Engine and `stages` to
+    Stages (the drain and the replay); tests inject them."""
     settings, clock = runtime.settings, runtime.clock
     if settings.mode == "off":
         logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
@@ -98,16 +125,17 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
     started = clock.monotonic()
     deadline = lambda: clock.monotonic() - started >= settings.tick_budget_seconds
     make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline))
-    run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline)
+    run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline, stages or Stages())
     result = run.go()
     _emit_metrics(result)
     return result
 
 
 class _Tick:
-    def __init__(self, runtime: Runtime, collect: Collect, engine, deadline: Callable[[], bool]):
+    def __init__(self, runtime: Runtime, collect: Collect, engine, deadline: Callable[[], bool], stages: Stages):
         self.runtime, self.settings, self.table = runtime, runtime.settings, runtime.table
         self.collect, self.engine, self.deadline = collect, engine, deadline
+        self.stages = stages
         self.dynamodb = runtime.clients("dynamodb")
         self.dry_run = self.settings.mode == "recommend"
 
@@ -173,36 +201,86 @@ class _Tick:
         target = policy.posture(plan, self.settings)
         todo = [k for k in target if k not in plan.done]
         engaging = [k for k in todo if target[k] == ENGAGE]
-        relaxing = [k for k in todo if target[k] != ENGAGE]
-        # After a step back in drain the caps must come down before they go up to the new step.
-        lower_first = [k for k in relaxing if plan.stepped_back and isinstance(target[k], dict) and f"{k}/engaged" not in plan.done]
-        for kind in engaging + lower_first:
+        controlled = [k for k in todo if target[k] == CONTROL]
+        relaxing = [k for k in todo if target[k] not in (ENGAGE, CONTROL)]
+        # A controlled kind is engaged when a hold begins, then left to its controller: a
+        # walk of the engage again (it did not finish, or the mode changed) leaves alone
+        # every mapping that already has a drain in this hold, or it would undo its raises.
+        engage_first = [k for k in controlled if policy.starts_hold(plan) and f"{k}/engaged" not in plan.done]
+        skip = self.stages.in_drain(self.runtime, plan) if engage_first and not self.dry_run else frozenset()
+        for kind in [k for k in target if k in engaging or k in engage_first]:   # in the kinds' declared order
             if self.deadline():
                 break
             marker = kind if kind in engaging else f"{kind}/engaged"
-            report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)})
+            options = {"skip": skip} if kind in engage_first and skip else {}
+            report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)},
+                                        **options)
             self.finish_kind(plan, result, marker, report, engaging=True)
         if self.deadline():
             result.complete = False
             return
         guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
                                                     clock=self.runtime.clock)(plan.generation))
-        for kind in relaxing:
+        for kind in controlled + relaxing:
             if self.deadline() or guard.refused:
                 break
-            if kind in lower_first and f"{kind}/engaged" not in result.actions:
-                continue  # its lowering did not finish this tick
             if self.dry_run:
-                result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": target[kind]}}))
+                # Recommend mode engaged nothing, so no controller has anything to drive.
+                if kind not in controlled:
+                    result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": target[kind]}}))
                 self.mark(plan, result, kind)
                 continue
-            partial = target[kind] if isinstance(target[kind], dict) else None
-            report = self.engine.relax(kinds=(kind,), target_for=(lambda _r, p=partial: p), guard=guard)
+            if kind in controlled:
+                self.control(plan, result, kind, guard)
+                continue
+            report = self.engine.relax(kinds=(kind,), target_for=None, guard=guard)
             self.finish_kind(plan, result, kind, report, engaging=False)
+        if plan.stage == REPLAY and REPLAY not in plan.done and not guard.refused and not self.deadline():
+            self.replay(plan, result, guard)
         if guard.refused:
             self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
             result.actions.append("stale")
         result.complete = result.complete and not self.deadline() and not guard.refused
+
+    def control(self, plan: Plan, result: TickResult, kind: str, guard: "_Sticky") -> None:
+        """One tick of a controlled kind: each resource's decision (kept in the ledger,
+        conditional on the plan), then the guarded walk that writes it."""
+        now = self.runtime.clock.now()
+        try:
+            decided = self.stages.drain(self.runtime, plan, now, dry_run=False)
+        except StalePlan as err:
+            guard.refused = str(err)
+            return
+        except AWS_ERRORS as err:   # invariant 8: the next tick decides again
+            self.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
+            result.complete = False
+            return
+        report = self.engine.relax(kinds=(kind,), target_for=decided.target_for, guard=guard)
+        result.outcomes.extend(report.outcomes)
+        failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
+        self.log("drained", plan, kind=kind, complete=report.complete, actions=decided.summary(),
+                 notes=decided.notes[:20], failed=[f"{o.arn}: {o.error}" for o in failed][:20],
+                 written=sum(1 for o in report.outcomes if o.action in WRITES), api_calls=report.api_calls)
+        if failed or not report.complete:
+            result.complete = False
+        elif all(o.action in CONTROLLED_DONE for o in report.outcomes):
+            self.mark(plan, result, kind)   # every mapping back at its owner's value
+
+    def replay(self, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
+        now = self.runtime.clock.now()
+        try:
+            done = self.stages.replay(self.runtime, plan, now, guard=guard, dry_run=self.dry_run)
+        except StalePlan as err:
+            guard.refused = str(err)
+            return
+        except AWS_ERRORS as err:   # invariant 8
+            self.log("replay inputs unreadable: the next tick tries again", plan, reasons=[error_text(err)])
+            result.complete = False
+            return
+        result.outcomes.extend(done.outcomes)
+        self.log("replayed", plan, sources=done.summary(), finished=done.finished)
+        if done.finished:
+            self.mark(plan, result, REPLAY)
 
     def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool) -> None:
         """Carry out the pure progress decision for one kind's walk."""
@@ -288,7 +366,6 @@ def publish_stage(runtime: Runtime, plan: Plan) -> None:
     message = {
         "generation": plan.generation,
         "stage": plan.stage,
-        "drain_step": plan.drain_step,
         "entered_at": plan.entered_at.isoformat() if plan.entered_at else None,
         "verdict": plan.verdict,
         "reasons": list(plan.reasons),

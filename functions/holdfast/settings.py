@@ -94,10 +94,6 @@ class Settings:
         default=2,
         metadata=_doc("SQS event source mapping MaximumConcurrency while engaged (2–1000). An owner cap below it stays."),
     )
-    esm_cap_steps: tuple[int, ...] = field(
-        default=(5, 20, 100, 300),
-        metadata=_doc("Caps the drain stage raises mappings through, one per hold, each above the floor and rising (2–1000); then the original."),
-    )
     hold_minutes: int = field(
         default=10,
         metadata=_doc("Hold after each recovery step before the next (1–1440)."),
@@ -133,6 +129,101 @@ class Settings:
     gating_alarms: tuple[str, ...] = field(
         default=(),
         metadata=_doc("CloudWatch alarm names that must all be OK before a stage advances."),
+    )
+    # ---- the drain: a feedback cap controller per mapping (holdfast.core.drain_control) ----
+    drain_downstream_alarms: Mapping[str, tuple[str, ...]] = field(
+        default_factory=dict,
+        metadata=_doc(
+            "Per mapping, the alarms on what its consumer writes to (latency or error SLOs of its database): "
+            "`{\"KEY\": [\"alarm\", ...]}`, KEY a function name, queue name, mapping UUID or `*` (every mapping). "
+            "An alarm in ALARM cuts the cap. Also read from the tag `holdfast:downstream-alarms` "
+            "(names separated by spaces) on the mapping or its function."
+        ),
+    )
+    drain_warning_alarms: Mapping[str, tuple[str, ...]] = field(
+        default_factory=dict,
+        metadata=_doc(
+            "As `drain_downstream_alarms`, for warnings (latency approaching the SLO): in ALARM they stop raises, "
+            "never cut. Tag `holdfast:downstream-warnings`."
+        ),
+    )
+    drain_raise_fraction: float = field(
+        default=0.125,
+        metadata=_doc(
+            "The cap rises by this share of the drain's starting cap (the consumer's pre-event concurrency) per fresh "
+            "OK datapoint (0.01–1). 1/8: one raise can never carry latency from below a warning to past the SLO in "
+            "the recovery model, for any knee the drain can reach; 3/16 did for 3 knees in 41."
+        ),
+    )
+    drain_cut_factor: float = field(
+        default=0.7,
+        metadata=_doc(
+            "On a downstream alarm the cap is multiplied by this, from the cap in force when the alarming datapoint "
+            "was measured (0.1–0.95). 0.7 takes a cap 40 % over the knee back below it in one cut, and gives back "
+            "less than halving would."
+        ),
+    )
+    drain_caught_up_slack_seconds: int = field(
+        default=10,
+        metadata=_doc(
+            "Caught up = the oldest message within this many seconds of its pre-event age (0–3600). Small on "
+            "purpose: a queue 30 s behind keeps a standing backlog, and uncapping a mapping over one next to a "
+            "database near its knee collapsed it in the model."
+        ),
+    )
+    drain_restore_after_minutes: int = field(
+        default=15,
+        metadata=_doc(
+            "Caught up this long before the owner's original cap (often none) comes back (0–1440): a hold plus the "
+            "longest CloudWatch lag, so no restore rests on one late datapoint."
+        ),
+    )
+    drain_remember_alarm_minutes: int = field(
+        default=30,
+        metadata=_doc(
+            "After a cut, raises stop one below the cap that alarmed for this long, then probe once more: the "
+            "downstream may have scaled (0–1440)."
+        ),
+    )
+    drain_stale_minutes: int = field(
+        default=10,
+        metadata=_doc(
+            "A datapoint older than this is missing: the cap holds, never rises, on stale evidence (1–60). "
+            "CloudWatch publishes within 1–3 minutes; 10 covers a late period or two."
+        ),
+    )
+    drain_pre_event_minutes: int = field(
+        default=30,
+        metadata=_doc(
+            "The window before the hold from which each mapping's pre-event facts are read: ConcurrentExecutions "
+            "(where the drain starts), the oldest-message age (its baseline), Errors, and the queue's rates "
+            "for the forecast (5–1440)."
+        ),
+    )
+    # ---- the replay: old work at a bounded rate, after the live queues caught up ----
+    replay_messages_per_second: int = field(
+        default=10,
+        metadata=_doc(
+            "MaxNumberOfMessagesPerSecond of each replay's StartMessageMoveTask (1–500, SQS's maximum). Low on "
+            "purpose: replayed messages add to the live arrivals, and a drained consumer's spare capacity is what "
+            "is left; a replay cancelled by an alarm restarts at half the rate."
+        ),
+    )
+    replay_max_attempts: int = field(
+        default=3,
+        metadata=_doc(
+            "Starts per replay source before Holdfast gives up and leaves the messages where they are, reported "
+            "(1–10). Each cancel on an alarm costs one."
+        ),
+    )
+    replay_expired_events_to: str | None = field(
+        default=None,
+        metadata=_doc(
+            "Queue ARN that Holdfast's expired-events queue is replayed to (its records are Lambda's on-failure "
+            "records, the event under `requestPayload`); null: not replayed, kept 14 days. The queue must carry "
+            "the tag `holdfast:replay=true`. Owners' dead-letter queues opt in with that tag (on the DLQ and its "
+            "source queue) and go back to their source queue."
+        ),
     )
     detect_min_groups: int = field(
         default=3,
@@ -223,6 +314,8 @@ class Settings:
             raise SettingsError("", raw, "must be a JSON object of settings")
         known = {f.name: f for f in dataclasses.fields(cls)}
         for key in raw:
+            if key in _REMOVED:
+                _REMOVED[key](key, raw[key])
             if key not in known:
                 close = difflib.get_close_matches(str(key).replace("-", "_").lower(), known, n=1, cutoff=0.8)
                 hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
@@ -252,6 +345,8 @@ class Settings:
             value = getattr(self, f.name)
             if f.name == "targets":
                 value = [dataclasses.asdict(t) for t in value]
+            elif isinstance(value, Mapping):
+                value = {k: list(v) for k, v in value.items()}
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -343,13 +438,37 @@ def _targets(key: str, value: Any) -> tuple[Target, ...]:
     return tuple(targets)
 
 
-def _cap_steps(key: str, value: Any) -> tuple[int, ...]:
-    allowed = "must be a rising list of integers from 2 to 1000"
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+def _alarm_map(key: str, value: Any) -> dict[str, tuple[str, ...]]:
+    allowed = ('must be an object of {"KEY": ["alarm name", ...]}, KEY a function name, queue name, '
+               'mapping UUID or "*", each list without duplicates')
+    if not isinstance(value, Mapping):
         raise SettingsError(key, value, allowed)
-    if any(not 2 <= v <= 1000 for v in value) or any(a >= b for a, b in zip(value, value[1:])):
-        raise SettingsError(key, value, allowed)
-    return tuple(value)
+    out = {}
+    for name, alarms in value.items():
+        if not isinstance(name, str) or not name or not isinstance(alarms, list) or not alarms:
+            raise SettingsError(key, value, allowed)
+        if not all(isinstance(a, str) and 0 < len(a) <= 255 for a in alarms) or len(set(alarms)) != len(alarms):
+            raise SettingsError(key, value, allowed)
+        out[name] = tuple(alarms)
+    return out
+
+
+_QUEUE_ARN = re.compile(r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,80}(\.fifo)?$")
+
+
+def _queue_arn(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _QUEUE_ARN.match(value):
+        raise SettingsError(key, value, "must be an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME) or null")
+    return value
+
+
+def _removed(why: str):
+    def check(key: str, value: Any):
+        raise SettingsError(key, value, why)
+
+    return check
 
 
 def _email(key: str, value: Any) -> str | None:
@@ -371,6 +490,13 @@ def _host(key: str, host: str) -> None:
         raise SettingsError(key, host, "each endpoint must be a host name such as dynamodb.{region}.amazonaws.com")
 
 
+# Keys that were settings once: named with what replaced them, not as a typo.
+_REMOVED = {
+    "esm_cap_steps": _removed(
+        "was removed: the drain no longer raises caps along a ladder but with a feedback controller per mapping; "
+        "see the drain_* settings"),
+}
+
 PROBE_API_SERVICES = ("dynamodb", "ec2", "autoscaling", "lambda", "sqs")
 
 _CHECKS = {
@@ -379,7 +505,6 @@ _CHECKS = {
     "targets": _targets,
     "asg_processes": _str_list(_choice(ASG_PROCESSES), allowed=f"must be a list of Auto Scaling processes ({', '.join(ASG_PROCESSES)})", min_len=1),
     "esm_floor": _int(2, 1000),
-    "esm_cap_steps": _cap_steps,
     "hold_minutes": _int(1, 1440),
     "capacity_hold_minutes": _int(1, 1440),
     "async_max_event_age_seconds": _int(60, 21600),
@@ -389,6 +514,18 @@ _CHECKS = {
     "nlb_routing_minimum_healthy_count": _int(1, 1000),
     "nlb_routing_minimum_healthy_percentage": _int(1, 100, off=True),
     "gating_alarms": _str_list(allowed="must be a list of CloudWatch alarm names"),
+    "drain_downstream_alarms": _alarm_map,
+    "drain_warning_alarms": _alarm_map,
+    "drain_raise_fraction": _number(0.01, 1),
+    "drain_cut_factor": _number(0.1, 0.95),
+    "drain_caught_up_slack_seconds": _int(0, 3600),
+    "drain_restore_after_minutes": _int(0, 1440),
+    "drain_remember_alarm_minutes": _int(0, 1440),
+    "drain_stale_minutes": _int(1, 60),
+    "drain_pre_event_minutes": _int(5, 1440),
+    "replay_messages_per_second": _int(1, 500),
+    "replay_max_attempts": _int(1, 10),
+    "replay_expired_events_to": _queue_arn,
     "detect_min_groups": _int(1, 100),
     "detect_min_zones": _int(1, 10),
     "detect_window_minutes": _int(1, 120),
@@ -410,10 +547,6 @@ _CHECKS = {
 
 def _check_whole(s: Settings) -> None:
     """Rules that relate several keys."""
-    if s.esm_cap_steps and s.esm_cap_steps[0] <= s.esm_floor:
-        raise SettingsError(
-            "esm_cap_steps", list(s.esm_cap_steps), f"each step must be above esm_floor ({s.esm_floor})"
-        )
     # AWS rejects a DNS-failover threshold below the routing threshold (ModifyTargetGroupAttributes).
     for unit in ("count", "percentage"):
         dns = getattr(s, f"nlb_dns_failover_minimum_healthy_{unit}")

@@ -274,10 +274,14 @@ def test_a_warning_blocks_the_restore():
         s = d.state
 
 
-def test_a_missing_alarm_stops_raises_but_not_the_restore():
-    gone = (dc.Alarm("db-latency-slo", None), dc.Alarm("db-latency-warning", OK, None, WARNING))
-    d = dc.decide(state(16), FACTS, reading(downstream=gone), m(3))
-    assert d.action == HOLD and any("does not exist" in r for r in d.reasons)
+def test_a_missing_alarm_is_ignored_and_said_so_never_waited_for():
+    """A misnamed alarm can tell nothing: waiting for it would keep the cap at the pre-event
+    level, where the backlog never drains (a configuration deadlock). The drain goes on on
+    the function's own Errors, and every decision says the alarm is ignored."""
+    gone = (dc.Alarm("db-latency-slo", None),)
+    d = dc.decide(state(16), FACTS, reading(downstream=gone, errors=(1, 0.0)), m(3))
+    assert (d.action, d.cap) == (RAISE, 18)
+    assert any("does not exist: ignored" in r for r in d.reasons) and any("Errors" in r for r in d.reasons)
     s = state(16)
     for minute in range(1, 17):
         d = dc.decide(s, FACTS, reading(age=(minute, 1.0), downstream=gone), m(minute + 2))
@@ -285,6 +289,17 @@ def test_a_missing_alarm_stops_raises_but_not_the_restore():
         if d.restore:
             break
     assert d.restore and minute == 15 and any("does not exist" in r for r in d.reasons)
+
+
+def test_an_alarm_without_data_for_long_is_ignored_a_fresh_one_holds():
+    """INSUFFICIENT_DATA since (measured_at) longer than a late datapoint: its metric is not
+    published, and holding for it would deadlock the drain."""
+    fresh = (dc.Alarm("db-latency-slo", INSUFFICIENT_DATA, m(1)),)
+    d = dc.decide(state(16), FACTS, reading(downstream=fresh, errors=(1, 0.0)), m(3))
+    assert d.action == HOLD and any("INSUFFICIENT_DATA: not raising" in r for r in d.reasons)
+    old = (dc.Alarm("db-latency-slo", INSUFFICIENT_DATA, m(-20)),)
+    d = dc.decide(state(16), FACTS, reading(downstream=old, errors=(1, 0.0)), m(3))
+    assert (d.action, d.cap) == (RAISE, 18) and any("its metric is not published; ignored" in r for r in d.reasons)
 
 
 # ---- missing and bad input ---------------------------------------------------------
@@ -296,7 +311,6 @@ def test_a_missing_alarm_stops_raises_but_not_the_restore():
         (reading(age=None), "ApproximateAgeOfOldestMessage is missing"),
         (reading(age=(-20, 9000.0)), "ApproximateAgeOfOldestMessage is stale"),
         (reading(downstream=alarms(state_slo=INSUFFICIENT_DATA, at=1)), "db-latency-slo has INSUFFICIENT_DATA"),
-        (reading(downstream=(dc.Alarm("db-latency-slo", None),)), "alarm db-latency-slo does not exist"),
         (reading(downstream=(dc.Alarm("db-latency-slo", ALARM, None),)), "no datapoint time"),
     ],
 )
@@ -380,11 +394,29 @@ def test_history_is_pruned_but_attribution_of_old_datapoints_stays_conservative(
         (reading(downstream=alarms(at=1), errors=None), True, "judged on the downstream alarms"),
         (reading(downstream=(), errors=(1, 0.0)), True, "function Errors at the pre-event level"),
         (reading(downstream=(), errors=None), False, "no evidence"),
-        (reading(downstream=(dc.Alarm("db", None),), errors=(1, 0.0)), False, "is missing"),
+        (reading(downstream=(dc.Alarm("db", None),), errors=(1, 0.0)), True, "does not exist: ignored"),
+        (reading(downstream=(dc.Alarm("db", None),), errors=None), False, "no evidence"),
     ],
 )
 def test_dependency_back(r, back, why):
     ok, reasons = dc.dependency_back(FACTS, r, since=m(0), now=m(3))
+    assert ok is back and any(why in x for x in reasons), reasons
+
+
+@pytest.mark.parametrize(
+    "r, back, why",
+    [
+        # Missing evidence: started with the plan's drain stage, and said so.
+        (reading(downstream=alarms(state_slo=INSUFFICIENT_DATA, at=1)), True, "without the consumer's own evidence"),
+        (reading(downstream=alarms(at=-5), errors=None), True, "from before the hold"),
+        (reading(downstream=(), errors=None), True, "no evidence the dependency is back"),
+        # Evidence that it is not back still holds it at the floor.
+        (reading(downstream=alarms(state_slo=ALARM, at=1)), False, "is ALARM"),
+        (reading(downstream=(), errors=(1, 7.0)), False, "Errors 7 above"),
+    ],
+)
+def test_dependency_back_falls_back_to_the_drain_stage_only_on_missing_evidence(r, back, why):
+    ok, reasons = dc.dependency_back(FACTS, r, since=m(0), now=m(3), fallback=True)
     assert ok is back and any(why in x for x in reasons), reasons
 
 
@@ -427,7 +459,8 @@ def test_invariants(seq, reserved, owner):
         assert d.reasons
         if d.cap > before.cap:
             # A raise only on OK evidence measured at the cap before it.
-            assert d.action == RAISE and all(a.state == OK and a.measured_at >= before.in_force_since for a in r.downstream)
+            counted = [a for a in r.downstream if dc.counts(a, now)]
+            assert d.action == RAISE and all(a.state == OK and a.measured_at >= before.in_force_since for a in counted)
             assert not d.restore
         if d.action == CUT and d.cap < min(before.cap, top):
             stamp = max(a.measured_at for a in r.downstream if a.state == ALARM and a.severity == CRITICAL and a.measured_at)

@@ -45,10 +45,16 @@ def test_each_cap_consumes_at_most_its_batches_and_at_most_the_consumers(cap, pe
     assert step.drain_minutes == (None if drain_minutes is None else pytest.approx(drain_minutes))
 
 
-def test_steps_follow_the_settings_plan_floor_first(capsys):
+def test_fixed_caps_floor_first_and_the_controllers_drain(capsys):
     assert main(["--json", "drain-estimate", *PUBLISHED, "--per-batch-per-minute", "60"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"backlog_messages", "drain_minutes", "steps"}
+    assert set(doc) == {"backlog_messages", "drain_minutes", "steps", "controller"}
+    # The controller starts from the 20 batches the 1,200/min of arrivals need (what the
+    # consumer ran at), +3 (1/8) per raise up to the 30 the 1,800/min need: never faster
+    # than the bound, a few minutes of ramp slower.
+    c = doc["controller"]
+    assert (c["start_cap"], c["step"], c["ceiling"]) == (20, 3, 30)
+    assert 344 < c["drain_minutes"] < 344 + 15, c
     assert (doc["backlog_messages"], doc["drain_minutes"]) == (206_400, 344)
     assert [s["cap"] for s in doc["steps"]] == [2, 5, 20, 100, 300]
     assert [s["drain_minutes"] for s in doc["steps"]] == [None, None, None, 344, 344]

@@ -13,10 +13,10 @@ from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 
-from tests.reconciler.fakes import FakeEngine, Script, Stepper, World
+from tests.reconciler.fakes import FakeEngine, FakeStages, Script, Stepper, World
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30, "esm_cap_steps": [5, 20]})
+SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30})
 
 
 class GatedClients(Clients):
@@ -41,6 +41,7 @@ class Harness:
         self.observer = clients
         self.world = World(settings, clients("dynamodb"), table, per_kind=per_kind)
         self.engine = FakeEngine(self.world)
+        self.stages = FakeStages()
 
     def controller(self, name: str, *, endpoint_url: str | None = None) -> Stepper:
         clients = GatedClients(region="us-east-1", endpoint_url=endpoint_url)
@@ -49,7 +50,7 @@ class Harness:
         return stepper
 
     def tick(self, name: str, clients=None):
-        return tick(self.runtime(name, clients), collect=self.script.collect, engine=self.engine)
+        return tick(self.runtime(name, clients), collect=self.script.collect, engine=self.engine, stages=self.stages)
 
     def runtime(self, name: str, clients=None) -> Runtime:
         return Runtime(clients=clients or self.observer, settings=self.settings, table=self.table, clock=self.clock,

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from holdfast.core import policy
 from holdfast.core.model import (
+    LEAVE,
     ALREADY,
     DRIFT_KEPT,
     ENGAGED,
@@ -151,11 +152,12 @@ class FakeEngine:
         """The tick's engine factory: this world, walked with the tick's clients and deadline."""
         return _Bound(self, runtime.clients, deadline)
 
-    def engage_all(self, clients, settings, table, *, kinds=KINDS, dry_run=False, progress=None, deadline=None, **_):
+    def engage_all(self, clients, settings, table, *, kinds=KINDS, dry_run=False, progress=None, deadline=None,
+                   skip=frozenset(), **_):
         report = _Report()
         w = self.world
         for arn, r in sorted(w.resources.items()):
-            if r.kind not in kinds:
+            if r.kind not in kinds or arn in skip:
                 continue
             if deadline and deadline():
                 report.complete = False
@@ -197,6 +199,9 @@ class FakeEngine:
                 report.complete = False
                 break
             target = target_for(arn) if target_for else None
+            if target == LEAVE:
+                report.outcomes.append(Outcome(r.kind, arn, ALREADY))
+                continue
             try:
                 report.outcomes.append(self._relax(clients, arn, r, target, guard))
             except StalePlan as err:
@@ -327,9 +332,56 @@ class _Bound:
     def __init__(self, fake: FakeEngine, clients, deadline):
         self.fake, self.clients, self.deadline = fake, clients, deadline
 
-    def engage(self, *, kinds=KINDS, dry_run=False, after=None):
-        return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline)
+    def engage(self, *, kinds=KINDS, dry_run=False, after=None, skip=frozenset()):
+        return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline,
+                                    skip=skip)
 
     def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard):
         return self.fake.relax_all(self.clients, None, None, kinds=kinds or KINDS, target_for=target_for, guard=guard,
                                    deadline=self.deadline)
+
+
+class FakeStages:
+    """The drain and the replay for the in-memory world. The plan, its guards and the walk
+    are what these tests are about; the controller's decisions are tested in tests/drain
+    and the real drain on moto in tests/stages. Here each controlled mapping waits for
+    `wait_ticks` drain ticks, then gets its owner's original back (a full, guarded restore),
+    and there is nothing to replay."""
+
+    def __init__(self, wait_ticks: int = 0):
+        self.wait_ticks = wait_ticks
+        self.drain_ticks = 0
+        self.replays = 0
+
+    def drain(self, runtime, plan, now, *, dry_run):
+        self.drain_ticks += 1
+        restore = self.drain_ticks > self.wait_ticks
+        return _Decided(None if restore else LEAVE)
+
+    def in_drain(self, runtime, plan):
+        return frozenset()
+
+    def replay(self, runtime, plan, now, *, guard, dry_run):
+        self.replays += 1
+        return _Replayed()
+
+
+@dataclass
+class _Decided:
+    target: Any
+    notes: list = field(default_factory=list)
+
+    def target_for(self, _resource):
+        return self.target
+
+    def summary(self):
+        return {"restore" if self.target is None else "wait": 1}
+
+
+@dataclass
+class _Replayed:
+    outcomes: list = field(default_factory=list)
+    finished: bool = True
+
+    def summary(self):
+        return {}

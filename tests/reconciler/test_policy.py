@@ -9,12 +9,12 @@ import pytest
 
 from holdfast.core import policy
 from holdfast.core.model import KINDS
-from holdfast.core.policy import CAPACITY, DRAIN, ENGAGE, FRESH_WORK, HOLD, NORMAL, RESTORE, ROUTING, Plan, decide, posture
+from holdfast.core.policy import (CAPACITY, CONTROL, DRAIN, ENGAGE, FRESH_WORK, HOLD, NORMAL, REPLAY, RESTORE, ROUTING, Plan,
+                                  decide, posture)
 from holdfast.settings import Settings
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
 S = Settings.from_mapping({"gating_alarms": ["backlog-age"], "hold_minutes": 10, "capacity_hold_minutes": 30})
-STEPS = len(S.esm_cap_steps)
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ RECOVERING = V("recovering")
 
 
 def plan(stage, step=0, **kw):
-    kw.setdefault("done", frozenset(KINDS))
+    kw.setdefault("done", frozenset(KINDS) | {REPLAY})
     kw.setdefault("impaired_at", T0)
     return Plan(generation=7, stage=stage, entered_at=T0, drain_step=step, verdict="recovering", **kw)
 
@@ -43,10 +43,9 @@ LATER = T0 + timedelta(hours=1)
 
 # (stage, step, verdict, alarms, now, expected stage, expected step, reason fragment)
 ADVANCES = [
-    (HOLD, 0, RECOVERING, OK, LATER, DRAIN, 0, "advance to drain step 0"),
-    (DRAIN, 0, RECOVERING, OK, LATER, DRAIN, 1, "advance to drain step 1"),
-    (DRAIN, STEPS - 1, RECOVERING, OK, LATER, DRAIN, STEPS, f"step {STEPS}"),
-    (DRAIN, STEPS, RECOVERING, OK, LATER, FRESH_WORK, 0, "advance to fresh-work"),
+    (HOLD, 0, RECOVERING, OK, LATER, DRAIN, 0, "advance to drain"),
+    (DRAIN, 0, RECOVERING, OK, LATER, REPLAY, 0, "advance to replay"),
+    (REPLAY, 0, RECOVERING, OK, LATER, FRESH_WORK, 0, "advance to fresh-work"),
     (FRESH_WORK, 0, V("normal"), OK, LATER, ROUTING, 0, "advance to routing"),
     (ROUTING, 0, RECOVERING, OK, LATER, CAPACITY, 0, "advance to capacity"),
     (CAPACITY, 0, RECOVERING, OK, LATER, NORMAL, 0, "advance to normal"),
@@ -61,7 +60,7 @@ def test_each_stage_advances_when_every_gate_is_open(stage, step, verdict, alarm
     assert any(why in r for r in d.reasons), d.reasons
 
 
-STAGED = [(HOLD, 0), (DRAIN, 0), (DRAIN, 2), (DRAIN, STEPS), (FRESH_WORK, 0), (ROUTING, 0), (CAPACITY, 0)]
+STAGED = [(HOLD, 0), (DRAIN, 0), (REPLAY, 0), (FRESH_WORK, 0), (ROUTING, 0), (CAPACITY, 0)]
 
 
 @pytest.mark.parametrize("stage,step", STAGED + [(NORMAL, 0)])
@@ -71,14 +70,14 @@ def test_a_new_impairment_returns_to_hold_from_any_stage(stage, step):
         assert not d.changed and "verdict is impaired" in d.gates
     else:
         assert d.changed and d.plan.stage == HOLD and d.plan.impaired_at == LATER
+        assert policy.starts_hold(d.plan)
         assert any("back to hold" in r for r in d.reasons) and any("3 groups" in r for r in d.reasons)
 
 
 PREVIOUS = {
     (DRAIN, 0): (HOLD, 0),
-    (DRAIN, 2): (DRAIN, 1),
-    (DRAIN, STEPS): (DRAIN, STEPS - 1),
-    (FRESH_WORK, 0): (DRAIN, STEPS),
+    (REPLAY, 0): (DRAIN, 0),
+    (FRESH_WORK, 0): (REPLAY, 0),
     (ROUTING, 0): (FRESH_WORK, 0),
     (CAPACITY, 0): (ROUTING, 0),
 }
@@ -89,6 +88,7 @@ def test_an_alarm_during_a_hold_steps_back_one_stage(stage, step):
     d = decide(RECOVERING, plan(stage, step), {"backlog-age": "ALARM"}, T0 + timedelta(minutes=3), S)
     assert d.changed and (d.plan.stage, d.plan.drain_step) == PREVIOUS[(stage, step)]
     assert d.plan.stepped_back and any("step back" in r for r in d.reasons)
+    assert not policy.starts_hold(d.plan)   # a step back into hold keeps the drains it had
 
 
 def test_after_a_step_back_the_next_waits_a_full_hold():
@@ -112,7 +112,7 @@ def test_a_missing_or_insufficient_alarm_blocks_advancing_without_stepping_back(
     assert not d.changed and gate in d.gates
 
 
-@pytest.mark.parametrize("stage,step", STAGED)
+@pytest.mark.parametrize("stage,step", [x for x in STAGED if x[0] != REPLAY])
 def test_the_hold_must_pass(stage, step):
     d = decide(RECOVERING, plan(stage, step), OK, T0 + timedelta(minutes=9), S)
     assert not d.changed and any(g.startswith("hold: 1.0 min left") for g in d.gates), d.gates
@@ -127,9 +127,28 @@ def test_the_hold_counts_from_the_verdict_turning_recovering_and_the_last_failur
 
 
 def test_an_unfinished_walk_blocks_advancing():
-    d = decide(RECOVERING, plan(DRAIN, 1, done=frozenset({"asg", "nlb"})), OK, LATER, S)
+    d = decide(RECOVERING, plan(DRAIN, done=frozenset({"asg", "nlb"})), OK, LATER, S)
     assert not d.changed
-    assert {"esm walk not finished", "async walk not finished", "scalable-target walk not finished"} <= set(d.gates)
+    assert {"async walk not finished", "scalable-target walk not finished"} <= set(d.gates)
+    assert any(g.startswith("esm drain not finished") for g in d.gates), d.gates
+
+
+def test_the_drain_in_hold_is_no_gate_of_the_hold():
+    """Mappings drain under their controllers from the hold on, on their own evidence; the
+    hold does not wait for them (its own gates are the launch verdict and the hold)."""
+    d = decide(RECOVERING, plan(HOLD, done=frozenset(KINDS) - {"esm"}), OK, LATER, S)
+    assert d.changed and d.plan.stage == DRAIN
+    d = decide(RECOVERING, plan(DRAIN, done=frozenset(KINDS) - {"esm"}), OK, LATER, S)
+    assert not d.changed
+
+
+def test_the_replay_waits_for_its_sources_and_has_no_hold_of_its_own():
+    early = T0 + timedelta(minutes=1)
+    d = decide(RECOVERING, plan(REPLAY, done=frozenset(KINDS)), OK, early, S)
+    assert not d.changed and d.gates == ("replay not finished",)
+    d = decide(RECOVERING, plan(REPLAY), OK, early, S)
+    assert d.changed and d.plan.stage == FRESH_WORK and "hold skipped" not in d.reasons[0]
+    assert not decide(RECOVERING, plan(REPLAY), {"backlog-age": "INSUFFICIENT_DATA"}, early, S).changed   # alarms still gate
 
 
 def test_capacity_waits_for_launches_normal_for_the_capacity_hold():
@@ -166,8 +185,9 @@ def test_a_mode_change_walks_again_in_the_same_stage_keeping_its_clock():
 
 def test_posture_holds_each_kind_until_its_stage():
     assert posture(plan(NORMAL), S) == {}
-    assert set(posture(plan(HOLD), S).values()) == {ENGAGE}
-    assert posture(plan(DRAIN, 1), S) == {"esm": {"MaximumConcurrency": S.esm_cap_steps[1]}, "async": ENGAGE, "nlb": ENGAGE, "asg": ENGAGE, "scalable-target": ENGAGE}
-    assert posture(plan(DRAIN, STEPS), S)["esm"] == RESTORE
+    held = {"async": ENGAGE, "nlb": ENGAGE, "asg": ENGAGE, "scalable-target": ENGAGE}
+    assert posture(plan(HOLD), S) == {"esm": CONTROL, **held}
+    assert posture(plan(DRAIN), S) == {"esm": CONTROL, **held}
+    assert posture(plan(REPLAY), S) == {"esm": RESTORE, **held}
     assert posture(plan(ROUTING), S) == {"esm": RESTORE, "async": RESTORE, "nlb": RESTORE, "asg": ENGAGE, "scalable-target": ENGAGE}
     assert set(posture(plan(CAPACITY), S).values()) == {RESTORE}

@@ -48,8 +48,35 @@ RULES = {
     "esm floor above 1000": ({"esm_floor": 1001}, "holdfast.esm_floor = 1001: must be an integer from 2 to 1000"),
     "an integer is not a boolean": ({"esm_floor": True}, "holdfast.esm_floor = true: must be an integer from 2 to 1000"),
     "an integer is not a fraction": ({"hold_minutes": 2.5}, "holdfast.hold_minutes = 2.5: must be an integer from 1 to 1440"),
-    "cap steps rising": ({"esm_cap_steps": [5, 5]}, "holdfast.esm_cap_steps = [5, 5]: must be a rising list of integers from 2 to 1000"),
-    "cap steps in range": ({"esm_cap_steps": [5, 1001]}, "holdfast.esm_cap_steps = [5, 1001]: must be a rising list of integers from 2 to 1000"),
+    "cap steps are gone, said so": (
+        {"esm_cap_steps": [5, 20]},
+        "holdfast.esm_cap_steps = [5, 20]: was removed: the drain no longer raises caps along a ladder but with a "
+        "feedback controller per mapping; see the drain_* settings",
+    ),
+    "drain alarms by key": (
+        {"drain_downstream_alarms": {"orders": "db-latency"}},
+        'holdfast.drain_downstream_alarms = {"orders": "db-latency"}: must be an object of {"KEY": ["alarm name", ...]}, '
+        'KEY a function name, queue name, mapping UUID or "*", each list without duplicates',
+    ),
+    "drain warnings without duplicates": (
+        {"drain_warning_alarms": {"*": ["w", "w"]}},
+        'holdfast.drain_warning_alarms = {"*": ["w", "w"]}: must be an object of {"KEY": ["alarm name", ...]}, '
+        'KEY a function name, queue name, mapping UUID or "*", each list without duplicates',
+    ),
+    "drain raise fraction": ({"drain_raise_fraction": 0}, "holdfast.drain_raise_fraction = 0: must be a number from 0.01 to 1"),
+    "drain cut factor": ({"drain_cut_factor": 1}, "holdfast.drain_cut_factor = 1: must be a number from 0.1 to 0.95"),
+    "drain stale minutes": ({"drain_stale_minutes": 0}, "holdfast.drain_stale_minutes = 0: must be an integer from 1 to 60"),
+    "drain slack": ({"drain_caught_up_slack_seconds": -1}, "holdfast.drain_caught_up_slack_seconds = -1: must be an integer from 0 to 3600"),
+    "drain restore after": ({"drain_restore_after_minutes": 1441}, "holdfast.drain_restore_after_minutes = 1441: must be an integer from 0 to 1440"),
+    "drain alarm memory": ({"drain_remember_alarm_minutes": 1.5}, "holdfast.drain_remember_alarm_minutes = 1.5: must be an integer from 0 to 1440"),
+    "drain pre-event window": ({"drain_pre_event_minutes": 4}, "holdfast.drain_pre_event_minutes = 4: must be an integer from 5 to 1440"),
+    "replay attempts": ({"replay_max_attempts": 0}, "holdfast.replay_max_attempts = 0: must be an integer from 1 to 10"),
+    "replay rate within SQS's maximum": (
+        {"replay_messages_per_second": 501}, "holdfast.replay_messages_per_second = 501: must be an integer from 1 to 500"),
+    "replay destination is a queue ARN": (
+        {"replay_expired_events_to": "orders"},
+        'holdfast.replay_expired_events_to = "orders": must be an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME) or null',
+    ),
     "capacity hold": ({"capacity_hold_minutes": 0}, "holdfast.capacity_hold_minutes = 0: must be an integer from 1 to 1440"),
     "async event age": ({"async_max_event_age_seconds": 59}, "holdfast.async_max_event_age_seconds = 59: must be an integer from 60 to 21600"),
     "async event age above 6 h": (
@@ -107,10 +134,6 @@ RULES = {
         f"holdfast.log_retention_days = 10: must be one of {', '.join(map(str, LOG_RETENTION_DAYS))}",
     ),
     # across keys
-    "cap steps above the floor": (
-        {"esm_floor": 10, "esm_cap_steps": [5, 20]},
-        "holdfast.esm_cap_steps = [5, 20]: each step must be above esm_floor (10)",
-    ),
     "dns failover count at least routing count": (
         {"nlb_dns_failover_minimum_healthy_count": 1, "nlb_routing_minimum_healthy_count": 2},
         "holdfast.nlb_dns_failover_minimum_healthy_count = 1: must be `off` or at least nlb_routing_minimum_healthy_count (2)",

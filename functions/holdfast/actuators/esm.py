@@ -8,6 +8,10 @@ engaged (drift: kept, and reported by the restore). An empty ScalingConfig remov
 (UpdateEventSourceMapping). Disabled mappings are capped too, so re-enabling one while
 engaged does not flood its function.
 
+The drain's controller moves a cap both ways (a raise, or a cut on a downstream alarm):
+a partial relax `{"MaximumConcurrency": n}` sets n, capped at the owner's original; a cut
+is written the same guarded way as a raise (both values stay Holdfast's while in flight).
+
 Selected by the mapping's own tag or its function's. Mappings carry their own tags
 (by their own ARN; they do not inherit the function's), read with ListTags for each SQS
 mapping: the tagging API does not list mappings.
@@ -86,14 +90,15 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
 
     def partial(self, record: Record, current: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
-        if set(target) != {KEY} or not isinstance(target[KEY], int):
-            raise ValueError(f"an event source mapping relaxes to {{'{KEY}': int}}, got {dict(target)!r}")
+        n = target.get(KEY) if set(target) == {KEY} else None
+        if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= 1000:
+            raise ValueError(f"an event source mapping relaxes to {{'{KEY}': 2..1000}}, got {dict(target)!r}")
         original = record.original.get(KEY, current.get(KEY))
-        cap = target[KEY] if original is None else min(target[KEY], original)
+        cap = n if original is None else min(n, original)   # never above the owner's own cap
         now = current.get(KEY)
         if KEY in record.applied and now not in restore.holdfast_values(record.applied[KEY]):
             return {}  # the owner set it while engaged: theirs, kept now and reported on restore
-        return {} if now is None or now >= cap else {KEY: cap}
+        return {} if now == cap else {KEY: cap}
 
     @uses("lambda:UpdateEventSourceMapping", by=("reconciler", "cli"))
     def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:

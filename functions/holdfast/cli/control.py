@@ -7,15 +7,22 @@
   generation N, refused if that is no longer current). The walk, the verdict and the
   gating alarms still gate; `stage` shows what does.
 - `holdfast stage` shows the plan, its generation, time in stage, the kill switch, and
-  what gates the next stage, as the next tick would decide it from the last verdict.
+  what gates the next stage, as the next tick would decide it from the last verdict;
+  and, from the ledger's records of this hold, each mapping's drain (its controller's
+  newest decision, its cap, the forecast time to drain made when its drain started
+  against the time elapsed since, and the forecast on the newest measured throughput)
+  and each replay source (status, messages moved, rate, why).
 
 --json documents:
     pause/unpause: {"command", "paused", "by", "reason", "at"}
     advance:       {"command", "generation", "stage", "by", "at"}
-    stage:         {"command", "generation", "stage", "drain_step", "entered_at",
+    stage:         {"command", "generation", "stage", "entered_at",
                     "minutes_in_stage", "verdict", "reasons", "done", "paused",
                     "pause": {...} | null, "advance_requested": bool,
-                    "next": {"would_change": bool, "stage": ..., "reasons": [...], "gates": [...]}}
+                    "next": {"would_change": bool, "stage": ..., "reasons": [...], "gates": [...]},
+                    "drain": [{"arn", "name", "action", "cap", "ceiling", "started_at", "elapsed_minutes",
+                               "forecast_minutes", "forecast", "measured_minutes", "reasons", "waiting_on"}],
+                    "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}]}
 Exit codes: 0 done, 1 refused (no plan to advance, a stale generation, ledger
 unreachable), 2 usage.
 """
@@ -23,11 +30,15 @@ unreachable), 2 usage.
 from __future__ import annotations
 
 from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, operator_name as _operator
+from holdfast.cli.context import Context, operator_name as _operator, table
+from holdfast.core import drain_control as dc
 from holdfast.core import errors, policy
+from holdfast.core import replay as rp
 from holdfast.ledger import control as ledger_control
+from holdfast.ledger import drain as ledger_drain
 from holdfast.ledger import plan as ledger_plan
 from holdfast.observation import observe
+from holdfast.stages.drain import current_records, hold_started
 
 
 def register(sub) -> None:
@@ -106,7 +117,6 @@ def stage(ctx: Context, args, clock=None) -> int:
         "command": "stage",
         "generation": current.generation,
         "stage": current.stage,
-        "drain_step": current.drain_step if current.stage == policy.DRAIN else None,
         "entered_at": current.entered_at.isoformat() if current.entered_at else None,
         "minutes_in_stage": minutes,
         "verdict": verdict.state if verdict else None,
@@ -116,7 +126,15 @@ def stage(ctx: Context, args, clock=None) -> int:
         "pause": {"by": control.paused_by, "at": control.paused_at, "reason": control.reason} if control.paused else None,
         "advance_requested": control.advance_generation == current.generation and current.generation > 0,
         "next": nxt,
+        "drain": [],
+        "replay": [],
     }
+    if current.stage != policy.NORMAL:
+        try:
+            doc["drain"] = drains(ctx, current, now)
+            doc["replay"] = replays(ctx, current)
+        except errors.LedgerUnavailable as err:
+            ctx.warn(f"drain and replay records unreadable: {err}")
     lines = [
         f"stage       {current.label}  (generation {current.generation})",
         f"in stage    {minutes} min" if minutes is not None else "in stage    -",
@@ -126,5 +144,77 @@ def stage(ctx: Context, args, clock=None) -> int:
         f"paused      {'yes' if control.paused else 'no'}",
         f"next        {nxt['stage'] + ' (the next tick moves)' if nxt['would_change'] else 'stays'}",
     ] + [f"  gate      {g}" for g in nxt["gates"]]
+    lines += _drain_text(doc["drain"]) + _replay_text(doc["replay"])
     ctx.emit(doc, "\n".join(lines))
     return EXIT_OK
+
+
+def _minutes(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds / 60, 1)
+
+
+def drains(ctx: Context, plan: policy.Plan, now) -> list[dict]:
+    """Each mapping's drain in this hold, from its ledger record."""
+    out = []
+    for arn, item in sorted(current_records(ctx.clients("dynamodb"), ctx.ledger_table, plan).items()):
+        d = dc.Drain.from_dict(item.doc["drain"])
+        last = d.last
+        out.append({
+            "arn": arn,
+            "name": item.doc.get("name", arn.rsplit(":", 1)[-1]),
+            "action": last.action if last else None,
+            "cap": d.state.cap if d.state else None,
+            "ceiling": d.ceiling,
+            "started_at": d.started_at.isoformat() if d.started_at else None,
+            "elapsed_minutes": _minutes((now - d.started_at).total_seconds()) if d.started_at else None,
+            "forecast_minutes": _minutes(d.forecast.seconds) if d.forecast else None,
+            "forecast": d.forecast.reason if d.forecast else None,
+            "measured_minutes": _minutes(d.measured.seconds) if d.measured else None,
+            "reasons": list(last.reasons) if last else [],
+            "waiting_on": list(last.waiting_on) if last else [],
+        })
+    return out
+
+
+def replays(ctx: Context, plan: policy.Plan) -> list[dict]:
+    """Each replay source of this hold, from its ledger record."""
+    since = hold_started(plan)
+    out = []
+    for arn, item in sorted(ledger_drain.read_all(ctx.clients("dynamodb"), ctx.ledger_table, ledger_drain.REPLAY).items()):
+        try:
+            r = rp.Replay.from_dict(item.doc["replay"])
+        except (KeyError, ValueError):
+            continue
+        if r.since != since:
+            continue
+        out.append({"source": arn, "kind": r.kind, "status": r.status, "moved": r.moved, "rate": r.rate,
+                    "attempts": r.attempts, "reason": r.reason})
+    return out
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def _drain_text(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["action"] or "-"] = counts.get(r["action"] or "-", 0) + 1
+    head = f"drain       {len(rows)} mapping(s): " + ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
+    body = table(
+        ["mapping", "last", "cap", "ceiling", "elapsed min", "forecast min (at start)", "now min (measured)", "why"],
+        [[r["name"], r["action"] or "-", _num(r["cap"]), _num(r["ceiling"]), _num(r["elapsed_minutes"]),
+          _num(r["forecast_minutes"]), _num(r["measured_minutes"]), (r["reasons"] or ["-"])[-1][:100]] for r in rows],
+    )
+    return [head] + ["  " + line for line in body.splitlines()]
+
+
+def _replay_text(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    body = table(["source", "status", "moved", "rate/s", "why"],
+                 [[r["source"].rsplit(":", 1)[-1], r["status"], f"{r['moved']:,}", _num(r["rate"]), r["reason"][:100]]
+                  for r in rows])
+    return [f"replay      {len(rows)} source(s)"] + ["  " + line for line in body.splitlines()]

@@ -9,8 +9,17 @@ From a queue:  --queue-url URL, read over the last --window-minutes (default 60)
     minute. The peak, not the mean, because the question is what the consumers can do,
     and during an outage their mean is near zero. If the window never saw them at full
     speed, pass --consumer-per-minute (or --arrival-per-minute) to override.
+  - one batch's throughput: the deleted messages of that busiest period ÷ the
+    ConcurrentExecutions of the functions consuming the queue (its event source
+    mappings) in it — the same metrics the drain's forecast reads
+    (holdfast.observation.drain_inputs), unless --per-batch-per-minute is given.
   Periods are 5 minutes, complete ones only: SQS publishes at least that often, so
   every period summed holds all of its data.
+
+Besides the fixed caps, the estimate shows the drain under Holdfast's controller
+(holdfast.core.drain_control): from the batches the arrivals need, raised a step per
+fresh datapoint, up to the batches the consumers' full rate needs — if the downstream
+keeps up; one with a knee below that stops the raises earlier.
 
 The arithmetic, and the per-batch throughput model behind the cap steps, is in
 holdfast.drain. Exit 2 when the numbers cannot drain (with the reason), 1 when the
@@ -25,8 +34,10 @@ from datetime import datetime, timedelta
 from botocore.exceptions import ClientError
 
 from holdfast.core import drain
+from holdfast.core import drain_control as dc
 from holdfast.iam import uses
 from holdfast.cli.context import UsageError, table
+from holdfast.observation.drain_inputs import function_name
 
 PERIOD_SECONDS = 300
 _MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
@@ -43,6 +54,8 @@ class QueueFigures:
     arrival_per_minute: float
     consumer_per_minute: float
     window_minutes: int
+    per_batch_per_minute: float | None = None   # measured; None: no consuming function's concurrency
+    functions: tuple[str, ...] = ()
 
 
 def register(sub) -> None:
@@ -65,6 +78,7 @@ def register(sub) -> None:
 
 
 def run(ctx, args) -> int:
+    measured_per_batch = False
     try:
         if args.queue_url is not None:
             if args.outage_minutes is not None:
@@ -81,6 +95,9 @@ def run(ctx, args) -> int:
             arrival = figures.arrival_per_minute if args.arrival_per_minute is None else drain.positive("--arrival-per-minute", args.arrival_per_minute)
             consumer = figures.consumer_per_minute if args.consumer_per_minute is None else drain.positive("--consumer-per-minute", args.consumer_per_minute)
             backlog, source = figures.backlog_messages, _queue_source(figures, args)
+            if args.per_batch_per_minute is None and figures.per_batch_per_minute is not None:
+                args.per_batch_per_minute = figures.per_batch_per_minute
+                measured_per_batch = True
         elif args.outage_minutes is None and args.arrival_per_minute is None and args.consumer_per_minute is None:
             raise UsageError("give --outage-minutes, --arrival-per-minute and --consumer-per-minute, or --queue-url")
         else:
@@ -88,8 +105,9 @@ def run(ctx, args) -> int:
             arrival = args.arrival_per_minute
             consumer = drain.positive("--consumer-per-minute", args.consumer_per_minute)
             source = f"{drain.fmt(args.outage_minutes)} min outage × {drain.fmt(arrival)}/min arrivals"
-        caps = (ctx.settings.esm_floor, *ctx.settings.esm_cap_steps)
-        result = drain.estimate(backlog, arrival, consumer, caps, args.per_batch_per_minute)
+        caps = (ctx.settings.esm_floor, *[c for c in drain.FIXED_CAPS if c > ctx.settings.esm_floor])
+        result = drain.estimate(backlog, arrival, consumer, caps, args.per_batch_per_minute,
+                                dc.constants_from(ctx.settings))
     except drain.DrainInputError as err:
         hint = ""
         if isinstance(err, drain.NeverDrains) and args.queue_url is not None and args.consumer_per_minute is None:
@@ -98,7 +116,8 @@ def run(ctx, args) -> int:
                 f"{args.window_minutes} min; pass --consumer-per-minute for what they can do)"
             )
         raise UsageError(f"{err}{hint}") from err
-    ctx.emit(result.to_dict(), render(result, source, per_batch_given=args.per_batch_per_minute is not None))
+    model = "measured" if measured_per_batch else ("given" if args.per_batch_per_minute is not None else None)
+    ctx.emit(result.to_dict(), render(result, source, per_batch=model))
     return 0
 
 
@@ -108,7 +127,7 @@ def _queue_source(f: QueueFigures, args) -> str:
     return f"queue {f.name}: visible messages now; arrivals {arrivals}; consumers {consumers}"
 
 
-@uses("sqs:GetQueueAttributes", "cloudwatch:GetMetricData", by=("cli",))
+@uses("sqs:GetQueueAttributes", "cloudwatch:GetMetricData", "lambda:ListEventSourceMappings", by=("cli",))
 def read_queue(clients, queue_url: str, now: datetime, window_minutes: int) -> QueueFigures:
     """The queue's backlog now, and its arrival and consumer rates over the window before `now`."""
     try:
@@ -125,43 +144,63 @@ def read_queue(clients, queue_url: str, now: datetime, window_minutes: int) -> Q
     periods = -(-window_minutes * 60 // PERIOD_SECONDS)
     end = datetime.fromtimestamp(now.timestamp() // PERIOD_SECONDS * PERIOD_SECONDS, tz=now.tzinfo)
     start = end - timedelta(seconds=periods * PERIOD_SECONDS)
-    values: dict[str, list[float]] = {"sent": [], "deleted": []}
+    functions = _consumers(clients, attrs["QueueArn"])
+    queries = [_query("sent", "NumberOfMessagesSent", name), _query("deleted", "NumberOfMessagesDeleted", name)]
+    queries += [_query(f"c{i}", "ConcurrentExecutions", fn, namespace="AWS/Lambda", dimension="FunctionName", stat="Maximum")
+                for i, fn in enumerate(functions)]
+    values: dict[str, dict] = {q["Id"]: {} for q in queries}
     try:
         for page in clients("cloudwatch").get_paginator("get_metric_data").paginate(
-            MetricDataQueries=[_query("sent", "NumberOfMessagesSent", name), _query("deleted", "NumberOfMessagesDeleted", name)],
-            StartTime=start,
-            EndTime=end,
+            MetricDataQueries=queries, StartTime=start, EndTime=end,
         ):
             for result in page["MetricDataResults"]:
-                values[result["Id"]].extend(result["Values"])
+                values[result["Id"]].update(zip(result["Timestamps"], result["Values"]))
     except ClientError as err:
         raise QueueReadError(f"cannot read the metrics of queue {name}: {err.response['Error']['Code']}") from err
     per_minute = PERIOD_SECONDS / 60
+    deleted = values["deleted"]
+    busiest = max(deleted, key=deleted.get) if deleted else None
+    consumer = deleted[busiest] / per_minute if busiest is not None else 0.0
+    concurrency = sum(values[f"c{i}"].get(busiest, 0.0) for i in range(len(functions))) if busiest is not None else 0.0
     return QueueFigures(
         name=name,
         backlog_messages=int(attrs["ApproximateNumberOfMessages"]),
         # Periods with no datapoint had no messages: the mean is over the whole window.
-        arrival_per_minute=sum(values["sent"]) / (periods * per_minute),
-        consumer_per_minute=max(values["deleted"], default=0.0) / per_minute,
+        arrival_per_minute=sum(values["sent"].values()) / (periods * per_minute),
+        consumer_per_minute=consumer,
         window_minutes=window_minutes,
+        per_batch_per_minute=consumer / concurrency if concurrency > 0 and consumer > 0 else None,
+        functions=tuple(functions),
     )
 
 
-def _query(query_id: str, metric: str, queue_name: str) -> dict:
+def _consumers(clients, queue_arn: str) -> list[str]:
+    """The names of the functions whose event source mappings read the queue; none when
+    they cannot be listed (the estimate then uses the default per-batch model)."""
+    try:
+        pages = clients("lambda").get_paginator("list_event_source_mappings").paginate(EventSourceArn=queue_arn)
+        return sorted({function_name(m["FunctionArn"]) for page in pages for m in page["EventSourceMappings"]})
+    except ClientError:
+        return []
+
+
+def _query(query_id: str, metric: str, value: str, *, namespace: str = "AWS/SQS", dimension: str = "QueueName",
+           stat: str = "Sum") -> dict:
     return {
         "Id": query_id,
         "MetricStat": {
-            "Metric": {"Namespace": "AWS/SQS", "MetricName": metric, "Dimensions": [{"Name": "QueueName", "Value": queue_name}]},
+            "Metric": {"Namespace": namespace, "MetricName": metric, "Dimensions": [{"Name": dimension, "Value": value}]},
             "Period": PERIOD_SECONDS,
-            "Stat": "Sum",
+            "Stat": stat,
         },
         "ReturnData": True,
     }
 
 
-def render(e: drain.Estimate, source: str, *, per_batch_given: bool) -> str:
+def render(e: drain.Estimate, source: str, *, per_batch: str | None) -> str:
     spare = e.consumer_per_minute - e.arrival_per_minute
-    model = "given" if per_batch_given else f"consumers / {drain.FULL_CONCURRENCY:,} batches; set --per-batch-per-minute"
+    model = {"given": "given", "measured": "measured: NumberOfMessagesDeleted ÷ ConcurrentExecutions"}.get(
+        per_batch, f"consumers / {drain.FULL_CONCURRENCY:,} batches; set --per-batch-per-minute")
     rows = [
         [s.cap, drain.fmt(s.consumer_per_minute), drain.fmt(s.spare_per_minute), _duration(s.drain_minutes)]
         for s in e.steps
@@ -173,9 +212,13 @@ def render(e: drain.Estimate, source: str, *, per_batch_given: bool) -> str:
             f"drain at full spare capacity: {_duration(e.drain_minutes)}, at {drain.fmt(spare)}/min spare "
             f"(consumers {drain.fmt(e.consumer_per_minute)}/min − arrivals {drain.fmt(e.arrival_per_minute)}/min)",
             "",
-            f"at each ESM cap step of the recovery plan (one batch consumes {drain.fmt(e.per_batch_per_minute)}/min: {model}):",
+            f"at fixed ESM caps (one batch consumes {drain.fmt(e.per_batch_per_minute)}/min: {model}):",
             table(["cap", "consumers/min", "spare/min", "drain"], rows),
-        ]
+        ] + ([
+            "",
+            f"under Holdfast's drain controller, if the downstream keeps up: {_duration(e.controller.drain_minutes)} "
+            f"(from {e.controller.start_cap} batches, +{e.controller.step} per fresh datapoint, up to {e.controller.ceiling})",
+        ] if e.controller is not None else [])
     )
 
 

@@ -96,6 +96,9 @@ class Constants:
     # so AIMD does not walk back into the same alarm every few minutes; after it, one probe:
     # the downstream may have scaled.
     remember_alarm_seconds: float = 1800.0
+    # For the forecast only: how often a raise comes — one period for the datapoint to be
+    # measured at the new cap, plus CloudWatch's publication lag (1–3 minutes, 2 typical).
+    raise_interval_seconds: float = 180.0
 
     def __post_init__(self):
         checks = (
@@ -109,6 +112,7 @@ class Constants:
             (self.stale_seconds > 0, "stale_seconds must be > 0"),
             (self.history_seconds >= self.stale_seconds, "history_seconds must be ≥ stale_seconds"),
             (self.remember_alarm_seconds >= 0, "remember_alarm_seconds must be ≥ 0"),
+            (self.raise_interval_seconds > 0, "raise_interval_seconds must be > 0"),
         )
         for ok, message in checks:
             if not ok:
@@ -156,6 +160,10 @@ class Facts:
     owner_cap: int | None = None             # the owner's original MaximumConcurrency; None: no cap
     baseline_age_seconds: float | None = None  # ApproximateAgeOfOldestMessage before the event
     baseline_errors: float = 0.0             # Errors per period before the event
+    # For the forecast: the queue's NumberOfMessagesSent and NumberOfMessagesDeleted per
+    # second before the event (None: unknown).
+    arrival_per_second: float | None = None
+    deleted_per_second: float | None = None
 
     def __post_init__(self):
         def bad(name, value, allowed):
@@ -173,6 +181,24 @@ class Facts:
             bad("baseline_age_seconds", self.baseline_age_seconds, "must be a number ≥ 0 or None")
         if not (isinstance(self.baseline_errors, (int, float)) and self.baseline_errors >= 0):
             bad("baseline_errors", self.baseline_errors, "must be a number ≥ 0")
+        for name in ("arrival_per_second", "deleted_per_second"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                bad(name, value, "must be a number ≥ 0 or None")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in _FACT_FIELDS}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "Facts":
+        try:
+            return cls(**{f: raw[f] for f in _FACT_FIELDS if f in raw})
+        except TypeError as err:
+            raise ValueError(f"mapping facts are malformed: {err}") from err
+
+
+_FACT_FIELDS = ("pre_event_concurrency", "reserved_concurrency", "owner_cap", "baseline_age_seconds", "baseline_errors",
+                "arrival_per_second", "deleted_per_second")
 
 
 @dataclass(frozen=True)
@@ -184,6 +210,14 @@ class Reading:
     errors: Datapoint | None
     throttles: Datapoint | None
     downstream: tuple[Alarm, ...] = ()
+    # For the forecast on measured throughput: the queue's NumberOfMessagesSent and
+    # NumberOfMessagesDeleted in the newest period (sums over the period).
+    sent: Datapoint | None = None
+    deleted: Datapoint | None = None
+    # The queue's ApproximateNumberOfMessages from GetQueueAttributes, read when the age has
+    # no fresh datapoint (SQS stops publishing for a queue idle six hours; CloudWatch may lag):
+    # an empty queue is caught up, a non-empty one is behind. None: not read.
+    visible_now: int | None = None
 
 
 @dataclass(frozen=True)
@@ -376,21 +410,32 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
             holds.append(f"{a.name} still in ALARM on the datapoint of {a.measured_at.isoformat()}, already acted on")
         waiting.append(f"a newer datapoint of {a.name}")
 
-    # 3. Missing or stale inputs: hold, saying which.
+    # 3. Missing or stale inputs: hold, saying which. An alarm that does not exist, or has
+    # had no data for longer than a datapoint may be late, can tell nothing: it is
+    # ignored (and said so), never waited for — a misnamed alarm must not deadlock the drain.
+    ignored = _ignored(reading.downstream, now, c)
     for a in reading.downstream:
-        if a.state is None:
-            holds.append(f"alarm {a.name} does not exist: not raising")
-            waiting.append(f"alarm {a.name}")
-        elif a.state == INSUFFICIENT_DATA:
+        if a.state == INSUFFICIENT_DATA and a.name not in ignored:
             holds.append(f"alarm {a.name} has INSUFFICIENT_DATA: not raising")
             waiting.append(f"data for {a.name}")
     age = fresh(reading.oldest_age)
+    unknown_age_behind = False
     if age is None:
         what = "missing" if reading.oldest_age is None else f"stale (from {reading.oldest_age.at.isoformat()})"
-        holds.append(f"ApproximateAgeOfOldestMessage is {what}: not raising, not restoring")
-        waiting.append("an ApproximateAgeOfOldestMessage datapoint")
+        if reading.visible_now == 0:
+            # No datapoint, but the queue is empty (read live): caught up for sure.
+            age = Datapoint(now - period, 0.0)
+            ignored["(age)"] = f"ApproximateAgeOfOldestMessage is {what}; the queue is empty (GetQueueAttributes): caught up"
+        elif reading.visible_now is not None and reading.visible_now > 0:
+            unknown_age_behind = True
+            ignored["(age)"] = (f"ApproximateAgeOfOldestMessage is {what}; {reading.visible_now:,} messages visible "
+                                f"(GetQueueAttributes): behind")
+        else:
+            holds.append(f"ApproximateAgeOfOldestMessage is {what}: not raising, not restoring")
+            waiting.append("an ApproximateAgeOfOldestMessage datapoint")
+    notes = list(ignored.values())
     if holds and (critical or age is None):
-        return out(HOLD, cap, holds, waiting=waiting)
+        return out(HOLD, cap, holds + notes, waiting=waiting)
 
     # 4. The queue: caught up, and for how long.
     limit = (facts.baseline_age_seconds or 0.0) + c.caught_up_slack_seconds
@@ -412,74 +457,118 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         holds.append(f"warning {a.name} in ALARM: not raising")
         waiting.append(f"{a.name} back to OK")
 
-    if age.value <= limit:
+    if not unknown_age_behind and age.value <= limit:
         since = state.caught_up_since or age.at
         caught = (age.at + period - since).total_seconds()
         # A missing alarm does not stop the restore: caught up at this cap, the consumer
         # needs no more than it ran at before the event. A warning or errors do.
         if caught >= c.restore_after_seconds and len(holds) == missing:
-            return out(RESTORE, cap, holds + [
+            return out(RESTORE, cap, holds + notes + [
                 f"oldest message {age.value:g} s old, within {c.caught_up_slack_seconds:g} s of its baseline for {caught:g} s: the owner's original comes back"
             ], restore=True, caught_up_since=since, restored=True)
-        return out(HOLD, cap, holds + [
+        return out(HOLD, cap, holds + notes + [
             f"caught up: oldest message {age.value:g} s old{backlog}, at baseline for {caught:g} of {c.restore_after_seconds:g} s before the owner's original"
         ], waiting=waiting + ["the age at baseline for the restore period"], caught_up_since=since)
-    behind = f"queue behind: oldest message {age.value:g} s old{backlog}"
+    behind = (f"queue behind: {reading.visible_now:,} messages visible, age unknown" if unknown_age_behind
+              else f"queue behind: oldest message {age.value:g} s old{backlog}")
     if holds:
-        return out(HOLD, cap, holds + [behind], waiting=waiting, caught_up_since=None)
+        return out(HOLD, cap, holds + notes + [behind], waiting=waiting, caught_up_since=None)
 
     # 5. Raise on fresh OK evidence measured at the current cap.
     since = state.in_force_since
-    if reading.downstream:
-        stale = [a.name for a in reading.downstream if a.measured_at is None or a.measured_at < since]
+    counted = [a for a in reading.downstream if a.name not in ignored]
+    if counted:
+        stale = [a.name for a in counted if a.measured_at is None or a.measured_at < since]
         evidence = "every downstream alarm OK"
     else:
         stale = [] if errors is not None and errors.at >= since else ["Errors"]
-        evidence = "no downstream alarm named: the function's Errors at the pre-event level"
+        evidence = ("no downstream alarm named" if not reading.downstream else "no downstream alarm that can tell") + \
+            ": the function's Errors at the pre-event level"
     if stale:
-        return out(HOLD, cap, [behind, f"waiting for {', '.join(stale)} on a datapoint measured at cap {cap} (in force since {since.isoformat()})"],
+        return out(HOLD, cap, notes + [behind, f"waiting for {', '.join(stale)} on a datapoint measured at cap {cap} (in force since {since.isoformat()})"],
                    waiting=[f"a datapoint of {', '.join(stale)} measured at cap {cap}"], caught_up_since=None)
     if cap >= top:
-        return out(HOLD, cap, [behind, f"at the {top_why} ({top})"], waiting=["the queue to catch up"], caught_up_since=None)
+        return out(HOLD, cap, notes + [behind, f"at the {top_why} ({top})"], waiting=["the queue to catch up"], caught_up_since=None)
     below = None if state.alarmed_cap is None or _forgotten(state, now, c) else state.alarmed_cap - 1
     if below is not None and cap >= below:
         left = c.remember_alarm_seconds - (now - state.alarmed_at).total_seconds()
-        return out(HOLD, cap, [behind, f"{evidence} at cap {cap}, one below the cap {state.alarmed_cap} that alarmed: "
+        return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, one below the cap {state.alarmed_cap} that alarmed: "
                                f"not probing it again for {left / 60:.0f} min"], waiting=["the alarm to be forgotten"], caught_up_since=None)
     new = min(top, cap + state.step, below if below is not None else top)
-    return out(RAISE, new, [behind, f"{evidence} at cap {cap}: raise to {new}"], caught_up_since=None)
+    return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}: raise to {new}"], caught_up_since=None)
+
+
+def _ignored(downstream: tuple[Alarm, ...], now: datetime, c: Constants) -> dict[str, str]:
+    """Alarms that can tell nothing, name -> why: one that does not exist, or one in
+    INSUFFICIENT_DATA since (`measured_at`: when it entered that state) longer than a
+    datapoint may be late. A critical alarm in ALARM is never ignored."""
+    out = {}
+    limit = timedelta(seconds=c.period_seconds + c.stale_seconds)
+    for a in downstream:
+        if a.state is None:
+            out[a.name] = f"alarm {a.name} does not exist: ignored (it protects nothing until it is named right)"
+        elif a.state == INSUFFICIENT_DATA and a.measured_at is not None and now - a.measured_at > limit:
+            out[a.name] = (f"alarm {a.name} has had INSUFFICIENT_DATA since {a.measured_at.isoformat()}: its metric is "
+                           f"not published; ignored")
+    return out
+
+
+def counts(alarm: Alarm, now: datetime, constants: Constants = DEFAULTS) -> bool:
+    """Whether an alarm's state is evidence at all (see `_ignored`)."""
+    return alarm.name not in _ignored((alarm,), now, constants)
 
 
 def _forgotten(state: CapState, now: datetime, c: Constants) -> bool:
     return state.alarmed_at is None or (now - state.alarmed_at).total_seconds() >= c.remember_alarm_seconds
 
 
-def dependency_back(facts: Facts, reading: Reading, since: datetime, now: datetime, constants: Constants = DEFAULTS) -> tuple[bool, tuple[str, ...]]:
+def dependency_back(facts: Facts, reading: Reading, since: datetime, now: datetime, constants: Constants = DEFAULTS,
+                    *, fallback: bool = False) -> tuple[bool, tuple[str, ...]]:
     """Whether the consumer's own evidence says its dependency is back: every downstream
     alarm OK on a datapoint measured after `since` (when the hold began), and the function's
-    Errors at or below their pre-event level. The drain starts on this, not on the launch verdict."""
+    Errors at or below their pre-event level. The drain starts on this, not on the launch verdict.
+
+    An alarm that does not exist is ignored (said so). `fallback` (the plan has reached its
+    drain stage: the launch verdict's timing, as the fixed ladder had it) starts a drain
+    whose evidence is merely missing — alarms without data, no Errors datapoint — so no
+    configuration can keep a mapping at the floor for ever; an alarm in ALARM or Errors
+    above their pre-event level still keep it there."""
     period = timedelta(seconds=constants.period_seconds)
     stale_before = now - period - timedelta(seconds=constants.stale_seconds)
-    reasons, back = [], True
+    reasons, back, counted, missing = [], True, 0, []
     for a in reading.downstream:
-        if a.state != OK:
+        if a.state is None:
+            reasons.append(f"alarm {a.name} does not exist: ignored")
+        elif a.state == ALARM:
             back = False
-            reasons.append(f"alarm {a.name} is {a.state or 'missing'}")
+            reasons.append(f"alarm {a.name} is ALARM")
+        elif a.state != OK:
+            missing.append(f"alarm {a.name} is {a.state}")
         elif a.measured_at is None or a.measured_at < since:
-            back = False
-            reasons.append(f"alarm {a.name} OK only on a datapoint from before the hold")
+            missing.append(f"alarm {a.name} OK only on a datapoint from before the hold")
+        else:
+            counted += 1
     errors = reading.errors
     if errors is None or errors.at < since or errors.at < stale_before:
-        if not reading.downstream:
-            back = False
-            reasons.append("no downstream alarm named and no Errors datapoint since the hold: no evidence the dependency is back")
+        if not counted and not missing:
+            missing.append("no downstream alarm to judge by and no Errors datapoint since the hold: no evidence the dependency is back")
         else:
             reasons.append("no Errors datapoint since the hold (no invocations): judged on the downstream alarms")
     elif errors.value > facts.baseline_errors:
         back = False
         reasons.append(f"function Errors {errors.value:g} above the pre-event {facts.baseline_errors:g}")
+    else:
+        counted += 1
+    if missing and fallback and back:
+        reasons += missing
+        reasons.insert(0, "drain started with the plan's drain stage (the launch verdict's timing), without the consumer's "
+                          "own evidence: " + "; ".join(missing))
+        return True, tuple(reasons)
+    if missing:
+        return False, tuple(missing + reasons)
     if back:
-        reasons.insert(0, "dependency back: " + ("downstream alarms OK" if reading.downstream else "function Errors at the pre-event level"))
+        reasons.insert(0, "dependency back: " + ("downstream alarms OK" if any(a.state == OK for a in reading.downstream)
+                                                 else "function Errors at the pre-event level"))
     return back, tuple(reasons)
 
 
@@ -512,3 +601,200 @@ def forecast(backlog: float | None, arrival_per_second: float | None, consumer_p
         return Forecast(None, f"never drains: consumers {consumer_per_second:g}/s are no faster than arrivals {arrival_per_second:g}/s")
     seconds = backlog / spare
     return Forecast(seconds, f"{backlog:,.0f} messages at {spare:g}/s spare: {seconds / 60:,.1f} min")
+
+
+
+def ramp_forecast(backlog: float | None, arrival_per_second: float | None, per_batch: float | None, start_cap: int,
+                  step: int, top: int, constants: Constants = DEFAULTS, horizon_seconds: float = 14 * 86400) -> Forecast:
+    """Time to drain if the controller raises as it would with the downstream keeping up:
+    from `start_cap`, one `step` every `raise_interval_seconds`, up to the ceiling `top`,
+    each batch consuming `per_batch` messages a second. An upper bound on the speed: a
+    downstream with a knee below the ceiling stops the raises earlier, and the measured
+    forecast (`measured_forecast`) then tells the truth."""
+    for name, value in (("backlog", backlog), ("arrival rate", arrival_per_second), ("per-batch throughput", per_batch)):
+        if value is None:
+            return Forecast(None, f"no forecast: {name} unknown")
+        if not math.isfinite(value) or value < 0:
+            return Forecast(None, f"no forecast: {name} {value!r} is impossible")
+    if per_batch * top <= arrival_per_second:
+        return Forecast(None, f"never drains: even at the ceiling ({top}) consumers {per_batch * top:g}/s are no faster "
+                              f"than arrivals {arrival_per_second:g}/s")
+    left, t, cap = float(backlog), 0.0, start_cap
+    dt = float(constants.period_seconds)
+    next_raise = constants.raise_interval_seconds
+    while left > 0 and t < horizon_seconds:
+        spare = per_batch * cap - arrival_per_second
+        if spare > 0 and left <= spare * dt:
+            t += left / spare
+            left = 0.0
+            break
+        left -= spare * dt
+        t += dt
+        if cap < top and t >= next_raise:
+            cap = min(top, cap + step)
+            next_raise += constants.raise_interval_seconds
+    if left > 0:
+        return Forecast(None, f"does not drain within {horizon_seconds / 86400:g} days at up to {top} batches")
+    return Forecast(t, f"{backlog:,.0f} messages, raising from {start_cap} by {step} every "
+                       f"{constants.raise_interval_seconds / 60:g} min to at most {top} at {per_batch:.3g}/s a batch, "
+                       f"arrivals {arrival_per_second:g}/s: {t / 60:,.1f} min if the downstream keeps up")
+
+
+def measured_forecast(reading: Reading, constants: Constants = DEFAULTS) -> Forecast:
+    """Time to drain at the newest period's throughput: visible ÷ (deleted − sent)."""
+    period = constants.period_seconds
+    visible = reading.visible.value if reading.visible is not None else None
+    sent = reading.sent.value / period if reading.sent is not None else None
+    deleted = reading.deleted.value / period if reading.deleted is not None else None
+    if deleted is None and visible is not None and sent is not None:
+        deleted = 0.0 if visible > 0 else None
+    return forecast(visible, sent, deleted)
+
+
+# ---- one mapping's drain, from the hold to the owner's original ------------------------
+
+WAIT = "wait"   # the dependency is not back yet: the cap stays where engaging put it
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+def _when(v: str | None) -> datetime | None:
+    return None if v is None else datetime.fromisoformat(v)
+
+
+def _forecast_dict(f: Forecast | None) -> dict | None:
+    return None if f is None else {"seconds": f.seconds, "reason": f.reason}
+
+
+def _forecast_from(raw: Mapping[str, Any] | None) -> Forecast | None:
+    return None if raw is None else Forecast(None if raw.get("seconds") is None else float(raw["seconds"]), str(raw["reason"]))
+
+
+@dataclass(frozen=True)
+class Last:
+    """The newest decision, for `holdfast stage`."""
+
+    action: str
+    cap: int | None
+    reasons: tuple[str, ...]
+    waiting_on: tuple[str, ...]
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Drain:
+    """One mapping's drain, carried between ticks (the shell keeps it in the ledger).
+
+    `since` is the start of the hold it belongs to: evidence from before it says nothing
+    about whether the dependency is back. `state` is None until the drain starts."""
+
+    since: datetime
+    facts: Facts
+    state: CapState | None = None
+    started_at: datetime | None = None
+    ceiling: int | None = None
+    forecast: Forecast | None = None    # made when the drain started
+    measured: Forecast | None = None    # the newest, on measured throughput
+    last: Last | None = None
+
+    @property
+    def restored(self) -> bool:
+        return self.state is not None and self.state.restored
+
+    def to_dict(self) -> dict[str, Any]:
+        last = self.last
+        return {
+            "since": self.since.isoformat(),
+            "facts": self.facts.to_dict(),
+            "state": None if self.state is None else self.state.to_dict(),
+            "started_at": _iso(self.started_at),
+            "ceiling": self.ceiling,
+            "forecast": _forecast_dict(self.forecast),
+            "measured": _forecast_dict(self.measured),
+            "last": None if last is None else {
+                "action": last.action, "cap": last.cap, "reasons": list(last.reasons),
+                "waiting_on": list(last.waiting_on), "at": last.at.isoformat(),
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "Drain":
+        try:
+            last = raw.get("last")
+            return cls(
+                since=datetime.fromisoformat(raw["since"]),
+                facts=Facts.from_dict(raw["facts"]),
+                state=None if raw.get("state") is None else CapState.from_dict(raw["state"]),
+                started_at=_when(raw.get("started_at")),
+                ceiling=None if raw.get("ceiling") is None else int(raw["ceiling"]),
+                forecast=_forecast_from(raw.get("forecast")),
+                measured=_forecast_from(raw.get("measured")),
+                last=None if last is None else Last(
+                    str(last["action"]), None if last.get("cap") is None else int(last["cap"]),
+                    tuple(last.get("reasons", ())), tuple(last.get("waiting_on", ())), datetime.fromisoformat(last["at"]),
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"drain record is malformed: {err}") from err
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one tick does to one mapping. `cap` is the MaximumConcurrency to have in
+    force; None with WAIT (leave the mapping as it is) and with RESTORE (the owner's
+    original comes back, cap or none)."""
+
+    action: str
+    cap: int | None
+    reasons: tuple[str, ...]
+    waiting_on: tuple[str, ...]
+    drain: Drain
+
+    @property
+    def restore(self) -> bool:
+        return self.action == RESTORE
+
+
+def advance(drain: Drain, reading: Reading, current_cap: int | None, now: datetime,
+            constants: Constants = DEFAULTS, *, fallback: bool = False) -> Step:
+    """One tick of one mapping's drain: wait for its dependency, start, then decide.
+
+    `current_cap` is the MaximumConcurrency in force now (what engaging left: the floor,
+    or the owner's lower cap); the drain starts from the higher of it and the pre-event
+    concurrency. `fallback`: see `dependency_back`."""
+    measured = measured_forecast(reading, constants)
+
+    def step(action, cap, reasons, waiting, new: Drain) -> Step:
+        last = Last(action, cap, tuple(reasons), tuple(waiting), now)
+        return Step(action, cap, tuple(reasons), tuple(waiting), replace(new, measured=measured, last=last))
+
+    if drain.state is None:
+        back, why = dependency_back(drain.facts, reading, drain.since, now, constants, fallback=fallback)
+        if not back:
+            return step(WAIT, None, ("drain not started: " + "; ".join(why),), ("evidence that the dependency is back",), drain)
+        begin = current_cap if isinstance(current_cap, int) and current_cap >= 1 else constants.floor
+        d = start(drain.facts, begin, now, constants)
+        per_batch = per_batch_rate(drain.facts.deleted_per_second, drain.facts.pre_event_concurrency)
+        visible = None if reading.visible is None else reading.visible.value
+        f = ramp_forecast(visible, drain.facts.arrival_per_second, per_batch, d.cap, d.state.step, d.ceiling, constants)
+        new = replace(drain, state=d.state, started_at=now, ceiling=d.ceiling, forecast=f)
+        return step(START, d.cap, why + d.reasons + (f"forecast: {f.reason}",), d.waiting_on, new)
+    d = decide(drain.state, drain.facts, reading, now, constants)
+    new = replace(drain, state=d.state, ceiling=d.ceiling)
+    return step(d.action, None if d.restore else d.cap, d.reasons, d.waiting_on, new)
+
+
+def constants_from(settings) -> Constants:
+    """The controller's constants from Holdfast's settings (holdfast.settings.Settings: the
+    drain_* keys and esm_floor); the defaults of both are the same numbers."""
+    return Constants(
+        raise_fraction=float(settings.drain_raise_fraction),
+        cut_factor=float(settings.drain_cut_factor),
+        floor=settings.esm_floor,
+        caught_up_slack_seconds=float(settings.drain_caught_up_slack_seconds),
+        restore_after_seconds=60.0 * settings.drain_restore_after_minutes,
+        remember_alarm_seconds=60.0 * settings.drain_remember_alarm_minutes,
+        stale_seconds=60.0 * settings.drain_stale_minutes,
+    )

@@ -48,6 +48,10 @@ PLANNED = "planned"          # recommend mode / `plan`: would change, did not
 
 Guard = Callable[[], None]
 
+# A relax target meaning "nothing for this resource this tick": the walk reports it
+# ALREADY and makes no call for it (the drain's mappings still waiting for their dependency).
+LEAVE = "leave"
+
 
 def no_guard() -> None:
     """For operator-forced restores (`resume --now`, `release`), which hold no plan."""

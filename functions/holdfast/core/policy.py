@@ -6,8 +6,11 @@ only when it differs, and moves the resources toward `posture(plan, settings)`.
 
 Stages follow the recovery order (DESIGN.md, "Default recovery plan"):
 
-    normal -> hold -> drain (one ESM cap step per hold) -> fresh-work -> routing
-           -> capacity -> normal
+    normal -> hold -> drain -> replay -> fresh-work -> routing -> capacity -> normal
+
+The drain and the replay are their own part of this module (at the end): SQS event
+source mappings are not lifted by a stage's hold but by a feedback controller per
+mapping (holdfast.core.drain_control), from the hold on, on the consumer's own evidence.
 
 - A stage advances when its posture walk is complete, its hold has passed (time in
   stage counted from the later of entering it, the verdict turning `recovering` and
@@ -15,8 +18,8 @@ Stages follow the recovery order (DESIGN.md, "Default recovery plan"):
   gating alarm is OK. A missing alarm or INSUFFICIENT_DATA is not OK.
 - routing -> capacity also needs launches normal for `capacity_hold_minutes` and at
   least one successful launch after the last capacity failure.
-- A gating alarm in ALARM steps back one stage (in drain, one cap step); after a step
-  back the next one waits a full hold, so a slow alarm cannot walk the plan to hold.
+- A gating alarm in ALARM steps back one stage; after a step back the next one waits a
+  full hold, so a slow alarm cannot walk the plan to hold.
 - An `impaired` verdict returns to hold from any stage.
 - An operator `advance` for the current generation skips the time gates (hold and
   capacity hold); the walk, the verdict and the alarms still gate. Pause is handled
@@ -32,7 +35,8 @@ from typing import Any, Mapping
 from holdfast.core.kinds import KINDS, RELAXED_IN
 
 NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
-STAGES = (NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY)
+REPLAY = "replay"
+STAGES = (NORMAL, HOLD, DRAIN, REPLAY, FRESH_WORK, ROUTING, CAPACITY)
 
 # The stage in which each kind is relaxed (before it the kind is held) is declared with
 # the kind: holdfast.core.kinds.RELAXED_IN.
@@ -43,7 +47,7 @@ IMPAIRED, RECOVERING = "impaired", "recovering"
 # Per-kind posture.
 ENGAGE = "engage"     # into the safe posture (monotone; no guard)
 RESTORE = "restore"   # back to the original (relaxing; guarded)
-# or {"MaximumConcurrency": n}: a partial relax of event source mappings (guarded)
+CONTROL = "control"   # each resource's own controller decides (the drain; see below)
 
 ALARM_OK = "OK"
 
@@ -55,7 +59,7 @@ class Plan:
     generation: int = 0
     stage: str = NORMAL
     entered_at: datetime | None = None
-    drain_step: int = 0            # index into settings.esm_cap_steps; len(steps) = the originals
+    drain_step: int = 0            # unused since the drain is a controller; kept for plans already written
     verdict: str = "normal"        # the verdict state the plan was decided on
     reasons: tuple[str, ...] = ()
     mode: str = "auto"             # settings.mode it was decided under
@@ -72,7 +76,7 @@ class Plan:
 
     @property
     def label(self) -> str:
-        return f"{self.stage} step {self.drain_step}" if self.stage == DRAIN else self.stage
+        return self.stage
 
 
 @dataclass(frozen=True)
@@ -85,17 +89,17 @@ class Decision:
 
 
 def posture(plan: Plan, settings) -> dict[str, Any]:
-    """kind -> ENGAGE, RESTORE or a partial target, for every kind; {} in normal."""
+    """kind -> ENGAGE, RESTORE or CONTROL, for every kind; {} in normal."""
     if plan.stage == NORMAL:
         return {}
     order = STAGES.index(plan.stage)
     out: dict[str, Any] = {}
     for kind in KINDS:
         relaxed_from = STAGES.index(RELAXED_IN[kind])
-        if order < relaxed_from:
+        if kind in CONTROLLED and plan.stage in (HOLD, DRAIN):
+            out[kind] = CONTROL
+        elif order < relaxed_from:
             out[kind] = ENGAGE
-        elif kind == "esm" and plan.stage == DRAIN and plan.drain_step < len(settings.esm_cap_steps):
-            out[kind] = {"MaximumConcurrency": settings.esm_cap_steps[plan.drain_step]}
         else:
             out[kind] = RESTORE
     return out
@@ -156,13 +160,13 @@ def decide(
         stage, step = _previous(plan, settings)
         return new(
             stage,
-            [f"alarm {', '.join(alarming)} in ALARM during {plan.label}: step back to {stage}{f' step {step}' if stage == DRAIN else ''}"],
+            [f"alarm {', '.join(alarming)} in ALARM during {plan.label}: step back to {stage}"],
             drain_step=step,
             stepped_back=True,
         )
 
-    gates = [f"{kind} walk not finished" for kind in posture(plan, settings) if kind not in plan.done]
-    skip_time = advance_generation == plan.generation
+    gates = _walk_gates(plan, settings)
+    skip_time = advance_generation == plan.generation or not _held(plan)
     started = _stage_clock(plan, verdict)
     if not skip_time and now - started < timedelta(minutes=settings.hold_minutes):
         left = timedelta(minutes=settings.hold_minutes) - (now - started)
@@ -173,8 +177,9 @@ def decide(
     gates += alarm_gates
     if gates:
         return stay([f"{plan.label}: verdict {state}"], gates)
-    reasons = [f"{plan.label} passed: verdict {state}, alarms OK" + (", hold skipped by operator" if skip_time else "")]
-    return new(target, reasons + [f"advance to {target}{f' step {step}' if target == DRAIN else ''}"], drain_step=step)
+    skipped = ", hold skipped by operator" if advance_generation == plan.generation and _held(plan) else ""
+    reasons = [f"{plan.label} passed: verdict {state}, alarms OK" + skipped]
+    return new(target, reasons + [f"advance to {target}"], drain_step=step)
 
 
 def _same_stage(plan: Plan, settings, state: str) -> Decision:
@@ -222,20 +227,58 @@ def _capacity_gates(plan: Plan, verdict, now: datetime, settings, skip_time: boo
 
 
 def _next(plan: Plan, settings) -> tuple[str, int]:
-    if plan.stage == HOLD:
-        return DRAIN, 0
-    if plan.stage == DRAIN and plan.drain_step < len(settings.esm_cap_steps):
-        return DRAIN, plan.drain_step + 1
-    order = (HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY, NORMAL)
+    order = STAGES[1:] + (NORMAL,)
     return order[order.index(plan.stage) + 1], 0
 
 
 def _previous(plan: Plan, settings) -> tuple[str, int]:
-    if plan.stage == DRAIN:
-        return (DRAIN, plan.drain_step - 1) if plan.drain_step > 0 else (HOLD, 0)
-    before = STAGES[STAGES.index(plan.stage) - 1]
-    return before, (len(settings.esm_cap_steps) if before == DRAIN else 0)
+    return STAGES[STAGES.index(plan.stage) - 1], 0
 
 
 def _minutes(delta: timedelta) -> str:
     return f"{max(delta.total_seconds(), 0) / 60:.1f} min"
+
+
+# ---- the drain and the replay (issue 15) ------------------------------------------------
+#
+# Event source mappings are lifted by a feedback controller each (holdfast.core.drain_control),
+# not by a stage's hold. Their posture is CONTROL in hold and in drain: the reconciler
+# engages them when a hold begins, and from then on each mapping waits at the floor until
+# its own evidence (its function's Errors, its downstream alarms) says its dependency is
+# back, then drains under the controller, and gets its owner's original back once its
+# queue has been caught up for a while. That may happen while the plan is still in hold:
+# the drain depends on the consumer's downstream, not on EC2 launches, so it does not wait
+# for the launch verdict's quiet window. The other stages keep their own gates.
+#
+# - hold -> drain: the usual gates, except that the controlled walk is not one of them.
+# - drain -> replay: every mapping back at its owner's value (the controlled walk done),
+#   the hold, the verdict and the gating alarms.
+# - replay -> fresh-work: every replay source finished (its walk marked REPLAY), the
+#   verdict and the gating alarms; no hold of its own: a replay is watched while it runs
+#   (cancelled when its downstream alarms), and a finished move leaves nothing relaxed.
+
+# Kinds relaxed in the drain are the controlled ones (today: SQS event source mappings).
+CONTROLLED = frozenset(kind for kind in KINDS if RELAXED_IN[kind] == DRAIN)
+
+
+def starts_hold(plan: Plan) -> bool:
+    """This generation began a hold (a new impairment): controlled kinds are engaged again.
+    A step back into hold or a mode change keeps the hold (and the drains) it had."""
+    return plan.stage == HOLD and plan.entered_at is not None and plan.entered_at == plan.impaired_at
+
+
+def _walk_gates(plan: Plan, settings) -> list[str]:
+    gates = []
+    for kind, target in posture(plan, settings).items():
+        if kind in plan.done or (target == CONTROL and plan.stage == HOLD):
+            continue
+        gates.append(f"{kind} drain not finished: not every mapping is back at its owner's value"
+                     if target == CONTROL else f"{kind} walk not finished")
+    if plan.stage == REPLAY and REPLAY not in plan.done:
+        gates.append("replay not finished")
+    return gates
+
+
+def _held(plan: Plan) -> bool:
+    """Whether the stage has a hold of its own (the replay has none)."""
+    return plan.stage != REPLAY

@@ -49,3 +49,7 @@ def generation_is(generation: int) -> dict[str, Any]:
 def still_current(table: str, generation: int) -> dict:
     """A transaction item that holds only while `generation` is the active plan."""
     return {"ConditionCheck": {"TableName": table, "Key": key(PLAN_PK, CURRENT), **generation_is(generation)}}
+# UNCHANGED_SINCE_READ: a controller's record (a mapping's drain, a replay) is written only
+# over the version its writer read, or where there was none: two controllers of the same
+# generation acting on one read would each raise the cap from it (ledger/drain.py).
+UNCHANGED_SINCE_READ = f"attribute_not_exists({PK}) OR #version = :version"

@@ -1,0 +1,111 @@
+"""The drain's and the replay's records: one per mapping (pk `DRAIN`) and one per replay
+source queue (pk `REPLAY`), sk the resource's ARN, the document a JSON string.
+
+| pk       | sk                  | document                                            |
+|----------|---------------------|-----------------------------------------------------|
+| `DRAIN`  | `<mapping arn>`     | holdfast.core.drain_control.Drain.to_dict()         |
+| `REPLAY` | `<queue arn>`       | holdfast.core.replay.Replay.to_dict()               |
+
+What the controller raises a cap from is what it wrote here, so every write follows the
+rule of every relaxing write (invariant 4): in one transaction with the check that the
+plan is still generation g, at the moment of the write. A write also holds only over the
+version its writer read (conditions.UNCHANGED_SINCE_READ), so two controllers of one
+generation cannot both step a drain from the same read: the second is refused (Conflict)
+and acts next tick on what the first wrote. A refused plan check is StalePlan.
+
+Records leave by TTL (`RECORD_DAYS` after their last write) and are ignored once the
+hold they belong to (`since`) is not the plan's: nothing deletes them (invariant 5).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from holdfast.aws import condition_failed, failure_kind
+from holdfast.core.errors import Conflict, LedgerUnavailable, StalePlan
+from holdfast.iam import uses
+from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
+from holdfast.ledger.conditions import UNCHANGED_SINCE_READ, key, still_current
+
+DRAIN, REPLAY = "DRAIN", "REPLAY"
+PARTITIONS = (DRAIN, REPLAY)
+RECORD_DAYS = 14
+
+
+@dataclass(frozen=True)
+class Item:
+    arn: str
+    doc: dict[str, Any]
+    version: int          # 0: not written yet
+    generation: int       # the plan generation it was written under
+    updated_at: str | None = None
+
+
+def _partition(partition: str) -> str:
+    if partition not in PARTITIONS:
+        raise ValueError(f"unknown record partition {partition!r}; one of {PARTITIONS}")
+    return partition
+
+
+@uses("dynamodb:Query", by=("reconciler", "cli"))
+def read_all(dynamodb, table: str, partition: str) -> dict[str, Item]:
+    """Every record of the partition, by ARN, strongly consistent. A record whose document
+    is not JSON is left out (and reported by the caller as missing: it starts again)."""
+    out: dict[str, Item] = {}
+    try:
+        for page in dynamodb.get_paginator("query").paginate(
+            TableName=table,
+            KeyConditionExpression="#pk = :pk",
+            ExpressionAttributeNames={"#pk": PK},
+            ExpressionAttributeValues={":pk": {"S": _partition(partition)}},
+            ConsistentRead=True,
+        ):
+            for item in page["Items"]:
+                try:
+                    doc = json.loads(item["doc"]["S"])
+                except (KeyError, ValueError):
+                    continue
+                out[item[SK]["S"]] = Item(item[SK]["S"], doc, int(item["version"]["N"]), int(item["generation"]["N"]),
+                                          item.get("updated_at", {}).get("S"))
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot read the {partition.lower()} records from {table}: {failure_kind(err)}") from err
+    return out
+
+
+@uses("dynamodb:ConditionCheckItem", "dynamodb:PutItem", by=("reconciler",))
+def write(dynamodb, table: str, partition: str, arn: str, doc: dict[str, Any], *, generation: int,
+          read_version: int, controller_id: str, now: datetime) -> Item:
+    """Write `doc` as the next version of the record, only while `generation` is the plan
+    and the record is still `read_version` (0: absent). StalePlan when the plan moved on,
+    Conflict when another controller wrote the record since it was read."""
+    version = read_version + 1
+    put = {
+        "TableName": table,
+        "Item": {
+            **key(_partition(partition), arn),
+            "doc": {"S": json.dumps(doc, sort_keys=True)},
+            "version": {"N": str(version)},
+            "generation": {"N": str(generation)},
+            "updated_by": {"S": controller_id},
+            "updated_at": {"S": now.isoformat()},
+            TTL_ATTRIBUTE: {"N": str(int((now + timedelta(days=RECORD_DAYS)).timestamp()))},
+        },
+        "ConditionExpression": UNCHANGED_SINCE_READ,
+        "ExpressionAttributeNames": {"#version": "version"},
+        "ExpressionAttributeValues": {":version": {"N": str(read_version)}},
+    }
+    try:
+        dynamodb.transact_write_items(TransactItems=[still_current(table, generation), {"Put": put}])
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                raise StalePlan(f"plan generation {generation} is no longer current") from err
+            raise Conflict(f"{partition.lower()} record of {arn} changed since it was read (version {read_version})") from err
+        raise LedgerUnavailable(f"cannot write the {partition.lower()} record of {arn}: {failure_kind(err)}") from err
+    return Item(arn, doc, version, generation, now.isoformat())

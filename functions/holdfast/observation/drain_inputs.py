@@ -1,0 +1,421 @@
+"""What the drain reads about each controlled mapping, in bulk, once a tick.
+
+- `mappings(clients)`: every SQS event source mapping with its cap in force, from
+  ListEventSourceMappings (100 a page): the bulk read, no call per mapping.
+- `consumer(...)`: once per mapping and hold, what stays put during a drain — the
+  function's reserved concurrency (GetFunction, outside the Lambda control-plane budget),
+  the downstream alarms named for it (settings `drain_downstream_alarms` /
+  `drain_warning_alarms` by function name, queue name, mapping UUID or `*`, and the tags
+  `holdfast:downstream-alarms` / `holdfast:downstream-warnings` on the mapping or its
+  function: names separated by spaces, as Lambda tag values allow no comma).
+- `pre_event(...)`: the facts from before the hold (ConcurrentExecutions, the oldest-message
+  age, Errors, the queue's sent and deleted rates), over `drain_pre_event_minutes`.
+- `alarms(...)`: each downstream alarm's state and the time of the datapoint it was decided
+  on (holdfast.core.drain_control.Alarm).
+- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping.
+
+Metrics come from GetMetricData, at most 500 queries a call (its limit), one-minute
+periods, newest first. CloudWatch's StateReasonData names the datapoints of the last state
+*change* only, so an alarm's `measured_at` is the newest datapoint of its own metric (read
+in the same GetMetricData calls), or of its evaluated datapoints if that is newer:
+
+| alarm                                    | measured_at                                      |
+|------------------------------------------|--------------------------------------------------|
+| metric alarm with datapoints             | its metric's newest datapoint (period start)     |
+| OK with no datapoint (missing data is    | its last evaluation: one period plus CloudWatch's |
+| not breaching), composite or math in OK  | lag (2 min) before now                           |
+| ALARM with no datapoint, composite, math | when it entered ALARM: one cut per transition    |
+| INSUFFICIENT_DATA                        | when it entered that state (the controller       |
+|                                          | ignores it after a stale period)                 |
+| missing                                  | state None: ignored, and said so                 |
+
+A read that fails leaves that input missing (None): the controller holds with the reason,
+it never crashes the tick (invariant 8).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Mapping
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from holdfast.aws import error_text
+from holdfast.core import drain_control as dc
+from holdfast.iam import uses
+
+logger = logging.getLogger(__name__)
+
+TAG_ALARMS = "holdfast:downstream-alarms"
+TAG_WARNINGS = "holdfast:downstream-warnings"
+EVERY = "*"
+QUERIES_PER_CALL = 500        # GetMetricData's limit
+ALARM_NAMES_PER_CALL = 100    # DescribeAlarms' limit
+PERIOD = 60
+CLOUDWATCH_LAG = timedelta(minutes=2)
+
+# metric key -> (namespace, metric name, statistic, dimension)
+QUEUE_METRICS = {
+    "age": ("AWS/SQS", "ApproximateAgeOfOldestMessage", "Maximum"),
+    "visible": ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum"),
+    "sent": ("AWS/SQS", "NumberOfMessagesSent", "Sum"),
+    "deleted": ("AWS/SQS", "NumberOfMessagesDeleted", "Sum"),
+}
+FUNCTION_METRICS = {
+    "errors": ("AWS/Lambda", "Errors", "Sum"),
+    "throttles": ("AWS/Lambda", "Throttles", "Sum"),
+    "concurrency": ("AWS/Lambda", "ConcurrentExecutions", "Maximum"),
+}
+
+
+def _name(arn: str) -> str:
+    return arn.rsplit(":", 1)[-1]
+
+
+def function_name(function_arn: str) -> str:
+    """The function's name from its ARN, without a version or alias qualifier."""
+    parts = function_arn.split(":")
+    return parts[6] if len(parts) > 6 else function_arn
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One SQS mapping as ListEventSourceMappings shows it."""
+
+    arn: str
+    uuid: str
+    function_arn: str
+    queue_arn: str
+    cap: int | None
+    state: str | None = None
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """What the drain keeps about one mapping for a hold (it stays put during a drain)."""
+
+    arn: str
+    uuid: str
+    function_arn: str
+    queue_arn: str
+    reserved: int | None = None
+    alarms: tuple[str, ...] = ()        # downstream: an ALARM cuts
+    warnings: tuple[str, ...] = ()      # an ALARM stops raises
+    notes: tuple[str, ...] = ()         # what could not be read, for the operator
+
+    @property
+    def function(self) -> str:
+        return function_name(self.function_arn)
+
+    @property
+    def queue(self) -> str:
+        return _name(self.queue_arn)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arn": self.arn, "uuid": self.uuid, "function_arn": self.function_arn, "queue_arn": self.queue_arn,
+                "reserved": self.reserved, "alarms": list(self.alarms), "warnings": list(self.warnings),
+                "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "Consumer":
+        return cls(raw["arn"], raw["uuid"], raw["function_arn"], raw["queue_arn"], raw.get("reserved"),
+                   tuple(raw.get("alarms", ())), tuple(raw.get("warnings", ())), tuple(raw.get("notes", ())))
+
+
+def _mapping_arn(m: Mapping[str, Any]) -> str:
+    if m.get("EventSourceMappingArn"):
+        return m["EventSourceMappingArn"]
+    parts = m["FunctionArn"].split(":")
+    return f"arn:{parts[1]}:lambda:{parts[3]}:{parts[4]}:event-source-mapping:{m['UUID']}"
+
+
+@uses("lambda:ListEventSourceMappings", by=("reconciler", "cli"))
+def mappings(clients) -> dict[str, Listed]:
+    """Every SQS mapping by ARN, with its cap in force."""
+    out = {}
+    for page in clients("lambda").get_paginator("list_event_source_mappings").paginate():
+        for m in page["EventSourceMappings"]:
+            if not m.get("EventSourceArn", "").startswith("arn:aws") or ":sqs:" not in m["EventSourceArn"]:
+                continue
+            arn = _mapping_arn(m)
+            out[arn] = Listed(arn, m["UUID"], m["FunctionArn"], m["EventSourceArn"],
+                                (m.get("ScalingConfig") or {}).get("MaximumConcurrency"), m.get("State"))
+    return out
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(v for v in (value or "").split(" ") if v)
+
+
+def named_alarms(settings, m: Listed, tags: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(downstream alarms, warnings) named for a mapping by the settings and by tags
+    (`tags`: the mapping's and its function's together)."""
+    keys = (EVERY, function_name(m.function_arn), _name(m.queue_arn), m.uuid)
+    alarms: list[str] = []
+    warnings: list[str] = []
+    for key in keys:
+        alarms += settings.drain_downstream_alarms.get(key, ())
+        warnings += settings.drain_warning_alarms.get(key, ())
+    alarms += _split(tags.get(TAG_ALARMS))
+    warnings += _split(tags.get(TAG_WARNINGS))
+    alarms = list(dict.fromkeys(alarms))
+    warnings = [w for w in dict.fromkeys(warnings) if w not in alarms]   # named both ways: it cuts
+    return tuple(alarms), tuple(warnings)
+
+
+@uses("lambda:GetFunction", "lambda:ListTags", by=("reconciler", "cli"))
+def consumer(clients, settings, m: Listed) -> Consumer:
+    """The consumer facts of one mapping: reserved concurrency and the alarms named for it.
+    A read that fails is a note, never an exception: the drain goes on without it."""
+    client = clients("lambda")
+    notes, tags, reserved = [], {}, None
+    try:
+        reserved = (client.get_function(FunctionName=m.function_arn).get("Concurrency") or {}).get(
+            "ReservedConcurrentExecutions")
+    except (ClientError, BotoCoreError) as err:
+        notes.append(f"reserved concurrency unreadable ({error_text(err)}): the drain's ceiling is Lambda's")
+    for arn in (unqualified(m.function_arn), m.arn):
+        try:
+            tags.update(client.list_tags(Resource=arn).get("Tags", {}))
+        except (ClientError, BotoCoreError) as err:
+            notes.append(f"tags of {arn} unreadable ({error_text(err)}): alarms named by tag there are not known")
+    alarms, warnings = named_alarms(settings, m, tags)
+    return Consumer(m.arn, m.uuid, m.function_arn, m.queue_arn, reserved, alarms, warnings, tuple(notes))
+
+
+def unqualified(function_arn: str) -> str:
+    return ":".join(function_arn.split(":")[:7])
+
+
+# ---- GetMetricData in bulk ---------------------------------------------------------------
+
+
+@dataclass
+class _Batch:
+    """Metric queries keyed by (owner, metric); run in calls of at most 500."""
+
+    start: datetime
+    end: datetime
+    queries: list[tuple[tuple[str, str], dict]] = field(default_factory=list)
+
+    def add(self, owner: str, metric: str, namespace: str, name: str, stat: str, dimensions: list[dict],
+            period: int = PERIOD) -> None:
+        self.queries.append(((owner, metric), {
+            "MetricStat": {"Metric": {"Namespace": namespace, "MetricName": name, "Dimensions": dimensions},
+                           "Period": period, "Stat": stat},
+            "ReturnData": True,
+        }))
+
+    @uses("cloudwatch:GetMetricData", by=("reconciler", "cli"))
+    def run(self, clients) -> dict[tuple[str, str], list[dc.Datapoint]]:
+        """(owner, metric) -> datapoints, newest first; a failed call leaves its queries empty."""
+        out: dict[tuple[str, str], list[dc.Datapoint]] = {k: [] for k, _ in self.queries}
+        cloudwatch = clients("cloudwatch") if self.queries else None
+        for i in range(0, len(self.queries), QUERIES_PER_CALL):
+            chunk = self.queries[i:i + QUERIES_PER_CALL]
+            ids = {f"q{i + j}": k for j, (k, _) in enumerate(chunk)}
+            request = [{"Id": qid, **q} for qid, (_, q) in zip(ids, chunk)]
+            try:
+                for page in cloudwatch.get_paginator("get_metric_data").paginate(
+                    MetricDataQueries=request, StartTime=self.start, EndTime=self.end, ScanBy="TimestampDescending",
+                ):
+                    for result in page["MetricDataResults"]:
+                        points = out[ids[result["Id"]]]
+                        for when, value in zip(result.get("Timestamps", []), result.get("Values", [])):
+                            if isinstance(value, (int, float)) and math.isfinite(value):
+                                points.append(dc.Datapoint(when.astimezone(timezone.utc), float(value)))
+            except (ClientError, BotoCoreError) as err:
+                logger.warning("GetMetricData failed for %d queries: %s; those inputs are missing this tick",
+                               len(chunk), error_text(err))
+        for points in out.values():
+            points.sort(key=lambda p: p.at, reverse=True)
+        return out
+
+
+def _queue_dims(queue_arn: str) -> list[dict]:
+    return [{"Name": "QueueName", "Value": _name(queue_arn)}]
+
+
+def _function_dims(function_arn: str) -> list[dict]:
+    return [{"Name": "FunctionName", "Value": function_name(function_arn)}]
+
+
+def pre_event(clients, consumers: Iterable[Consumer], since: datetime, minutes: int,
+              owner_caps: Mapping[str, int | None]) -> dict[str, dc.Facts]:
+    """Each mapping's facts from the `minutes` before `since`: the most ConcurrentExecutions
+    it ran at, the most its oldest message aged (the baseline a caught-up queue returns to),
+    its Errors a minute (mean), and its queue's sent and deleted rates (for the forecast)."""
+    consumers = list(consumers)
+    batch = _Batch(since - timedelta(minutes=minutes), since)
+    for c in consumers:
+        for metric in ("age", "sent", "deleted"):
+            ns, name, stat = QUEUE_METRICS[metric]
+            batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
+        for metric in ("errors", "concurrency"):
+            ns, name, stat = FUNCTION_METRICS[metric]
+            batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
+    data = batch.run(clients)
+    window = minutes * 60.0
+    out = {}
+    for c in consumers:
+        values = lambda metric: [p.value for p in data[(c.arn, metric)]]
+        concurrency, age, errors = values("concurrency"), values("age"), values("errors")
+        sent, deleted = values("sent"), values("deleted")
+        out[c.arn] = dc.Facts(
+            pre_event_concurrency=max(concurrency) if concurrency else None,
+            reserved_concurrency=c.reserved,
+            owner_cap=owner_caps.get(c.arn),
+            baseline_age_seconds=max(age) if age else None,
+            baseline_errors=sum(errors) / len(errors) if errors else 0.0,
+            # A period without a datapoint had no messages: the rates are over the whole window.
+            arrival_per_second=sum(sent) / window if sent else None,
+            deleted_per_second=sum(deleted) / window if deleted else None,
+        )
+    return out
+
+
+# ---- the downstream alarms -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlarmInfo:
+    name: str
+    state: str | None                 # None: no such alarm
+    transitioned: datetime | None = None
+    evaluated: datetime | None = None   # newest of StateReasonData's evaluated datapoints
+    metric: dict | None = None          # MetricStat of a single-metric alarm
+
+
+def _utc(t: datetime | None) -> datetime | None:
+    if t is None:
+        return None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def _evaluated(reason_data: str | None) -> datetime | None:
+    try:
+        points = json.loads(reason_data or "{}").get("evaluatedDatapoints") or []
+        times = [datetime.strptime(p["timestamp"], "%Y-%m-%dT%H:%M:%S.%f%z") for p in points if "timestamp" in p]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return max(times).astimezone(timezone.utc) if times else None
+
+
+@uses("cloudwatch:DescribeAlarms", by=("reconciler", "cli"))
+def describe(clients, names: Iterable[str]) -> dict[str, AlarmInfo]:
+    """Each alarm's state, its last transition, and its metric; an unreadable page leaves
+    its alarms as state None (ignored by the controller, and said so)."""
+    names = sorted(set(names))
+    out = {n: AlarmInfo(n, None) for n in names}
+    cloudwatch = clients("cloudwatch") if names else None
+    for i in range(0, len(names), ALARM_NAMES_PER_CALL):
+        try:
+            page = cloudwatch.describe_alarms(AlarmNames=names[i:i + ALARM_NAMES_PER_CALL],
+                                              AlarmTypes=["MetricAlarm", "CompositeAlarm"], MaxRecords=ALARM_NAMES_PER_CALL)
+        except (ClientError, BotoCoreError) as err:
+            logger.warning("downstream alarms unreadable: %s", error_text(err))
+            continue
+        for a in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
+            metric = None
+            if a.get("MetricName") and a.get("Namespace"):
+                stat = a.get("Statistic") or a.get("ExtendedStatistic")
+                if stat:
+                    metric = {"Namespace": a["Namespace"], "MetricName": a["MetricName"],
+                              "Dimensions": a.get("Dimensions", []), "Period": int(a.get("Period") or PERIOD), "Stat": stat}
+            transitioned = _utc(a.get("StateTransitionedTimestamp") or a.get("StateUpdatedTimestamp"))
+            out[a["AlarmName"]] = AlarmInfo(a["AlarmName"], a.get("StateValue"), transitioned,
+                                            _evaluated(a.get("StateReasonData")), metric)
+    return out
+
+
+def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> datetime | None:
+    """The time of the datapoint an alarm's state was decided on (see the module's table)."""
+    if info.state is None:
+        return None
+    if info.state == dc.INSUFFICIENT_DATA:
+        return info.transitioned
+    times = [t for t in (newest, info.evaluated) if t is not None]
+    if times:
+        return max(times)
+    if info.state == dc.OK:
+        period = (info.metric or {}).get("Period", PERIOD)
+        return now - timedelta(seconds=period) - CLOUDWATCH_LAG
+    return info.transitioned
+
+
+# ---- this tick's readings ---------------------------------------------------------------
+
+
+def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_seconds: float) -> dict[str, dc.Reading]:
+    """Each consumer's Reading: its queue and function metrics and its downstream alarms."""
+    consumers = list(consumers)
+    names = {n for c in consumers for n in c.alarms + c.warnings}
+    infos = describe(clients, names)
+    lookback = timedelta(seconds=stale_seconds + 2 * PERIOD)
+    batch = _Batch(now - lookback, now)
+    for c in consumers:
+        for metric, (ns, name, stat) in QUEUE_METRICS.items():
+            batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
+        for metric in ("errors", "throttles"):
+            ns, name, stat = FUNCTION_METRICS[metric]
+            batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
+    for info in infos.values():
+        if info.metric is not None:
+            m = info.metric
+            batch.add("alarm:" + info.name, "metric", m["Namespace"], m["MetricName"], m["Stat"], m["Dimensions"], m["Period"])
+    data = batch.run(clients)
+    newest = lambda owner, metric: (data.get((owner, metric)) or [None])[0]
+    out = {}
+    for c in consumers:
+        age = newest(c.arn, "age")
+        live = None
+        if age is None or age.at + timedelta(seconds=PERIOD + stale_seconds) < now:
+            live = visible_now(clients, c.queue_arn)
+        downstream = []
+        for name, severity in [(n, dc.CRITICAL) for n in c.alarms] + [(n, dc.WARNING) for n in c.warnings]:
+            info = infos.get(name, AlarmInfo(name, None))
+            point = newest("alarm:" + name, "metric")
+            downstream.append(dc.Alarm(name, info.state, measured_at(info, point.at if point else None, now), severity))
+        out[c.arn] = dc.Reading(
+            oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), errors=newest(c.arn, "errors"),
+            throttles=newest(c.arn, "throttles"), downstream=tuple(downstream),
+            sent=newest(c.arn, "sent"), deleted=newest(c.arn, "deleted"), visible_now=live,
+        )
+    return out
+
+
+@uses("sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
+def visible_now(clients, queue_arn: str) -> int | None:
+    """The queue's ApproximateNumberOfMessages, live; None when it cannot be read."""
+    parts = queue_arn.split(":")
+    sqs = clients("sqs")
+    try:
+        url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"])
+    except (ClientError, BotoCoreError, KeyError, ValueError, IndexError) as err:
+        logger.warning("queue %s unreadable: %s", queue_arn, err)
+        return None
+
+
+def queue_ages(clients, queue_arns: Iterable[str], now: datetime, *, since: datetime, pre_event_minutes: int,
+               stale_seconds: float) -> dict[str, tuple[dc.Datapoint | None, float | None]]:
+    """For the replay: each queue's newest ApproximateAgeOfOldestMessage and its pre-event
+    baseline (the most it aged in the window before the hold)."""
+    arns = sorted(set(queue_arns))
+    ns, name, stat = QUEUE_METRICS["age"]
+    now_batch = _Batch(now - timedelta(seconds=stale_seconds + 2 * PERIOD), now)
+    before = _Batch(since - timedelta(minutes=pre_event_minutes), since)
+    for arn in arns:
+        now_batch.add(arn, "age", ns, name, stat, _queue_dims(arn))
+        before.add(arn, "age", ns, name, stat, _queue_dims(arn))
+    current, baseline = now_batch.run(clients), before.run(clients)
+    out = {}
+    for arn in arns:
+        points, base = current[(arn, "age")], [p.value for p in baseline[(arn, "age")]]
+        out[arn] = (points[0] if points else None, max(base) if base else None)
+    return out

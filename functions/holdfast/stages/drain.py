@@ -1,0 +1,157 @@
+"""The drain, one tick: every controlled mapping's cap from its own controller.
+
+    decided = decide(runtime, plan, now)
+    engine.relax(kinds=("esm",), target_for=decided.target_for, guard=guard)
+
+From the hold on (holdfast.core.policy: the CONTROL posture), per engaged mapping (one
+with an original in the resource ledger):
+
+1. Read in bulk: ListEventSourceMappings (the caps in force), the drain records (one ledger
+   Query); for a mapping new to this hold, once, its consumer facts (GetFunction, ListTags)
+   and its pre-event metrics; then, for all, DescribeAlarms and GetMetricData
+   (holdfast.observation.drain_inputs).
+2. Decide: holdfast.core.drain_control.advance — wait for the dependency, start from the
+   pre-event concurrency, raise, hold, cut, and give the owner's original back.
+3. Keep the record (holdfast.ledger.drain.write): conditional on the plan generation and on
+   the version read, *before* the cap is written. The record is the intent the walk
+   converges to: a crash between the two leaves a record whose cap the next tick writes
+   (the same target, idempotent); a crash before it leaves nothing changed. A record the
+   plan no longer allows (StalePlan) stops the tick's relaxing, as every guard does; one
+   another controller wrote since it was read (Conflict) leaves that mapping for a tick.
+4. Give the walk its targets: `{"MaximumConcurrency": n}`, None (restore: the owner's
+   original, a cap or none) or LEAVE (still waiting: as engaged).
+
+A mapping's record belongs to one hold (`since` = the plan's `impaired_at`): a new
+impairment starts every drain again from the floor.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from holdfast.core import drain_control as dc
+from holdfast.core import policy
+from holdfast.core.errors import Conflict
+from holdfast.core.model import LEAVE, Resource
+from holdfast.ledger import drain as records
+from holdfast.ledger.resources import ResourceLedger
+from holdfast.observation import drain_inputs
+
+logger = logging.getLogger(__name__)
+
+KIND = "esm"
+KEY = "MaximumConcurrency"
+
+
+def hold_started(plan: policy.Plan) -> datetime:
+    """When the hold the drains belong to began."""
+    return plan.impaired_at or plan.entered_at
+
+
+@dataclass
+class Decided:
+    """One tick's decisions: per mapping ARN, its step and the walk's target."""
+
+    steps: dict[str, dc.Step] = field(default_factory=dict)
+    targets: dict[str, Any] = field(default_factory=dict)
+    consumers: dict[str, drain_inputs.Consumer] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def target_for(self, resource: Resource) -> Any:
+        return self.targets.get(resource.arn, LEAVE)
+
+    def summary(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.steps.values():
+            out[s.action] = out.get(s.action, 0) + 1
+        return out
+
+
+def current_records(dynamodb, table: str, plan: policy.Plan,
+                    every: dict[str, records.Item] | None = None) -> dict[str, records.Item]:
+    """The drain records of this plan's hold, by mapping ARN (older holds' are ignored)."""
+    since = hold_started(plan)
+    out = {}
+    every = records.read_all(dynamodb, table, records.DRAIN) if every is None else every
+    for arn, item in every.items():
+        try:
+            drain = dc.Drain.from_dict(item.doc["drain"])
+        except (KeyError, ValueError):
+            continue
+        if since is not None and drain.since == since:
+            out[arn] = item
+    return out
+
+
+def in_drain(dynamodb, table: str, plan: policy.Plan) -> frozenset[str]:
+    """Mappings with a drain in this hold: a walk of the hold's engage again (one that did
+    not finish, a mode change) must leave them to their controller — re-engaging would
+    put a raised cap back at the floor, or take an owner's original away again."""
+    return frozenset(current_records(dynamodb, table, plan))
+
+
+def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) -> Decided:
+    """Read, decide and record every engaged mapping's step (nothing recorded with dry_run).
+    Raises StalePlan (the plan moved on) and LedgerUnavailable."""
+    clients, settings, table = runtime.clients, runtime.settings, runtime.table
+    dynamodb = clients("dynamodb")
+    constants = dc.constants_from(settings)
+    since = hold_started(plan)
+    out = Decided()
+
+    engaged = {r.arn: r for r in ResourceLedger(dynamodb, table).records() if r.kind == KIND}
+    if not engaged:
+        return out
+    listed = drain_inputs.mappings(clients)
+    every = records.read_all(dynamodb, table, records.DRAIN)
+    held = current_records(dynamodb, table, plan, every)
+
+    drains: dict[str, dc.Drain] = {}
+    versions: dict[str, int] = {}
+    fresh: list[drain_inputs.Consumer] = []
+    for arn in sorted(engaged):
+        if arn not in listed:
+            out.notes.append(f"{arn}: not listed (deleted?): the walk forgets it")
+            continue
+        item = held.get(arn)
+        if item is not None:
+            drains[arn] = dc.Drain.from_dict(item.doc["drain"])
+            out.consumers[arn] = drain_inputs.Consumer.from_dict(item.doc["consumer"])
+            versions[arn] = item.version
+        else:
+            c = drain_inputs.consumer(clients, settings, listed[arn])
+            out.consumers[arn] = c
+            fresh.append(c)
+            versions[arn] = every[arn].version if arn in every else 0   # a record of an older hold is overwritten
+    if fresh:
+        caps = {c.arn: engaged[c.arn].original.get(KEY) for c in fresh}
+        facts = drain_inputs.pre_event(clients, fresh, since, settings.drain_pre_event_minutes, caps)
+        for c in fresh:
+            drains[c.arn] = dc.Drain(since=since, facts=facts[c.arn])
+
+    reading = drain_inputs.readings(clients, [out.consumers[a] for a in drains], now,
+                                    stale_seconds=constants.stale_seconds)
+    for arn, drain in drains.items():
+        step = dc.advance(drain, reading[arn], listed[arn].cap, now, constants, fallback=plan.stage == policy.DRAIN)
+        if not dry_run:
+            doc = {"drain": step.drain.to_dict(), "consumer": out.consumers[arn].to_dict(),
+                   "name": f"{out.consumers[arn].function}<-{out.consumers[arn].queue}"}
+            try:
+                records.write(dynamodb, table, records.DRAIN, arn, doc, generation=plan.generation,
+                              read_version=versions[arn], controller_id=runtime.controller_id, now=now)
+            except Conflict as err:
+                out.notes.append(f"{arn}: {err}; acting next tick")
+                continue
+        out.steps[arn] = step
+        if step.action == dc.WAIT:
+            out.targets[arn] = LEAVE
+        elif step.restore:
+            out.targets[arn] = None
+        else:
+            out.targets[arn] = {KEY: step.cap}
+    logger.info("drain decided", extra={"generation": plan.generation, "actions": out.summary(),
+                                        "notes": out.notes[:20]})
+    return out
