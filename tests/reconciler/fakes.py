@@ -224,14 +224,17 @@ class FakeEngine:
                 r.record["applied"] = new
             return Outcome(r.kind, arn, RAISED)
         drifted = r.value != r.record["applied"]
-        if not drifted and r.value != r.record["original"]:
+        original = r.record["original"]   # read before the guard, as an actuator reads it
+        if not drifted and r.value != original:
             self._pause_point()
             self._gate(clients)
             guard()
-            self._write(arn, r, r.record["original"], "restore")
+            self._write(arn, r, original, "restore")
         self._gate(clients)
         guard()
         with w.lock:
+            if r.record is None:   # another controller forgot it meanwhile (deleting twice is harmless)
+                return Outcome(r.kind, arn, DRIFT_KEPT if drifted else RESTORED)
             if w.relaxing_allowed(r.kind) is False:
                 w.violations.append(f"{arn}: record forgotten under a plan that holds {r.kind} (invariant 5)")
             r.record = None

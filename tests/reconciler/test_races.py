@@ -13,12 +13,12 @@ from holdfast.core.policy import DRAIN, FRESH_WORK, HOLD, NORMAL
 from tests.reconciler.conftest import T0
 
 
-def run_to(h, stage, *, step=None, limit=60):
+def run_to(h, stage, *, limit=60):
     """Tick one controller, a minute apart, until the plan reaches `stage`."""
     for _ in range(limit):
         h.tick("solo")
         plan = h.plan()
-        if plan and plan.stage == stage and (step is None or plan.drain_step == step):
+        if plan and plan.stage == stage:
             return plan
         h.minutes(1)
     raise AssertionError(f"never reached {stage}; at {h.plan()}")
@@ -26,6 +26,7 @@ def run_to(h, stage, *, step=None, limit=60):
 
 def test_a_full_event_engages_then_restores_every_resource(harness):
     h = harness
+    h.stages.wait_ticks = 3   # the mappings' controllers give them back on their third drain tick
     h.script.set("impaired", h.clock.now())
     run_to(h, HOLD)
     h.tick("solo")
@@ -41,7 +42,7 @@ def test_a_full_event_engages_then_restores_every_resource(harness):
             seen.append(label)
         if h.plan().stage == NORMAL:
             break
-    assert seen == ["hold", "drain step 0", "drain step 1", "drain step 2", "fresh-work", "routing", "capacity", "normal"]
+    assert seen == ["hold", "drain", "replay", "fresh-work", "routing", "capacity", "normal"]
     assert not h.world.check()
     assert all(r.value == r.true_original and r.record is None for r in h.world.resources.values())
 
@@ -52,19 +53,21 @@ def recover(h):
 
 
 def test_october_a_stale_controller_cannot_relax_after_others_moved_on(harness):
-    """A writes plan g (drain step 1) and is paused just before its first relaxing write.
-    B moves g+1..g+5 — a re-impairment that engages everything again, then recovery
-    through the drain steps to fresh-work, relaxing and forgetting the mappings' records
-    (its clean-up). A resumes its old walk: every write is refused and changes nothing."""
+    """A, under plan g (drain), is paused just before its first relaxing write: a
+    mapping its controller gives back. B moves g+1..g+4 — a re-impairment that engages
+    everything again, then recovery through the drain (where the mappings' controllers
+    give them back and their records are forgotten: its clean-up) and the replay to
+    fresh-work. A resumes its old walk: every write is refused and changes nothing."""
     h = harness
+    h.stages.wait_ticks = 10**6   # the mappings stay engaged until A's tick
     h.script.set("impaired", h.clock.now())
     run_to(h, HOLD)
     recover(h)
     h.minutes(11)
-    run_to(h, DRAIN, step=0)
-    h.tick("solo")
+    run_to(h, DRAIN)
     h.minutes(11)
 
+    h.stages.wait_ticks = 0
     paused, resume = threading.Event(), threading.Event()
     h.engine.pause_before_relax["A"] = (paused, resume)
     results = []
@@ -72,13 +75,13 @@ def test_october_a_stale_controller_cannot_relax_after_others_moved_on(harness):
     a.start()
     assert paused.wait(10), "A never reached a relaxing write"
     g = h.plan().generation
-    assert (h.plan().stage, h.plan().drain_step) == (DRAIN, 1)
+    assert h.plan().stage == DRAIN
 
     h.script.set("impaired", h.clock.now())
     h.tick("B")
     assert (h.plan().stage, h.plan().generation) == (HOLD, g + 1)
     recover(h)
-    while h.plan().generation < g + 5:
+    while h.plan().generation < g + 4:
         h.minutes(11)
         h.tick("B")
     h.tick("B")
@@ -95,8 +98,8 @@ def test_october_a_stale_controller_cannot_relax_after_others_moved_on(harness):
     assert len(h.world.writes) == writes
     assert not h.world.check()
     current = ledger_plan.read(h.world.dynamodb, h.table)
-    assert current.generation == g + 5 and current.stage == FRESH_WORK
+    assert current.generation == g + 4 and current.stage == FRESH_WORK
     # the history of every generation is kept (expires by TTL, never deleted)
     items = h.world.dynamodb.query(TableName=h.table, KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
                                    ExpressionAttributeValues={":p": {"S": "PLAN"}, ":g": {"S": "GEN#"}})["Items"]
-    assert len(items) == g + 5 and all("expires_at" in i for i in items)
+    assert len(items) == g + 4 and all("expires_at" in i for i in items)

@@ -218,6 +218,8 @@ class Reading:
     # no fresh datapoint (SQS stops publishing for a queue idle six hours; CloudWatch may lag):
     # an empty queue is caught up, a non-empty one is behind. None: not read.
     visible_now: int | None = None
+    # The queue does not exist (deleted): there is nothing to drain.
+    queue_missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -400,6 +402,9 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         ], waiting=["a datapoint measured at the current cap"], acted_through=newest, caught_up_since=None)
     if clamp:
         return out(CUT, cap, clamp, caught_up_since=None)
+    if reading.queue_missing:
+        return out(RESTORE, cap, ["the queue does not exist (deleted?): nothing to drain; the owner's original comes back"],
+                   restore=True, restored=True)
 
     # 2. Alarms still in ALARM on datapoints already acted on, or with no datapoint time.
     holds, waiting = [], []

@@ -44,12 +44,13 @@ from typing import Any, Iterable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import error_text
+from holdfast.aws import error_code, error_text
 from holdfast.core import drain_control as dc
 from holdfast.iam import uses
 
 logger = logging.getLogger(__name__)
 
+MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 TAG_ALARMS = "holdfast:downstream-alarms"
 TAG_WARNINGS = "holdfast:downstream-warnings"
 EVERY = "*"
@@ -372,9 +373,9 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
     out = {}
     for c in consumers:
         age = newest(c.arn, "age")
-        live = None
+        live, missing = None, False
         if age is None or age.at + timedelta(seconds=PERIOD + stale_seconds) < now:
-            live = visible_now(clients, c.queue_arn)
+            live, missing = visible_now(clients, c.queue_arn)
         downstream = []
         for name, severity in [(n, dc.CRITICAL) for n in c.alarms] + [(n, dc.WARNING) for n in c.warnings]:
             info = infos.get(name, AlarmInfo(name, None))
@@ -383,23 +384,28 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
         out[c.arn] = dc.Reading(
             oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), errors=newest(c.arn, "errors"),
             throttles=newest(c.arn, "throttles"), downstream=tuple(downstream),
-            sent=newest(c.arn, "sent"), deleted=newest(c.arn, "deleted"), visible_now=live,
+            sent=newest(c.arn, "sent"), deleted=newest(c.arn, "deleted"), visible_now=live, queue_missing=missing,
         )
     return out
 
 
 @uses("sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
-def visible_now(clients, queue_arn: str) -> int | None:
-    """The queue's ApproximateNumberOfMessages, live; None when it cannot be read."""
+def visible_now(clients, queue_arn: str) -> tuple[int | None, bool]:
+    """(the queue's ApproximateNumberOfMessages, live; whether the queue is gone). The count
+    is None when it cannot be read."""
     parts = queue_arn.split(":")
     sqs = clients("sqs")
     try:
         url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"])
-    except (ClientError, BotoCoreError, KeyError, ValueError, IndexError) as err:
+        return int(attrs["ApproximateNumberOfMessages"]), False
+    except ClientError as err:
+        if error_code(err) in MISSING_QUEUE:
+            return None, True
+        logger.warning("queue %s unreadable: %s", queue_arn, error_text(err))
+    except (BotoCoreError, KeyError, ValueError, IndexError) as err:
         logger.warning("queue %s unreadable: %s", queue_arn, err)
-        return None
+    return None, False
 
 
 def queue_ages(clients, queue_arns: Iterable[str], now: datetime, *, since: datetime, pre_event_minutes: int,

@@ -1,0 +1,246 @@
+"""The reconciler's drain through the controller, on moto with the real engine: the cap
+moves as the controller decides (start from the pre-event concurrency, raise on a fresh
+OK datapoint, hold until one, cut once per alarming datapoint, the owner's original back
+once caught up), every step recorded in the ledger under the plan generation; a stale plan
+refuses the raise; bad input (a missing metric, a deleted queue, a misnamed alarm) gives a
+clear reason and never stalls the drain.
+
+Moto publishes no SQS or Lambda metrics: `Cloud` puts the datapoints those services would
+publish (AWS/SQS by QueueName, AWS/Lambda by FunctionName) and the downstream's latency,
+with PutMetricData. Real CloudWatch refuses PutMetricData into an AWS/ namespace; moto
+accepts it, and GetMetricData reads them as it would read the services' own."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from holdfast.clock import FakeClock
+from holdfast.core import drain_control as dc
+from holdfast.core.model import RAISED, REFUSED_STALE
+from holdfast.core.policy import DRAIN, HOLD, Plan
+from holdfast.ledger import drain as records
+from holdfast.ledger import plan as ledger_plan
+from holdfast.reconciler import tick
+from holdfast.runtime import Runtime
+from holdfast.settings import Settings
+from holdfast.stages import drain as stage
+from tests.actuators.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
+from tests.reconciler.fakes import Script
+
+T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)
+SETTINGS = Settings.from_mapping({"hold_minutes": 10, "lambda_writes_per_second": 15})
+
+pytestmark = pytest.mark.usefixtures("aws_semantics")
+
+
+def minute(n: float) -> datetime:
+    return T0 + timedelta(minutes=n)
+
+
+class Cloud:
+    """The datapoints SQS, Lambda and the downstream would publish for one consumer."""
+
+    def __init__(self, clients, queue="orders", function="consumer"):
+        self.cw, self.queue, self.function = clients("cloudwatch"), queue, function
+
+    def put(self, at: datetime, *, age=None, visible=None, sent=None, deleted=None, errors=None, throttles=None,
+            concurrency=None, latency=None):
+        data = []
+
+        def add(namespace, name, dim, value, metric):
+            if metric is not None:
+                data.append((namespace, {"MetricName": name, "Dimensions": [{"Name": dim, "Value": value}],
+                                         "Timestamp": at, "Value": float(metric)}))
+
+        add("AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", self.queue, age)
+        add("AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", self.queue, visible)
+        add("AWS/SQS", "NumberOfMessagesSent", "QueueName", self.queue, sent)
+        add("AWS/SQS", "NumberOfMessagesDeleted", "QueueName", self.queue, deleted)
+        add("AWS/Lambda", "Errors", "FunctionName", self.function, errors)
+        add("AWS/Lambda", "Throttles", "FunctionName", self.function, throttles)
+        add("AWS/Lambda", "ConcurrentExecutions", "FunctionName", self.function, concurrency)
+        add("App", "Latency", "Database", "orders-db", latency)
+        for namespace in ("AWS/SQS", "AWS/Lambda", "App"):
+            batch = [d for ns, d in data if ns == namespace]
+            if batch:
+                self.cw.put_metric_data(Namespace=namespace, MetricData=batch)
+
+    def alarm(self, state: str) -> None:
+        self.cw.set_alarm_state(AlarmName="db-slo", StateValue=state, StateReason=f"test: {state}")
+
+
+def make_consumer(clients, *, pre_event_until: int = 0):
+    """One selected consumer without a cap of its own, its downstream alarm named by tag, and
+    pre-event metrics from half an hour before the hold: 16 concurrent, 20 msg/s in and out,
+    oldest 2 s. The mapping is disabled: moto would otherwise try to run the function (in
+    Docker) for every message; the drain caps a disabled mapping all the same."""
+    fn = make_function(clients, "consumer", tags={"holdfast:downstream-alarms": "db-slo"})
+    mapping = make_mapping(clients, fn, "orders", enabled=False)
+    cloud = Cloud(clients)
+    clients("cloudwatch").put_metric_alarm(
+        AlarmName="db-slo", Namespace="App", MetricName="Latency", Dimensions=[{"Name": "Database", "Value": "orders-db"}],
+        Statistic="Average", Period=60, EvaluationPeriods=1, Threshold=0.25, ComparisonOperator="GreaterThanThreshold")
+    cloud.alarm("OK")
+    for m in range(-30, pre_event_until):
+        cloud.put(minute(m), age=2, visible=40, sent=1200, deleted=1200, errors=0, throttles=0, concurrency=16, latency=0.1)
+    return mapping, cloud
+
+
+@pytest.fixture
+def consumer(clients):
+    return make_consumer(clients)
+
+
+class Controller:
+    def __init__(self, clients, table, settings=SETTINGS):
+        self.clients, self.table = clients, table
+        self.clock, self.script = FakeClock(T0), Script()
+        self.runtime = Runtime(clients, settings, table, self.clock, controller_id="solo")
+
+    def at(self, n: float, verdict: str = "impaired"):
+        self.clock.set(minute(n))
+        self.script.set(verdict, self.clock.now())
+        return tick(self.runtime, collect=self.script.collect)
+
+    def cap(self, mapping) -> int | None:
+        got = self.clients("lambda").get_event_source_mapping(UUID=mapping["UUID"])
+        return (got.get("ScalingConfig") or {}).get("MaximumConcurrency")
+
+    def drain(self, mapping) -> tuple[dc.Drain, records.Item]:
+        item = records.read_all(self.clients("dynamodb"), self.table, records.DRAIN)[mapping["EventSourceMappingArn"]]
+        return dc.Drain.from_dict(item.doc["drain"]), item
+
+
+def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer):
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+
+    first = c.at(0)
+    assert first.stage == HOLD and c.cap(mapping) == 2          # engaged at the floor
+    d, item = c.drain(mapping)
+    assert d.last.action == dc.WAIT and d.since == minute(0) and item.generation == 1
+    assert d.facts.pre_event_concurrency == 16 and d.facts.baseline_age_seconds == 2
+    assert any("OK only on a datapoint from before the hold" in r for r in d.last.reasons), d.last.reasons
+
+    # The dependency is back on the consumer's own evidence, the launch verdict still impaired.
+    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    assert c.at(3).stage == HOLD
+    d, _ = c.drain(mapping)
+    assert d.last.action == dc.START and c.cap(mapping) == 16 and d.state.step == 2
+    assert d.forecast is not None and d.forecast.seconds is not None and "if the downstream keeps up" in d.forecast.reason
+
+    cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
+    c.at(6)
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.RAISE, 18)
+
+    c.at(7)   # no datapoint measured at 18 yet
+    d, _ = c.drain(mapping)
+    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 18)
+    assert any("measured at cap 18" in r for r in d.last.reasons)
+
+    cloud.put(minute(7), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
+    cloud.alarm("ALARM")
+    c.at(9)
+    d, _ = c.drain(mapping)
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 12)       # 18 × 0.7, from the cap the datapoint measured
+    c.at(10)
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 12)   # never twice for one datapoint
+
+
+def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients, ledger_table, consumer):
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table, Settings.from_mapping({**SETTINGS.to_mapping(), "drain_restore_after_minutes": 5}))
+    c.at(0)
+    cloud.put(minute(1), age=30, visible=500, sent=1200, deleted=1500, errors=0, latency=0.1)
+    c.at(3)
+    assert c.cap(mapping) == 16
+    for m in range(4, 12):
+        cloud.put(minute(m - 1), age=3, visible=40, sent=1200, deleted=1200, errors=0, latency=0.1)
+        result = c.at(m, "recovering")
+        if c.cap(mapping) is None:
+            break
+    d, _ = c.drain(mapping)
+    assert d.restored and d.last.action == dc.RESTORE and c.cap(mapping) is None   # the owner had no cap
+    assert "esm" in ledger_plan.read(clients("dynamodb"), ledger_table).done
+    assert result.stage in (HOLD, DRAIN)
+
+
+def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
+    """Another controller writes generation g+1 while this tick's raise is in flight: the
+    guard before the cap write refuses it, the cap stays."""
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    c.at(3)
+    assert c.cap(mapping) == 16
+    cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
+
+    def newer_plan(**_):
+        events.unregister("before-call.lambda.TagResource", newer_plan)
+        plan = ledger_plan.read(clients("dynamodb"), ledger_table)
+        ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=plan.generation + 1, stage=HOLD,
+                          entered_at=plan.entered_at, impaired_at=plan.impaired_at), controller_id="other", now=c.clock.now())
+
+    events = clients("lambda").meta.events
+    events.register("before-call.lambda.TagResource", newer_plan)
+    c.clock.set(minute(6))
+    result = tick(c.runtime, collect=c.script.collect)
+    assert "stale" in result.actions and [o.action for o in result.outcomes if o.kind == "esm"] == [REFUSED_STALE]
+    assert c.cap(mapping) == 16
+    # The record of the raise was written under g: the next tick, under g+1, writes it.
+    c.at(7)
+    assert c.cap(mapping) == 18
+
+
+def test_a_drain_record_write_under_a_stale_plan_is_refused(clients, ledger_table, consumer):
+    mapping, _ = consumer
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    plan = ledger_plan.read(clients("dynamodb"), ledger_table)
+    ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=plan.generation + 1, stage=HOLD,
+                      entered_at=plan.entered_at, impaired_at=plan.impaired_at), controller_id="other", now=minute(1))
+    from holdfast.core.errors import StalePlan
+
+    with pytest.raises(StalePlan):
+        stage.decide(c.runtime, plan, minute(2))
+
+
+def test_a_missing_age_metric_on_a_nonempty_queue_still_drains(clients, ledger_table):
+    """SQS stops publishing for a queue idle six hours, and CloudWatch may lag: with no age
+    datapoint the queue's depth, read live, says behind (or caught up when empty)."""
+    mapping, cloud = make_consumer(clients, pre_event_until=-15)   # nothing fresh by minute 6
+    c = Controller(clients, ledger_table)
+    sqs = clients("sqs")
+    url = sqs.get_queue_url(QueueName="orders")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="waiting")
+    c.at(0)
+    cloud.put(minute(1), errors=0, latency=0.1)                        # no queue metrics at all
+    c.at(3)
+    cloud.put(minute(4), errors=0, latency=0.1)
+    c.at(6)
+    d, _ = c.drain(mapping)
+    assert (d.last.action, c.cap(mapping)) == (dc.RAISE, 18), d.last.reasons
+    assert any("1 messages visible (GetQueueAttributes): behind" in r for r in d.last.reasons)
+
+
+def test_a_deleted_queue_ends_its_drain_and_a_misnamed_alarm_is_ignored(clients, ledger_table):
+    mapping, cloud = make_consumer(clients, pre_event_until=-15)
+    clients("lambda").tag_resource(Resource=mapping["FunctionArn"], Tags={"holdfast:downstream-alarms": "db-slo db-typo"})
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    cloud.put(minute(1), errors=0, latency=0.1)
+    c.at(3)
+    d, _ = c.drain(mapping)
+    assert d.last.action == dc.START
+    clients("sqs").delete_queue(QueueUrl=clients("sqs").get_queue_url(QueueName="orders")["QueueUrl"])
+    cloud.put(minute(4), errors=0, latency=0.1)
+    assert any("db-typo does not exist: ignored" in r for r in d.last.reasons), d.last.reasons
+    result = c.at(6)
+    d, _ = c.drain(mapping)
+    # Nothing left to drain: the owner's original (no cap) back at once, and the kind is done.
+    assert (d.last.action, c.cap(mapping)) == (dc.RESTORE, None) and result.complete
+    assert any("the queue does not exist" in r for r in d.last.reasons), d.last.reasons
+    assert "esm" in ledger_plan.read(clients("dynamodb"), ledger_table).done
