@@ -36,3 +36,32 @@ def test_drain_steps_and_restore_keep_the_owners_cap(clients, ledger_table, sett
     assert restored.drift["MaximumConcurrency"]["current"] == 40
     assert mapping(clients, drifted["UUID"])[0] == {"MaximumConcurrency": 40}
     assert mapping(clients, other["UUID"])[0] == {"MaximumConcurrency": 500}
+
+
+def test_the_controller_moves_a_cap_both_ways_never_above_the_owners_and_restores_clean(clients, ledger_table, settings):
+    """The drain's controller raises and cuts: a partial relax writes either way, capped at
+    the owner's own cap, and every value it wrote stays Holdfast's, so the restore puts the
+    original back with no drift reported."""
+    fn = make_function(clients, "consumer")
+    uncapped = make_mapping(clients, fn, "q-uncapped")
+    owned = make_mapping(clients, fn, "q-owned", cap=20)
+    run(clients, settings, ledger_table, "esm")
+    for n, want_uncapped, want_owned in ((16, 16, 16), (24, 24, 20), (16, 16, 16), (12, 12, 12)):
+        run(clients, settings, ledger_table, "esm", "relax", target_for=lambda r, n=n: {"MaximumConcurrency": n})
+        assert mapping(clients, uncapped["UUID"])[0] == {"MaximumConcurrency": want_uncapped}
+        assert mapping(clients, owned["UUID"])[0] == {"MaximumConcurrency": want_owned}
+    out, _ = run(clients, settings, ledger_table, "esm", "relax")
+    assert {o.action for o in out.values()} == {"restored"}
+    assert mapping(clients, uncapped["UUID"])[0] in ({}, None)
+    assert mapping(clients, owned["UUID"])[0] == {"MaximumConcurrency": 20}
+
+
+def test_a_partial_relax_outside_lambdas_range_is_refused(clients, ledger_table, settings):
+    from holdfast.actuators.esm import EsmActuator
+    from holdfast.core.model import Record
+
+    act = EsmActuator(clients, settings, None)
+    record = Record("esm", "arn", {"MaximumConcurrency": None}, {"MaximumConcurrency": 2})
+    for bad in ({"MaximumConcurrency": 1}, {"MaximumConcurrency": 1001}, {"MaximumConcurrency": True}, {"Other": 5}):
+        with pytest.raises(ValueError, match="relaxes to"):
+            act.partial(record, {"MaximumConcurrency": 2}, bad)

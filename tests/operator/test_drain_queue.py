@@ -88,3 +88,35 @@ def test_cli_explains_consumers_that_never_ran_in_the_window(aws, queue, capsys)
 def test_cli_exits_1_when_the_queue_cannot_be_read(aws, capsys):
     assert main(["drain-estimate", "--queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/gone"]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_one_batchs_throughput_is_measured_from_the_consumers_concurrency(clients, queue, capsys):
+    """The same metrics the drain's forecast reads: deleted messages of the busiest period ÷
+    the ConcurrentExecutions of the functions whose mappings read the queue, then."""
+    from tests.actuators.fleet import make_function
+
+    fn = make_function(clients, "orders-consumer")
+    queue_arn = clients("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    clients("lambda").create_event_source_mapping(FunctionName=fn, EventSourceArn=queue_arn, Enabled=False)
+    for minutes in range(1, 60, 5):
+        put(clients, "NumberOfMessagesSent", minutes, 6_000)
+    put(clients, "NumberOfMessagesDeleted", 7, 9_000)      # 1,800/min: the busiest period
+    clients("cloudwatch").put_metric_data(Namespace="AWS/Lambda", MetricData=[{
+        "MetricName": "ConcurrentExecutions", "Dimensions": [{"Name": "FunctionName", "Value": "orders-consumer"}],
+        "Timestamp": NOW.replace(minute=0, second=0) - timedelta(minutes=7), "Value": 24.0}])
+
+    figures = read_queue(clients, queue, NOW, window_minutes=60)
+    assert figures.functions == ("orders-consumer",)
+    assert figures.consumer_per_minute == pytest.approx(1800)
+    assert figures.per_batch_per_minute == pytest.approx(75)   # 1,800/min over 24 batches
+
+    import holdfast.cli.context as context
+    from holdfast.clock import FakeClock
+    original = context.SystemClock
+    context.SystemClock = lambda: FakeClock(NOW)
+    try:
+        assert main(["--json", "drain-estimate", "--queue-url", queue]) == 0
+    finally:
+        context.SystemClock = original
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["controller"]["start_cap"] == 16 and doc["controller"]["ceiling"] == 24   # 1,200/min and 1,800/min at 75 a batch

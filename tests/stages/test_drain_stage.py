@@ -244,3 +244,31 @@ def test_a_deleted_queue_ends_its_drain_and_a_misnamed_alarm_is_ignored(clients,
     assert (d.last.action, c.cap(mapping)) == (dc.RESTORE, None) and result.complete
     assert any("the queue does not exist" in r for r in d.last.reasons), d.last.reasons
     assert "esm" in ledger_plan.read(clients("dynamodb"), ledger_table).done
+
+
+def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledger_table, consumer, capsys, monkeypatch):
+    import json
+
+    from holdfast.cli import main
+
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+    monkeypatch.setattr("holdfast.cli.context.SystemClock", lambda: c.clock)
+    c.at(0)
+    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    c.at(3)
+    cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1500, errors=0, latency=0.1)
+    c.at(6)
+    c.clock.set(minute(8))
+    capsys.readouterr()
+    assert main(["--json", "stage"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["drain"]
+    assert row["arn"] == mapping["EventSourceMappingArn"] and row["name"] == "consumer<-orders"
+    assert (row["action"], row["cap"], row["ceiling"]) == (dc.RAISE, 18, 1000)
+    assert row["elapsed_minutes"] == 5.0 and row["started_at"] == minute(3).isoformat()
+    assert row["forecast_minutes"] > 0 and "if the downstream keeps up" in row["forecast"]
+    # On the newest datapoint: 11,000 visible at (1,500 − 1,200) / 60 s = 5/s spare.
+    assert row["measured_minutes"] == pytest.approx(11_000 / 5 / 60, abs=0.1)
+    assert main(["stage"]) == 0
+    text = capsys.readouterr().out
+    assert "drain       1 mapping(s): 1 raise" in text and "consumer<-orders" in text and "forecast min (at start)" in text

@@ -279,3 +279,19 @@ def test_the_reconciler_runs_the_replay_and_marks_it_done(clients, ledger_table,
     assert "replay" in second.actions and depth(sqs, queue) == 8
     clock.advance(60)
     assert tick(rt, collect=script.collect).stage == "fresh-work"
+
+
+def test_holdfast_stage_shows_each_replay(clients, ledger_table, moves, clock, capsys, monkeypatch):
+    from holdfast.cli import main
+
+    sqs = clients("sqs")
+    _, dlq = pipe(sqs, n=8)
+    plan = in_replay(clients, ledger_table)
+    monkeypatch.setattr("holdfast.cli.context.SystemClock", lambda: clock)
+    stage.step(runtime(clients, ledger_table, clock), plan, clock.now(), guard=guard(clients, ledger_table, clock))
+    capsys.readouterr()
+    assert main(["--json", "stage"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["replay"]
+    assert (row["source"], row["kind"], row["status"], row["rate"], row["attempts"]) == (arn(sqs, dlq), rp.DLQ, rp.RUNNING, 4, 1)
+    assert main(["stage"]) == 0
+    assert "replay      1 source(s)" in capsys.readouterr().out
