@@ -1,10 +1,11 @@
 """Drain strategies for the recovery model, each driven by Holdfast's real code.
 
-- `Ladder`: the stage policy as shipped (holdfast.policy.decide and posture, default
-  Settings), fed a synthetic launch verdict: impaired through the outage, recovering
-  `recover_quiet_minutes` after the last capacity-class failure (its end), with a
-  successful launch a minute after it. Every walk finishes within its tick, so the plan
-  advances as fast as the policy allows. No gating alarms (the default).
+- `Ladder`: the drain as shipped before issue 15: the real stage policy's hold (holdfast
+  .core.policy with default Settings, fed a synthetic launch verdict: impaired through the
+  outage, recovering `recover_quiet_minutes` after the last capacity-class failure, with a
+  successful launch a minute after it; every walk done within its tick), then the old
+  fixed ladder (floor, 5, 20, 100, 300, one per hold, then the owner's value), reproduced
+  here since the shipped policy no longer has it. No gating alarms (the default).
 - `Controller`: holdfast.core.drain_control.advance, the entry point the reconciler's
   drain stage calls. Held at the floor from the start of the event; the drain starts when
   the consumer's own evidence says its dependency is back; then `decide` every tick; on
@@ -37,13 +38,24 @@ def partial_cap(owner_cap: int | None, n: int) -> int:
     return n if owner_cap is None else min(n, owner_cap)
 
 
-class Ladder:
-    name = "fixed ladder (stage policy)"
+# The fixed ladder Holdfast shipped before issue 15: settings.esm_cap_steps, one step per hold.
+LADDER_STEPS = (5, 20, 100, 300)
 
-    def __init__(self, scenario: Scenario, settings: Settings | None = None):
+
+class Ladder:
+    """The drain as Holdfast ran it before issue 15: the stage policy's hold (the real
+    holdfast.core.policy, which still gates hold -> drain on the launch verdict and the
+    hold), then the old fixed ladder — floor, 5, 20, 100, 300, one step per hold, then the
+    owner's value — which is no longer in the shipped policy and is reproduced here."""
+
+    name = "fixed ladder (before issue 15)"
+
+    def __init__(self, scenario: Scenario, settings: Settings | None = None, steps: tuple[int, ...] = LADDER_STEPS):
         self.scenario = scenario
         self.settings = settings or Settings()
+        self.steps = steps
         self.plan: policy.Plan | None = None
+        self.drain_from: int | None = None
         self.labels: list[tuple[int, str]] = []
 
     def verdict(self, t: int) -> Verdict:
@@ -59,19 +71,20 @@ class Ladder:
         if t < 0:
             model.cap = owner
             return
-        d = policy.decide(self.verdict(t), self.plan, {}, model.now(), self.settings)
-        plan = d.plan
-        target = policy.posture(plan, self.settings)
-        self.plan = replace(plan, done=frozenset(target))   # every walk done within the tick
-        if d.changed:
-            self.labels.append((t, plan.label))
-        esm = target.get("esm")
-        if esm == policy.ENGAGE:
-            model.cap = engaged_cap(owner, self.settings.esm_floor)
-        elif isinstance(esm, dict):
-            model.cap = partial_cap(owner, esm["MaximumConcurrency"])
-        else:   # RESTORE, or nothing engaged
-            model.cap = owner
+        floor = engaged_cap(owner, self.settings.esm_floor)
+        if self.drain_from is None:
+            d = policy.decide(self.verdict(t), self.plan, {}, model.now(), self.settings)
+            target = policy.posture(d.plan, self.settings)
+            self.plan = replace(d.plan, done=frozenset(target))   # every walk done within the tick
+            if d.changed:
+                self.labels.append((t, d.plan.label))
+            if d.plan.stage == policy.DRAIN:
+                self.drain_from = t
+            model.cap = floor if d.plan.stage != policy.NORMAL else owner
+            if self.drain_from is None:
+                return
+        step = (t - self.drain_from) // (self.settings.hold_minutes * 60)
+        model.cap = partial_cap(owner, self.steps[step]) if step < len(self.steps) else owner
 
 
 def reading(model: RecoveryModel) -> dc.Reading:

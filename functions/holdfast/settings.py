@@ -155,6 +155,23 @@ class Settings:
             "the recovery model, for any knee the drain can reach; 3/16 did for 3 knees in 41."
         ),
     )
+    drain_raise_share_of_cap: float = field(
+        default=0.11,
+        metadata=_doc(
+            "... and at least this share of the cap in force, rounded down (0–0.5), so a drain far above its start "
+            "is not held to a step sized for its start. 0.11: the widest raise that cannot jump from below a warning "
+            "to past the SLO when they are as far apart as in the recovery model (the SLO's concurrency 1.118× the "
+            "warning's)."
+        ),
+    )
+    drain_start_steps_above: int = field(
+        default=1,
+        metadata=_doc(
+            "The drain starts this many raise steps above the pre-event concurrency (0–4). One step from a level "
+            "the downstream carried is the bound any raise keeps, and saves a raise interval where the backlog "
+            "costs most (0.02–0.04 of the ratio to the lower bound in the model); two jumped a warning band."
+        ),
+    )
     drain_cut_factor: float = field(
         default=0.7,
         metadata=_doc(
@@ -518,6 +535,8 @@ _CHECKS = {
     "drain_warning_alarms": _alarm_map,
     "drain_raise_fraction": _number(0.01, 1),
     "drain_cut_factor": _number(0.1, 0.95),
+    "drain_raise_share_of_cap": _number(0, 0.5),
+    "drain_start_steps_above": _int(0, 4),
     "drain_caught_up_slack_seconds": _int(0, 3600),
     "drain_restore_after_minutes": _int(0, 1440),
     "drain_remember_alarm_minutes": _int(0, 1440),

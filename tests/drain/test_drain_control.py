@@ -49,13 +49,14 @@ def state(cap=16, *, history=None, prior=2, step=2, **kw):
 @pytest.mark.parametrize(
     "facts, current, cap, step, why",
     [
-        (FACTS, 2, 16, 2, "pre-event concurrency"),                                              # not the floor
-        (dc.Facts(pre_event_concurrency=15.2), 2, 16, 2, "pre-event concurrency"),               # whole batches, up
-        (dc.Facts(pre_event_concurrency=40, reserved_concurrency=24), 2, 24, 3, "reserved"),      # never above reserved
-        (dc.Facts(pre_event_concurrency=40, owner_cap=10), 2, 10, 2, "owner's own cap"),          # nor the owner's cap
+        # Not the floor: the pre-event concurrency, one step (1/8 of it) above it.
+        (FACTS, 2, 18, 2, "pre-event concurrency (16), 1 step(s) of 2 above it"),
+        (dc.Facts(pre_event_concurrency=15.2), 2, 18, 2, "pre-event concurrency"),               # whole batches, up
+        (dc.Facts(pre_event_concurrency=40, reserved_concurrency=24), 2, 24, 5, "reserved"),      # never above reserved
+        (dc.Facts(pre_event_concurrency=40, owner_cap=10), 2, 10, 5, "owner's own cap"),          # nor the owner's cap
         (dc.Facts(pre_event_concurrency=None), 2, 2, 1, "no pre-event ConcurrentExecutions"),     # missing: clear reason
         (dc.Facts(pre_event_concurrency=1), 2, 2, 1, "pre-event concurrency"),                    # never below the cap in force
-        (dc.Facts(pre_event_concurrency=2000), 2, 1000, 125, "Lambda's ceiling"),
+        (dc.Facts(pre_event_concurrency=2000), 2, 1000, 250, "Lambda's ceiling"),
     ],
 )
 def test_start(facts, current, cap, step, why):
@@ -63,6 +64,11 @@ def test_start(facts, current, cap, step, why):
     assert (d.action, d.cap, d.state.step, d.restore) == (START, cap, step, False)
     assert d.state.history == ((m(0), cap),) and d.state.prior_cap == current
     assert any(why in r for r in d.reasons), d.reasons
+
+
+def test_the_start_exactly_at_the_pre_event_concurrency_with_no_step_above():
+    d = dc.start(FACTS, 2, m(0), dc.Constants(start_steps_above=0))
+    assert (d.cap, d.state.step) == (16, 2)
 
 
 def test_start_keeps_an_owner_cap_below_the_floor():
@@ -122,7 +128,8 @@ def test_a_rising_backlog_age_never_stops_a_raise():
         d = dc.decide(s, FACTS, reading(age=(3 * i - 1, 9000.0 + 600 * i), downstream=alarms(at=3 * i - 1)), m(3 * i))
         s = d.state
         caps.append(d.cap)
-    assert caps == [18, 20, 22, 24, 26, 28, 30]
+    # +2 (1/8 of the start) a raise, and from 28 on 11 % of the cap in force (3).
+    assert caps == [18, 20, 22, 24, 26, 28, 31]
 
 
 # ---- cut ---------------------------------------------------------------------------
@@ -475,3 +482,14 @@ def test_the_module_is_pure():
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert imported <= {"__future__", "dataclasses", "datetime", "math", "typing"}, imported
     assert ".now(" not in Path(dc.__file__).read_text()
+
+
+def test_the_settings_defaults_are_the_controllers():
+    from holdfast.settings import Settings
+
+    assert dc.constants_from(Settings()) == dc.DEFAULTS
+    tuned = Settings.from_mapping({"drain_raise_fraction": 0.25, "drain_start_steps_above": 0, "esm_floor": 5,
+                                   "drain_restore_after_minutes": 20})
+    c = dc.constants_from(tuned)
+    assert (c.raise_fraction, c.start_steps_above, c.floor, c.restore_after_seconds) == (0.25, 0, 5, 1200)
+

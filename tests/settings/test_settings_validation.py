@@ -64,6 +64,8 @@ RULES = {
         'KEY a function name, queue name, mapping UUID or "*", each list without duplicates',
     ),
     "drain raise fraction": ({"drain_raise_fraction": 0}, "holdfast.drain_raise_fraction = 0: must be a number from 0.01 to 1"),
+    "drain share of the cap": ({"drain_raise_share_of_cap": 0.6}, "holdfast.drain_raise_share_of_cap = 0.6: must be a number from 0 to 0.5"),
+    "drain start above": ({"drain_start_steps_above": 5}, "holdfast.drain_start_steps_above = 5: must be an integer from 0 to 4"),
     "drain cut factor": ({"drain_cut_factor": 1}, "holdfast.drain_cut_factor = 1: must be a number from 0.1 to 0.95"),
     "drain stale minutes": ({"drain_stale_minutes": 0}, "holdfast.drain_stale_minutes = 0: must be an integer from 1 to 60"),
     "drain slack": ({"drain_caught_up_slack_seconds": -1}, "holdfast.drain_caught_up_slack_seconds = -1: must be an integer from 0 to 3600"),

@@ -128,25 +128,25 @@ def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer
     cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     assert c.at(3).stage == HOLD
     d, _ = c.drain(mapping)
-    assert d.last.action == dc.START and c.cap(mapping) == 16 and d.state.step == 2
+    assert d.last.action == dc.START and c.cap(mapping) == 18 and d.state.step == 2   # 16, one step above
     assert d.forecast is not None and d.forecast.seconds is not None and "if the downstream keeps up" in d.forecast.reason
 
     cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
     c.at(6)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.RAISE, 18)
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.RAISE, 20)
 
-    c.at(7)   # no datapoint measured at 18 yet
+    c.at(7)   # no datapoint measured at 20 yet
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 18)
-    assert any("measured at cap 18" in r for r in d.last.reasons)
+    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 20)
+    assert any("measured at cap 20" in r for r in d.last.reasons)
 
     cloud.put(minute(7), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
     cloud.alarm("ALARM")
     c.at(9)
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 12)       # 18 × 0.7, from the cap the datapoint measured
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 14)       # 20 × 0.7, from the cap the datapoint measured
     c.at(10)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 12)   # never twice for one datapoint
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 14)   # never twice for one datapoint
 
 
 def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients, ledger_table, consumer):
@@ -155,7 +155,7 @@ def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients
     c.at(0)
     cloud.put(minute(1), age=30, visible=500, sent=1200, deleted=1500, errors=0, latency=0.1)
     c.at(3)
-    assert c.cap(mapping) == 16
+    assert c.cap(mapping) == 18
     for m in range(4, 12):
         cloud.put(minute(m - 1), age=3, visible=40, sent=1200, deleted=1200, errors=0, latency=0.1)
         result = c.at(m, "recovering")
@@ -175,7 +175,7 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
     c.at(0)
     cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
-    assert c.cap(mapping) == 16
+    assert c.cap(mapping) == 18
     cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
 
     def newer_plan(**_):
@@ -189,10 +189,10 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
     c.clock.set(minute(6))
     result = tick(c.runtime, collect=c.script.collect)
     assert "stale" in result.actions and [o.action for o in result.outcomes if o.kind == "esm"] == [REFUSED_STALE]
-    assert c.cap(mapping) == 16
+    assert c.cap(mapping) == 18
     # The record of the raise was written under g: the next tick, under g+1, writes it.
     c.at(7)
-    assert c.cap(mapping) == 18
+    assert c.cap(mapping) == 20
 
 
 def test_a_drain_record_write_under_a_stale_plan_is_refused(clients, ledger_table, consumer):
@@ -222,7 +222,7 @@ def test_a_missing_age_metric_on_a_nonempty_queue_still_drains(clients, ledger_t
     cloud.put(minute(4), errors=0, latency=0.1)
     c.at(6)
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping)) == (dc.RAISE, 18), d.last.reasons
+    assert (d.last.action, c.cap(mapping)) == (dc.RAISE, 20), d.last.reasons
     assert any("1 messages visible (GetQueueAttributes): behind" in r for r in d.last.reasons)
 
 
@@ -264,7 +264,7 @@ def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledge
     assert main(["--json", "stage"]) == 0
     [row] = json.loads(capsys.readouterr().out)["drain"]
     assert row["arn"] == mapping["EventSourceMappingArn"] and row["name"] == "consumer<-orders"
-    assert (row["action"], row["cap"], row["ceiling"]) == (dc.RAISE, 18, 1000)
+    assert (row["action"], row["cap"], row["ceiling"]) == (dc.RAISE, 20, 1000)
     assert row["elapsed_minutes"] == 5.0 and row["started_at"] == minute(3).isoformat()
     assert row["forecast_minutes"] > 0 and "if the downstream keeps up" in row["forecast"]
     # On the newest datapoint: 11,000 visible at (1,500 − 1,200) / 60 s = 5/s spare.

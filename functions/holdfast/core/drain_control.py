@@ -72,6 +72,17 @@ class Constants:
     # the pre-event load: the price of never overshooting it.
     raise_fraction: float = 0.125
     raise_min: int = 1
+    # ... and at least this share of the cap in force (rounded down), so a drain far above
+    # its start is not stuck at a step sized for its start. 0.11: the widest raise that
+    # cannot jump from below a warning to past the SLO when the two are as far apart as
+    # the recovery model's (150 and 250 ms over 700 ms of work: the SLO's concurrency is
+    # 1.118× the warning's); past 1.118× it could.
+    raise_share_of_cap: float = 0.11
+    # The drain starts this many steps above the pre-event concurrency. One step from a
+    # level the downstream carried is the same bound as any raise (it cannot jump a
+    # warning band a raise cannot), and it saves a raise interval at the start, where the
+    # backlog costs most: in the recovery model 0.04 of the ratio to the lower bound.
+    start_steps_above: int = 1
     # Multiplicative decrease on an alarm: 0.7 takes a cap that overshot the knee by 40 %
     # back below it in one cut, and gives back less than halving (TCP's 0.5) would.
     cut_factor: float = 0.7
@@ -104,6 +115,8 @@ class Constants:
         checks = (
             (0 < self.raise_fraction <= 1, "raise_fraction must be in (0, 1]"),
             (isinstance(self.raise_min, int) and self.raise_min >= 1, "raise_min must be an integer ≥ 1"),
+            (0 <= self.raise_share_of_cap <= 1, "raise_share_of_cap must be in [0, 1]"),
+            (isinstance(self.start_steps_above, int) and 0 <= self.start_steps_above <= 8, "start_steps_above must be an integer from 0 to 8"),
             (0 < self.cut_factor < 1, "cut_factor must be in (0, 1)"),
             (isinstance(self.floor, int) and LAMBDA_MIN_CAP <= self.floor <= LAMBDA_MAX_CONCURRENCY, "floor must be an integer from 2 to 1000"),
             (self.caught_up_slack_seconds >= 0, "caught_up_slack_seconds must be ≥ 0"),
@@ -334,14 +347,18 @@ def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = 
     if facts.pre_event_concurrency is None:
         begin = current_cap
         reasons.append(f"no pre-event ConcurrentExecutions: starting from the cap in force ({current_cap})")
+        step = max(constants.raise_min, math.ceil(constants.raise_fraction * current_cap))
     else:
-        begin = max(current_cap, math.ceil(facts.pre_event_concurrency))
-        reasons.append(f"starting from the consumer's pre-event concurrency ({facts.pre_event_concurrency:g})")
+        pre = math.ceil(facts.pre_event_concurrency)
+        step = max(constants.raise_min, math.ceil(constants.raise_fraction * max(pre, current_cap)))
+        above = constants.start_steps_above * step
+        begin = max(current_cap, pre + above)
+        reasons.append(f"starting from the consumer's pre-event concurrency ({facts.pre_event_concurrency:g})"
+                       + (f", {constants.start_steps_above} step(s) of {step} above it" if above else ""))
     low = _floor(facts, constants)
     if begin > top:
         reasons.append(f"held to the {top_why} ({top})")
     begin = max(low, min(begin, top))
-    step = max(constants.raise_min, math.ceil(constants.raise_fraction * begin))
     state = CapState(cap=begin, step=step, history=((now, begin),), prior_cap=current_cap)
     reasons.append(f"cap {begin}, raised by {step} per fresh OK datapoint up to {top}")
     return CapDecision(START, begin, False, tuple(reasons), state, top)
@@ -499,7 +516,7 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         left = c.remember_alarm_seconds - (now - state.alarmed_at).total_seconds()
         return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, one below the cap {state.alarmed_cap} that alarmed: "
                                f"not probing it again for {left / 60:.0f} min"], waiting=["the alarm to be forgotten"], caught_up_since=None)
-    new = min(top, cap + state.step, below if below is not None else top)
+    new = min(top, cap + max(state.step, math.floor(c.raise_share_of_cap * cap)), below if below is not None else top)
     return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}: raise to {new}"], caught_up_since=None)
 
 
@@ -796,6 +813,8 @@ def constants_from(settings) -> Constants:
     drain_* keys and esm_floor); the defaults of both are the same numbers."""
     return Constants(
         raise_fraction=float(settings.drain_raise_fraction),
+        raise_share_of_cap=float(settings.drain_raise_share_of_cap),
+        start_steps_above=settings.drain_start_steps_above,
         cut_factor=float(settings.drain_cut_factor),
         floor=settings.esm_floor,
         caught_up_slack_seconds=float(settings.drain_caught_up_slack_seconds),
