@@ -36,6 +36,7 @@ from typing import Any, Iterator, TextIO
 from unittest import mock
 
 from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RAISED, REFUSED_STALE, RESTORED, VANISHED
+from holdfast.core.policy import CONTROLLED
 from holdfast.aws import Clients
 from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
@@ -67,6 +68,8 @@ HEARTBEAT = timedelta(minutes=30)
 ROUTINE = {"capacity", "configuration", "launch"}
 SHORT = {"asg": "asg", "esm": "esm", "async": "async", "nlb": "nlb", "scalable-target": "ecs"}
 SHOWN_ACTIONS = (ENGAGED, RAISED, RESTORED, DRIFT_KEPT, VANISHED, FAILED, REFUSED_STALE)
+# A hold's engage walks done: a controlled kind's mark is `<kind>/engaged` (holdfast.core.policy).
+ENGAGED_MARKS = (set(KINDS) - CONTROLLED) | {f"{k}/engaged" for k in CONTROLLED}
 
 
 class Resolver:
@@ -99,7 +102,9 @@ def quiet(*loggers) -> Iterator[None]:
 class Replay:
     """Feeds the scenario to the real handlers and ticks the real reconciler; watches."""
 
-    def __init__(self, *, runtime: Runtime, watcher: Clients, fleet, steps: list[scenario.Step], fast: bool, out: TextIO):
+    def __init__(self, *, runtime: Runtime, watcher: Clients, fleet, steps: list[scenario.Step], fast: bool, out: TextIO,
+                 original_caps: dict[str, int | None] | None = None):
+        original_caps = original_caps or {}
         from holdfast.observation import collect
 
         # The controllers' runtime: their own clients (their calls are counted apart), the
@@ -110,6 +115,9 @@ class Replay:
         self.resolver = Resolver()
         self.collect = partial(collect, resolver=self.resolver)
         self.mappings = {fleet.handles[arn] for arn in fleet.selected["esm"]}
+        self.queues: dict[str, str] = {}   # mapping UUID -> its queue's name
+        # Mapping groups for the chart, by the owner's own cap before the event.
+        self.group = {fleet.handles[arn]: report.mapping_group(original_caps.get(arn)) for arn in fleet.selected["esm"]}
         self.live = out.isatty()
         # What the replay saw, for the chart, the report and the end check.
         self.samples: list[report.Sample] = []
@@ -147,9 +155,11 @@ class Replay:
                 self.stage_changes.append((now, label, "; ".join(result.reasons)))
             if stage != "normal" and impaired_wall is None:
                 impaired_wall = tick_started
-            if self.fully_engaged_at is None and stage == "hold" and plan.done >= set(KINDS):
+            if self.fully_engaged_at is None and stage == "hold" and plan.done >= ENGAGED_MARKS:
                 self.fully_engaged_at, self.wall_to_engage = now, time.monotonic() - impaired_wall
-            self.samples.append(report.Sample(now, stage, self.caps(), dict(Counter(self.engaged.values()))))
+            caps = self.caps()
+            self.samples.append(report.Sample(now, stage, list(caps.values()), dict(Counter(self.engaged.values())),
+                                              groups=self.by_group(caps, self.ages(now))))
 
             state = (verdict, label, tuple(result.gates))  # a hold counting down is a new line
             notable = notes or set(signals) - ROUTINE or changes or state != last_state or last_line is None or now - last_line >= HEARTBEAT
@@ -216,13 +226,45 @@ class Replay:
         return changes
 
     @uses("lambda:ListEventSourceMappings", by=("cli",))
-    def caps(self) -> list[int | None]:
-        """Every selected mapping's MaximumConcurrency now (None = uncapped)."""
-        caps = []
+    def caps(self) -> dict[str, int | None]:
+        """Every selected mapping's MaximumConcurrency now (None = uncapped), by UUID; its queue."""
+        caps = {}
         for page in self.watcher("lambda").get_paginator("list_event_source_mappings").paginate():
-            caps += [(m.get("ScalingConfig") or {}).get("MaximumConcurrency")
-                     for m in page["EventSourceMappings"] if m["UUID"] in self.mappings]
+            for m in page["EventSourceMappings"]:
+                if m["UUID"] in self.mappings:
+                    caps[m["UUID"]] = (m.get("ScalingConfig") or {}).get("MaximumConcurrency")
+                    self.queues[m["UUID"]] = m["EventSourceArn"].rsplit(":", 1)[-1]
         return caps
+
+    @uses("cloudwatch:GetMetricData", by=("cli",))
+    def ages(self, now: datetime) -> dict[str, float]:
+        """Each selected mapping's queue's newest ApproximateAgeOfOldestMessage, where the
+        replay publishes one (queue metrics come from the scenario; none: no backlog drawn)."""
+        queries = [{"Id": f"q{i}", "MetricStat": {"Metric": {
+            "Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
+            "Dimensions": [{"Name": "QueueName", "Value": q}]}, "Period": 60, "Stat": "Maximum"}}
+            for i, q in enumerate(self.queues.values())]
+        names = list(self.queues)
+        ages = {}
+        for i in range(0, len(queries), 500):
+            got = self.watcher("cloudwatch").get_metric_data(MetricDataQueries=queries[i:i + 500],
+                                                              StartTime=now - timedelta(minutes=15), EndTime=now)
+            for r in got["MetricDataResults"]:
+                if r["Values"]:
+                    ages[names[int(r["Id"][1:])]] = r["Values"][0]
+        return ages
+
+    def by_group(self, caps: dict[str, int | None], ages: dict[str, float]) -> dict[str, tuple[list, float | None]]:
+        """Mapping group -> (caps, oldest age in the group). Groups by the owner's own cap."""
+        out: dict[str, tuple[list, float | None]] = {}
+        for uuid, cap in caps.items():
+            group = self.group[uuid]
+            group_caps, age = out.get(group, ([], None))
+            group_caps.append(cap)
+            if uuid in ages:
+                age = max(age or 0.0, ages[uuid])
+            out[group] = (group_caps, age)
+        return out
 
     def line(self, now: datetime, verdict: str, label: str, changes: Counter, gates, notes: list[str]) -> str:
         done = "; ".join(
@@ -292,14 +334,21 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         say(f"Replaying {scenario.START:%d %b %H:%M} PDT onwards: {len(steps)} events and changes, one reconciler "
             f"tick per {TICK_MINUTES} event minutes, {'no pacing (--fast)' if fast else f'{SECONDS_PER_EVENT_HOUR:g} s per event hour'}; "
             f"default settings (hold {settings.hold_minutes} min, capacity hold {settings.capacity_hold_minutes} min, "
-            f"ESM floor {settings.esm_floor}, cap steps {'/'.join(map(str, settings.esm_cap_steps))}).")
+            f"ESM floor {settings.esm_floor}, drain by the feedback controller per mapping).")
         say()
         say("time   verdict     stage          held   this tick | what happened")
         runtime = Runtime(clients=holdfast, settings=settings, table=DEFAULT_TABLE, clock=FakeClock(scenario.START),
                           controller_id=CONTROLLER, topic_arn=topic, expired_queue_arn=expired_queue)
-        replay = Replay(runtime=runtime, watcher=watcher, fleet=fleet, steps=steps, fast=fast, out=out)
+        original_caps = {arn: ((before[arn] or {}).get("ScalingConfig") or {}).get("MaximumConcurrency")
+                         for arn in fleet.selected["esm"]}
+        replay = Replay(runtime=runtime, watcher=watcher, fleet=fleet, steps=steps, fast=fast, out=out,
+                        original_caps=original_caps)
         replay_started = time.monotonic()
-        replay.run()
+        # SQS message moves (the replay stage), which moto lacks, emulated on the replay's clock.
+        from holdfast_fixtures.message_moves import MessageMoves
+
+        with MessageMoves(runtime.clock).installed():
+            replay.run()
         replay_wall = time.monotonic() - replay_started
 
         after = snapshot(watcher, fleet)

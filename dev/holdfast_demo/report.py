@@ -1,9 +1,11 @@
 """The demo's outputs: the timeline chart (PNG) and the report (Markdown).
 
-The chart has three panels over event time (PDT) so someone who was not there can read
-the night at a glance: the recovery stage, the queue consumers' concurrency caps, and
-how many resources Holdfast held in its safe posture, by kind, with the October
-milestones marked across all three.
+The chart has four panels over event time (PDT) so someone who was not there can read
+the night at a glance: the recovery stage, the queue consumers' concurrency caps as each
+mapping's drain controller set them (per mapping group: the median cap of the group),
+their queues' oldest-message age (where the replay publishes queue metrics), and how many
+resources Holdfast held in its safe posture, by kind, with the October milestones marked
+across all of them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,18 @@ class Sample:
     stage: str
     caps: Sequence[int | None]  # per selected mapping: MaximumConcurrency (None = uncapped)
     engaged: dict[str, int] = field(default_factory=dict)  # kind -> engaged count
+    # mapping group -> (its mappings' caps, the oldest-message age of its queues or None)
+    groups: dict[str, tuple[list, float | None]] = field(default_factory=dict)
+
+
+GROUPS = ("owner: no cap", "owner cap above 100", "owner cap 100 or less")
+
+
+def mapping_group(owner_cap: int | None) -> str:
+    """A mapping's group on the chart, by the owner's own cap before the event."""
+    if owner_cap is None:
+        return GROUPS[0]
+    return GROUPS[1] if owner_cap > 100 else GROUPS[2]
 
 
 def chart(
@@ -60,8 +74,8 @@ def chart(
     from matplotlib.patches import Patch
 
     times = [s.time.astimezone(PDT) for s in samples]
-    fig, (ax_stage, ax_caps, ax_engaged) = plt.subplots(
-        3, 1, figsize=(14, 9.5), sharex=True, gridspec_kw={"height_ratios": [1.1, 1.2, 1.2]}
+    fig, (ax_stage, ax_caps, ax_age, ax_engaged) = plt.subplots(
+        4, 1, figsize=(14, 12), sharex=True, gridspec_kw={"height_ratios": [1.1, 1.2, 1.0, 1.2]}
     )
     fig.suptitle("Holdfast replaying us-east-1, 19–20 October 2025", fontsize=14, weight="bold", x=0.42, y=0.985)
     if subtitle:
@@ -75,12 +89,19 @@ def chart(
     ax_stage.grid(axis="y", alpha=0.3)
     ax_stage.legend(handles=[Patch(color=colour, alpha=0.25, label=label) for _, _, colour, label in spans], **legend)
 
-    caps = [[uncapped_as if c is None else c for c in s.caps] for s in samples]
-    if caps and caps[0]:
-        ax_caps.step(times, [max(c) for c in caps], where="post", color="#c55a11", lw=1.6, label="highest cap", zorder=3)
-        ax_caps.step(times, [sorted(c)[len(c) // 2] for c in caps], where="post", color="#7f6000", lw=2.4,
-                     label="median cap", zorder=3)
-        ax_caps.step(times, [min(c) for c in caps], where="post", color="#548235", lw=1.6, label="lowest cap", zorder=3)
+    colours = dict(zip(GROUPS, ("#c55a11", "#7f6000", "#548235")))
+    groups = [g for g in GROUPS if any(g in s.groups for s in samples)]
+    for group in groups:
+        medians = []
+        for s in samples:
+            caps = sorted(uncapped_as if c is None else c for c in s.groups.get(group, ([], None))[0])
+            medians.append(caps[len(caps) // 2] if caps else float("nan"))
+        ax_caps.step(times, medians, where="post", color=colours[group], lw=2.2, label=f"{group} (median)", zorder=3)
+    if not groups:   # samples without groups: the whole fleet's spread
+        caps = [[uncapped_as if c is None else c for c in s.caps] for s in samples]
+        if caps and caps[0]:
+            ax_caps.step(times, [max(c) for c in caps], where="post", color="#c55a11", lw=1.6, label="highest cap", zorder=3)
+            ax_caps.step(times, [min(c) for c in caps], where="post", color="#548235", lw=1.6, label="lowest cap", zorder=3)
     for when, cap, text in cap_notes:
         ax_caps.annotate(text, xy=(when.astimezone(PDT), cap), xytext=(8, 24), textcoords="offset points",
                          fontsize=8, color="#c55a11", arrowprops=dict(arrowstyle="-", color="#c55a11", lw=0.8))
@@ -88,6 +109,22 @@ def chart(
     ax_caps.set_ylabel(f"SQS consumers'\nMaximumConcurrency\n(no cap drawn as {uncapped_as})")
     ax_caps.legend(**legend)
     ax_caps.grid(axis="y", alpha=0.3)
+
+    drawn = False
+    for group in groups:
+        ages = [s.groups.get(group, ([], None))[1] for s in samples]
+        if any(a is not None for a in ages):
+            ax_age.step(times, [float("nan") if a is None else a / 60 for a in ages], where="post",
+                        color=colours[group], lw=2.0, label=group, zorder=3)
+            drawn = True
+    if drawn:
+        ax_age.legend(**legend)
+    else:
+        ax_age.text(0.5, 0.5, "no queue metrics in this replay: the scenario publishes none, so the drain runs on\n"
+                    "the live queue depth (GetQueueAttributes) and starts with the plan's drain stage",
+                    transform=ax_age.transAxes, ha="center", va="center", fontsize=9, color="#606060")
+    ax_age.set_ylabel("oldest message\nper group (min)")
+    ax_age.grid(axis="y", alpha=0.3)
 
     kinds = [k for k in KIND_LABELS if any(s.engaged.get(k) for s in samples)]
     if kinds:
@@ -105,7 +142,7 @@ def chart(
 
     start, end = times[0], times[-1]
     shown = [m for m in milestones if start <= m.time <= end and m.time.strftime("%H:%M") in CHART_MILESTONES]
-    for ax in (ax_stage, ax_caps, ax_engaged):
+    for ax in (ax_stage, ax_caps, ax_age, ax_engaged):
         for m in shown:
             ax.axvline(m.time, color="grey", lw=0.8, ls="--", alpha=0.7, zorder=2)
         for span_start, span_end, colour, _ in spans:

@@ -255,6 +255,10 @@ class _Tick:
             self.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
             result.complete = False
             return
+        if not getattr(decided, "moves", True):
+            # Every mapping still waits for its dependency: nothing to walk (and no reads).
+            self.log("drained", plan, kind=kind, actions=decided.summary(), notes=decided.notes[:20])
+            return
         report = self.engine.relax(kinds=(kind,), target_for=decided.target_for, guard=guard)
         result.outcomes.extend(report.outcomes)
         failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]

@@ -23,7 +23,7 @@ def test_the_replay_restores_every_resource_and_writes_the_report(tmp_path):
     summary = next(line for line in printed.splitlines() if line.startswith("End state"))
     assert "1 drift-kept" in summary and " 0 NOT restored" in summary, summary
     # Holdfast engaged during the impairment and stepped back to normal at the end.
-    assert " hold " in printed and " drain step 4 " in printed and " capacity " in printed
+    assert " hold " in printed and " drain " in printed and " replay " in printed and " capacity " in printed
     report = (tmp_path / "demo-report.md").read_text()
     assert "- NOT restored: 0" in report and "- owner changes kept (drift): 1" in report
     assert (tmp_path / "demo-timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

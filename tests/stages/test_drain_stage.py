@@ -196,16 +196,19 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
 
 
 def test_a_drain_record_write_under_a_stale_plan_is_refused(clients, ledger_table, consumer):
-    mapping, _ = consumer
+    mapping, cloud = consumer
     c = Controller(clients, ledger_table)
     c.at(0)
+    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)   # a start is due
     plan = ledger_plan.read(clients("dynamodb"), ledger_table)
     ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=plan.generation + 1, stage=HOLD,
                       entered_at=plan.entered_at, impaired_at=plan.impaired_at), controller_id="other", now=minute(1))
     from holdfast.core.errors import StalePlan
 
     with pytest.raises(StalePlan):
-        stage.decide(c.runtime, plan, minute(2))
+        stage.decide(c.runtime, plan, minute(3))
+    d, item = c.drain(mapping)
+    assert d.last.action == dc.WAIT and item.generation == 1 and c.cap(mapping) == 2   # nothing moved
 
 
 def test_a_missing_age_metric_on_a_nonempty_queue_still_drains(clients, ledger_table):

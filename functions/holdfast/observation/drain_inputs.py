@@ -351,8 +351,12 @@ def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> date
 # ---- this tick's readings ---------------------------------------------------------------
 
 
-def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_seconds: float) -> dict[str, dc.Reading]:
-    """Each consumer's Reading: its queue and function metrics and its downstream alarms."""
+def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_seconds: float,
+             live_for: Iterable[str] | None = None) -> dict[str, dc.Reading]:
+    """Each consumer's Reading: its queue and function metrics and its downstream alarms.
+    For the consumers in `live_for` (all when None) whose queue has no fresh age datapoint,
+    the queue's depth is read live (GetQueueAttributes)."""
+    live_for = None if live_for is None else set(live_for)
     consumers = list(consumers)
     names = {n for c in consumers for n in c.alarms + c.warnings}
     infos = describe(clients, names)
@@ -374,7 +378,7 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
     for c in consumers:
         age = newest(c.arn, "age")
         live, missing = None, False
-        if age is None or age.at + timedelta(seconds=PERIOD + stale_seconds) < now:
+        if (live_for is None or c.arn in live_for) and (age is None or age.at + timedelta(seconds=PERIOD + stale_seconds) < now):
             live, missing = visible_now(clients, c.queue_arn)
         downstream = []
         for name, severity in [(n, dc.CRITICAL) for n in c.alarms] + [(n, dc.WARNING) for n in c.warnings]:

@@ -63,6 +63,11 @@ class Decided:
     def target_for(self, resource: Resource) -> Any:
         return self.targets.get(resource.arn, LEAVE)
 
+    @property
+    def moves(self) -> bool:
+        """Whether any mapping has something for the walk (not all waiting)."""
+        return any(t != LEAVE for t in self.targets.values())
+
     def summary(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for s in self.steps.values():
@@ -132,11 +137,15 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) 
         for c in fresh:
             drains[c.arn] = dc.Drain(since=since, facts=facts[c.arn])
 
+    # The queue's live depth stands in for a missing age only once a drain has started.
+    started = {arn for arn, d in drains.items() if d.state is not None}
     reading = drain_inputs.readings(clients, [out.consumers[a] for a in drains], now,
-                                    stale_seconds=constants.stale_seconds)
+                                    stale_seconds=constants.stale_seconds, live_for=started)
     for arn, drain in drains.items():
         step = dc.advance(drain, reading[arn], listed[arn].cap, now, constants, fallback=plan.stage == policy.DRAIN)
-        if not dry_run:
+        unchanged = (arn in held and step.action == dc.WAIT and drain.last is not None
+                     and (drain.last.action, drain.last.reasons) == (step.action, step.reasons))
+        if not dry_run and not unchanged:   # a wait that says what it said is not written again
             doc = {"drain": step.drain.to_dict(), "consumer": out.consumers[arn].to_dict(),
                    "name": f"{out.consumers[arn].function}<-{out.consumers[arn].queue}"}
             try:

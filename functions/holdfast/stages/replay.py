@@ -108,6 +108,7 @@ class _Queue:
     redrive_target: str | None = None          # its RedrivePolicy's DLQ
     sources: tuple[str, ...] | None = None     # queues whose RedrivePolicy names it
     error: str | None = None
+    refused: bool = False                      # the error is an answer (4xx), not an outage: it will not pass
 
 
 @uses("sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ListDeadLetterSourceQueues", by=("reconciler",))
@@ -132,8 +133,17 @@ def read_queue(clients, arn: str, *, sources: bool) -> _Queue:
         if error_code(err) in MISSING_QUEUE:
             q.exists = False
         else:
-            q.error = error_text(err)
+            q.error, q.refused = error_text(err), refused(err)
     return q
+
+
+def refused(err: Exception) -> bool:
+    """An AWS answer that says no (a 4xx other than throttling): trying next tick gives the
+    same answer, so the replay ends with it instead of waiting for ever."""
+    if not isinstance(err, ClientError):
+        return False
+    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return 400 <= status < 500 and status != 429 and "Throttl" not in (error_code(err) or "")
 
 
 @uses("sqs:ListMessageMoveTasks", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", by=("reconciler",))
@@ -206,16 +216,20 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
                 problem = (f"its source queue(s) {', '.join(untagged)} lack the tag {TAG}={TAG_VALUE}: Holdfast may "
                            f"send only to tagged queues, so it cannot move messages back")
         if q.error is not None:
-            logger.warning("replay source %s unreadable this tick: %s", arn, q.error)
-            continue
+            if not q.refused:
+                logger.warning("replay source %s unreadable this tick: %s", arn, q.error)
+                continue
+            problem = f"the queue cannot be read ({q.error}): nothing replayed"
         live_by_source[arn] = live
         tasks = ()
-        if q.exists:
+        if q.exists and q.error is None:
             try:
                 tasks = move_tasks(clients, arn)
             except (ClientError, BotoCoreError) as err:
                 if error_code(err) in MISSING_QUEUE:
                     q.exists = False
+                elif refused(err):
+                    problem = f"ListMessageMoveTasks refused ({error_text(err)}): nothing replayed"
                 else:
                     logger.warning("move tasks of %s unreadable this tick: %s", arn, error_text(err))
                     continue
