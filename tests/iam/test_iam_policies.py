@@ -24,7 +24,7 @@ from iam_checks import (
     unscoped_writes,
     wildcard_actions,
 )
-from stacks import policies
+from holdfast.cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent
 ROLES = ("detector", "reconciler")
