@@ -92,5 +92,5 @@ def test_a_cdk_app_with_only_the_wheel_synthesizes_holdfast_and_its_asset_leaves
     assert result.returncode == 0, result.stderr[-3000:]
     files = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"holdfast/handlers/detector.py", "holdfast/handlers/reconciler.py", "holdfast/settings.py"} <= set(files)
-    assert not [f for f in files if f.startswith(("holdfast/cdk/", "holdfast/demo/"))]
+    assert not [f for f in files if f.startswith(("holdfast/cdk/", "holdfast/cli/"))]
     assert not [f for f in files if f.endswith(".dist-info") or ".dist-info/" in f]

@@ -175,7 +175,7 @@ def test_the_stack_outputs_the_expired_events_queue_and_its_parameter(synthesize
     assert parameter["Value"] == {"Fn::GetAtt": ["QueuesExpiredEventsE918299E", "Arn"]}
 
 
-def test_the_lambda_asset_holds_the_function_code_and_not_the_cdk_or_demo_code(synthesized):
+def test_the_lambda_asset_holds_the_function_code_and_not_the_cdk_or_cli_code(synthesized):
     (function, *_) = synthesized.resources("AWS::Lambda::Function").values()
     asset = Path(synthesized.app.outdir) / f"asset.{function['Properties']['Code']['S3Key'].removesuffix('.zip')}"
     files = {str(p.relative_to(asset)) for p in asset.rglob("*") if p.is_file()}

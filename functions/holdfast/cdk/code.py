@@ -7,7 +7,8 @@ holds far more than Holdfast), leaving out:
 
 - `holdfast/cdk`: this subpackage, imported only at synth (it needs aws-cdk-lib, which
   Lambda does not have);
-- `holdfast/demo`: the demo runs on an operator's machine;
+- `holdfast/cli`: the CLI runs on an operator's machine (the demo and the test support
+  live outside the package, in dev/);
 - caches and build metadata.
 
 The copy's content alone decides the asset hash (CDK fingerprints relative paths and
@@ -26,7 +27,7 @@ import holdfast
 
 PACKAGE_DIR = Path(holdfast.__file__).resolve().parent
 # Subpackages of `holdfast` left out of the Lambda asset.
-NOT_IN_ASSET = ("cdk", "demo")
+NOT_IN_ASSET = ("cdk", "cli")
 # The same rule as CDK exclude patterns (relative to the asset root), applied again when
 # the asset is staged, so a file that slipped into the copy would still stay out.
 ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc", *(f"holdfast/{name}" for name in NOT_IN_ASSET)]
