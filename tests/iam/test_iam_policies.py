@@ -20,11 +20,12 @@ from iam_checks import (
     aws_calls,
     drift,
     granted,
+    is_write,
     undeclared_calls,
     unscoped_writes,
     wildcard_actions,
 )
-from stacks import policies
+from holdfast.cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent
 ROLES = ("detector", "reconciler")
@@ -117,3 +118,21 @@ def test_every_statement_has_a_sid_and_is_explained_in_the_readme(role):
     for statement in policies.read(role)["Statement"]:
         assert statement.get("Sid"), statement
         assert f"`{statement['Sid']}`" in readme, f"policies/README.md does not explain {statement['Sid']}"
+
+
+def test_the_read_only_role_only_reads_and_names_no_wildcard_action():
+    """policies/readonly.json is HoldfastReadOnly's, assumed from the organization's admin
+    account for `holdfast status --all-accounts`: reads only, of the ledger and Holdfast's parameters."""
+    document = policies.read("readonly")
+    assert wildcard_actions(document) == []
+    assert [a for a in granted(document) if is_write(a)] == []
+    assert {a.split(":")[0] for a in granted(document)} <= set(SERVICE_PREFIX.values())
+    readme = (Path(policies.POLICIES_DIR) / "README.md").read_text()
+    for statement in document["Statement"]:
+        assert f"`{statement['Sid']}`" in readme, statement["Sid"]
+
+
+def test_a_write_in_the_read_only_policy_is_reported():
+    document = copy.deepcopy(policies.read("readonly"))
+    document["Statement"][0]["Action"].append("dynamodb:PutItem")
+    assert [a for a in granted(document) if is_write(a)] == ["dynamodb:PutItem"]
