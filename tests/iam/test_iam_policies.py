@@ -81,6 +81,23 @@ def test_an_undeclared_call_is_reported(tmp_path):
     assert "dynamodb:DescribeTable" in findings[1]
 
 
+def test_a_call_through_a_helper_is_seen(tmp_path):
+    """`self._call("op", ...)` and getattr(client, "op") are AWS calls too."""
+    source = tmp_path / "pkg" / "mod.py"
+    source.parent.mkdir()
+    source.write_text(
+        "class A:\n"
+        "    def go(self, client):\n"
+        "        self._call('suspend_processes', AutoScalingGroupName='g')\n"
+        "        getattr(client, 'update_event_source_mapping')(UUID='u')\n"
+        "        self.describe('not an operation')\n"
+    )
+    calls = aws_calls(source.parent)
+    assert [c.name for c in calls] == ["self._call('suspend_processes')", "getattr('update_event_source_mapping')"]
+    findings = undeclared_calls(calls, {"lambda:UpdateEventSourceMapping"})
+    assert len(findings) == 1 and "autoscaling:SuspendProcesses" in findings[0]
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_no_wildcard_actions(role):
     assert wildcard_actions(policies.read(role)) == []
