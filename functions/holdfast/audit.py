@@ -16,12 +16,15 @@ from typing import Any, Callable, Iterator
 from botocore.exceptions import ClientError
 
 from holdfast import audit_rules as rules
-from holdfast.actuators.scalable_target import NAMESPACES, ScalableTargetActuator
+from holdfast.actuators.scalable_target import ScalableTargetActuator
 from holdfast.core.kinds import BY_NAME, KINDS
 from holdfast.iam import uses
 from holdfast.settings import Settings
 
 Progress = Callable[[str], None]
+# Namespaces whose scale-in removes compute while new capacity cannot be launched. Holdfast
+# engages only ECS targets (holdfast.actuators.scalable_target); the audit lists them all.
+NAMESPACES = ("ecs", "ec2", "elasticmapreduce", "sagemaker")
 
 
 @dataclass
