@@ -41,6 +41,7 @@ SAMPLE = {
     "Partition": "aws", "Region": "us-east-1", "Account": "123456789012",
     "SelectorKey": "holdfast:protect", "SelectorValue": "true",
     "LedgerTableArn": "arn:aws:dynamodb:us-east-1:123456789012:table/holdfast-ledger",
+    "LedgerTableName": "holdfast-ledger",
     "TopicArn": "arn:aws:sns:us-east-1:123456789012:holdfast-stage",
     "ExpiredQueueArn": "arn:aws:sqs:us-east-1:123456789012:holdfast-expired-events",
 }

@@ -13,9 +13,14 @@ import pytest
 
 from holdfast_fixtures.iam_policy import Unsupported, allows, decide
 from reference_checks import SAMPLE, fill, reference_findings
-from stacks import policies
+from holdfast.cdk import role_policies as policies
 
-ROLES = ("detector", "reconciler")
+# Every policy document Holdfast ships, not only the two controllers'.
+ROLES = tuple(sorted(p.stem for p in policies.POLICIES_DIR.glob("*.json")))
+
+
+def test_every_policy_document_is_checked():
+    assert {"detector", "reconciler", "readonly"} <= set(ROLES)
 
 
 @pytest.mark.parametrize("role", ROLES)
