@@ -38,6 +38,10 @@ One place holds every departure from moto that Holdfast depends on; the tests
   mode (ProvisionedPollerConfig) "are mutually exclusive options" (Lambda Developer
   Guide, "Configuring scaling behavior for SQS event source mappings"): a create or
   update that would leave both set is InvalidParameterValueException. Moto keeps both.
+- ELB target groups of Network Load Balancers may use the QUIC and TCP_QUIC protocols
+  (ELB API reference, CreateTargetGroup: Protocol "HTTP | HTTPS | TCP | TLS | UDP |
+  TCP_UDP | GENEVE | QUIC | TCP_QUIC"; botocore's model has them). Moto 5.2.5 rejects
+  both; the emulation creates them (as UDP / TCP underneath) and reports their protocol.
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
@@ -204,8 +208,22 @@ def aws_semantics() -> Iterator[None]:
             exclusive(spec.get("ScalingConfig", esm.scaling_config), spec.get("ProvisionedPollerConfig", esm.poller_config))
         return original_update_esm(self, uuid, spec)
 
+    from moto.elbv2.models import ELBv2Backend
+
+    original_create_tg = ELBv2Backend.create_target_group
+
+    def create_target_group(self, name, **kwargs):
+        quic = kwargs.get("protocol") if kwargs.get("protocol") in ("QUIC", "TCP_QUIC") else None
+        if quic:
+            kwargs["protocol"] = "UDP" if quic == "QUIC" else "TCP_UDP"
+        group = original_create_tg(self, name, **kwargs)
+        if quic:
+            group.protocol = quic
+        return group
+
     with ExitStack() as stack:
         _cheap_transactions(stack)
+        stack.enter_context(mock.patch.object(ELBv2Backend, "create_target_group", create_target_group))
         stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "register_scalable_target", register_scalable_target))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "create_event_source_mapping", create_esm))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "update_event_source_mapping", update_esm))

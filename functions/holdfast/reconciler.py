@@ -54,7 +54,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import policy, progress
-from holdfast.core.errors import LedgerUnavailable, PlanConflict, StalePlan
+from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED, Guard, Outcome
 from holdfast.core.policy import ENGAGE, Plan
 from holdfast.engine import Engine
@@ -146,6 +146,11 @@ class _Tick:
                     self.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
                     result.actions.append("conflict")
                     return result
+                except Contention as err:
+                    self.log("plan contended: another controller's transaction held it; re-read next tick", plan,
+                             reasons=[str(err)])
+                    result.actions.append("contention")
+                    return result
                 result.actions.append(f"plan:{plan.generation}")
                 notified = False
             if seen.verdict is not None:
@@ -159,6 +164,12 @@ class _Tick:
                 result.actions.append("notified")
             self.started = now
             self.walk(plan, result)
+        except Contention as err:
+            # A progress mark met another controller's transaction: the ledger is fine, the
+            # mark did not land; the next tick walks again and skips what is in place.
+            self.log("plan contended mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
+            result.actions.append("contention")
+            result.complete = False
         except LedgerUnavailable as err:
             # Lost mid-walk: what was written stays (write-ahead came first); progress marks
             # were not, so the next tick walks again and skips what is in place.

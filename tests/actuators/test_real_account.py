@@ -268,3 +268,19 @@ def test_mappings_of_queues_in_govcloud_are_found(settings, aws):
     out, _ = run(gov, settings, "holdfast-ledger", "esm", queue=None)
     assert [o.action for o in out.values()] == [ENGAGED]
     assert gov.partition == "aws-us-gov"
+
+
+# ---- item 9: QUIC target groups are NLB target groups ---------------------------------------
+
+
+def test_quic_target_groups_are_engaged_and_other_protocols_reported(clients, ledger_table, settings):
+    from tests.actuators.fleet import make_target_group
+
+    quic = make_target_group(clients, "quic", protocol="QUIC")
+    tcp_quic = make_target_group(clients, "tcp-quic", protocol="TCP_QUIC")
+    gwlb = make_target_group(clients, "geneve", protocol="GENEVE")
+    assert clients("elbv2").describe_target_groups(TargetGroupArns=[quic])["TargetGroups"][0]["Protocol"] == "QUIC"
+    out, report = run(clients, settings, ledger_table, "nlb")
+    assert (out[quic].action, out[tcp_quic].action) == (ENGAGED, ENGAGED)
+    assert out[gwlb].action == SKIPPED and "GENEVE" in out[gwlb].notes["protocol"]["why"]
+    assert report.failed == []
