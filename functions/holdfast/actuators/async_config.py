@@ -322,7 +322,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
                 sqs = self.clients("sqs")
                 parts = queue.split(":")
                 url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
-                attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])["Attributes"]
+                attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"]).get("Attributes", {})
                 self._kms = (attributes.get("KmsMasterKeyId"),)
             except (ClientError, BotoCoreError):
                 self._kms = (None,)

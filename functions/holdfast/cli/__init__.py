@@ -45,6 +45,9 @@ GLOBAL_OPTIONS = (
     (("--ledger-table",), {"help": "ledger DynamoDB table (default: holdfast-ledger)"}),
     (("--selector",), {"help": "opt-in tag KEY=VALUE (default: the settings' selector)"}),
     (("--settings",), {"help": "JSON file whose `holdfast` object (or the whole document) holds the settings"}),
+    (("--expired-queue-arn",), {"help": "Holdfast's expired-events queue, the on-failure destination of async configs "
+                                          "(default: the deployed stack's, from SSM /holdfast/<stack>/expired-queue-arn; "
+                                          "`none`: no destination, event ages kept)"}),
     (("--json",), {"action": "store_true", "help": "print one JSON document on stdout"}),
 )
 
