@@ -42,6 +42,11 @@ One place holds every departure from moto that Holdfast depends on; the tests
   (ELB API reference, CreateTargetGroup: Protocol "HTTP | HTTPS | TCP | TLS | UDP |
   TCP_UDP | GENEVE | QUIC | TCP_QUIC"; botocore's model has them). Moto 5.2.5 rejects
   both; the emulation creates them (as UDP / TCP underneath) and reports their protocol.
+- IAM SimulatePrincipalPolicy, which moto lacks: the principal's identity policies
+  (inline and attached) evaluated by holdfast_fixtures.iam_policy for each action and
+  resource, with the request's ContextEntries, answering EvalDecision `allowed`,
+  `explicitDeny` or `implicitDeny` (IAM API reference, SimulatePrincipalPolicy). Roles
+  only; permission boundaries, SCPs and resource policies are not simulated.
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
@@ -221,8 +226,33 @@ def aws_semantics() -> Iterator[None]:
             group.protocol = quic
         return group
 
+    from moto.core.responses import ActionResult
+    from moto.iam.responses import IamResponse
+
+    def simulate_principal_policy(self):
+        source = self._get_param("PolicySourceArn")
+        documents = role_documents(self.current_account, source)
+        context: dict = {}
+        for entry in self._get_param("ContextEntries", []) or []:
+            values = entry.get("ContextKeyValues") or []
+            list_type = str(entry.get("ContextKeyType", "")).endswith("List")
+            context[entry["ContextKeyName"]] = values if list_type else (values[0] if values else None)
+        results = []
+        for action in self._get_param("ActionNames", []) or []:
+            for resource in self._get_param("ResourceArns", []) or ["*"]:
+                allowed, sids = iam_policy.decide(documents, action, resource, context)
+                denied = not allowed and bool(sids)
+                results.append({
+                    "EvalActionName": action, "EvalResourceName": resource,
+                    "EvalDecision": "allowed" if allowed else "explicitDeny" if denied else "implicitDeny",
+                    "MatchedStatements": [{"SourcePolicyId": sid} for sid in sids],
+                    "MissingContextValues": [],
+                })
+        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
     with ExitStack() as stack:
         _cheap_transactions(stack)
+        stack.enter_context(mock.patch.object(IamResponse, "simulate_principal_policy", simulate_principal_policy, create=True))
         stack.enter_context(mock.patch.object(ELBv2Backend, "create_target_group", create_target_group))
         stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "register_scalable_target", register_scalable_target))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "create_event_source_mapping", create_esm))
@@ -305,3 +335,19 @@ def _role_may_send(account: str, role_arn: str, destination: str) -> None:
     if not iam_policy.allows(role_documents(account, role_arn), action, destination):
         raise InvalidParameterValueException(DESTINATION_REFUSED.format(
             call=action.split(":")[1], service={"sqs": "SQS", "sns": "SNS", "lambda": "Lambda", "events": "EventBridge"}[service]))
+
+
+def publish_public_parameter(account: str, region: str, name: str, value: str) -> None:
+    """A public SSM parameter as AWS publishes it (e.g. Powertools' layer ARNs under
+    /aws/service/powertools/...; Powertools for AWS Lambda documentation, "Lambda Layer ...
+    SSM Parameter Store"). Moto ships only a few public trees and refuses PutParameter
+    under /aws, so a test that needs one adds it to moto's store directly."""
+    import datetime
+
+    from moto.ssm.models import Parameter, ssm_backends
+
+    store = ssm_backends[account][region]._parameters
+    store[name].append(Parameter(account_id=account, name=name, value=value, parameter_type="String",
+                                 description=None, allowed_pattern=None, keyid=None,
+                                 last_modified_date=datetime.datetime.now(datetime.timezone.utc).timestamp(),
+                                 version=1, data_type="text"))

@@ -24,6 +24,7 @@ SERVICE_PREFIX = {
     "ec2": "ec2",
     "ecs": "ecs",
     "elbv2": "elasticloadbalancing",
+    "events": "events",
     "iam": "iam",
     "lambda": "lambda",
     "resourcegroupstaggingapi": "tag",

@@ -129,7 +129,21 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             return {}   # see engage: skipped and reported
         return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
 
+    def plan(self, resource: Resource) -> Outcome:
+        return self._skipped(resource) or super().plan(resource)
+
     def engage(self, resource: Resource) -> Outcome:
+        skipped = self._skipped(resource)
+        if skipped is not None:
+            return skipped
+        outcome = super().engage(resource)
+        cap, reserved = resource.current.get(KEY), resource.current.get("reserved")
+        if reserved is not None and cap is not None and cap > reserved:
+            outcome.notes["reserved"] = {"why": (f"the owner's cap {cap} is above the function's reserved concurrency "
+                                                 f"{reserved}: it only produces throttles; it is restored as it was")}
+        return outcome
+
+    def _skipped(self, resource: Resource) -> Outcome | None:
         current = resource.current
         if current.get("provisioned") and resource.record is None:
             pollers = current["provisioned"]
@@ -145,12 +159,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
                 "why": (f"the function's reserved concurrency is {reserved}, below the floor {self.settings.esm_floor}: "
                         "it is already limited harder than a cap would, and a cap above it only produces throttles"),
             }})
-        outcome = super().engage(resource)
-        cap = current.get(KEY)
-        if reserved is not None and cap is not None and cap > reserved:
-            outcome.notes["reserved"] = {"why": (f"the owner's cap {cap} is above the function's reserved concurrency "
-                                                 f"{reserved}: it only produces throttles; it is restored as it was")}
-        return outcome
+        return None
 
     def partial(self, record: Record, current: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
         if set(target) != {KEY} or not isinstance(target[KEY], int):

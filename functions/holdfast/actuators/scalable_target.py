@@ -107,6 +107,13 @@ class ScalableTargetActuator(TaggedActuator):
 
     # ---- the capacity rule -----------------------------------------------------------
 
+    def plan(self, resource: Resource) -> Outcome:
+        if self.posture(resource.current):
+            skipped = self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
+            if skipped is not None:
+                return skipped
+        return super().plan(resource)
+
     def engage(self, resource: Resource) -> Outcome:
         if self.posture(resource.current):
             skipped = self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
