@@ -161,7 +161,7 @@ def test_a_long_alias_name_is_keyed_by_a_hash_within_the_tag_key_limit():
     from holdfast.actuators.async_config import record_keys
 
     keys = record_keys("a" * 128)
-    assert all(len(k) <= 128 for k in keys) and keys[0].startswith("holdfast:original:~")
+    assert all(len(k) <= 128 for k in keys) and keys[0].startswith("holdfast:original:@")
     assert record_keys("live") == ("holdfast:original:live", "holdfast:applied:live")
     assert record_keys(None) == record_keys("$LATEST") == ("holdfast:original", "holdfast:applied")
 

@@ -29,7 +29,7 @@ The write-ahead record of a qualifier lives on its function's tags (Lambda tags
 functions only, not versions or aliases): `holdfast:original` / `holdfast:applied` for
 the unqualified config, `holdfast:original:<qualifier>` / `holdfast:applied:<qualifier>`
 for a version or alias (a qualifier too long for a 128-character key is named by a hash,
-`~<16 hex>`). Each record takes two of the function's 50 tags: one that has no room is
+`@<16 hex>`). Each record takes two of the function's 50 tags: one that has no room is
 not engaged, and the outcome says so (nothing is changed without its record).
 
 The API shapes the writes: PutFunctionEventInvokeConfig replaces the whole config,
@@ -73,7 +73,8 @@ def record_keys(qualifier: str | None) -> tuple[str, str]:
         return ORIGINAL_KEY, APPLIED_KEY
     name = qualifier
     if len(f"{ORIGINAL_KEY}:{qualifier}") > MAX_KEY:
-        name = "~" + hashlib.sha256(qualifier.encode()).hexdigest()[:16]
+        # "@" is allowed in tag keys and never in an alias name ([a-zA-Z0-9-_]+): no collision.
+        name = "@" + hashlib.sha256(qualifier.encode()).hexdigest()[:16]
     return f"{ORIGINAL_KEY}:{name}", f"{APPLIED_KEY}:{name}"
 
 
