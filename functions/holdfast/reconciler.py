@@ -221,6 +221,9 @@ class _Tick:
         failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
         self.log("walked", plan, kind=marker, engaging=engaging, complete=report.complete,
                  failed=[f"{o.arn}: {o.error}" for o in failed][:20], refused=report.refused,
+                 # Why a resource was skipped or engaged without a destination, with its fix.
+                 noted=[{"arn": o.arn, **{k: v for k, v in note.items() if k in ("why", "fix", "command")}}
+                        for o in report.outcomes for note in o.notes.values()][:20],
                  api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
         walked = progress.Walked(marker, engaging, report.complete, len(failed), bool(report.refused),
                                  report.cursor.get(marker.split("/")[0]))
