@@ -50,6 +50,9 @@ One place holds every departure from moto that Holdfast depends on; the tests
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
+- STS AssumeRole of a role that does not exist answers AccessDenied in AWS; moto assumes
+  any ARN (`assume_role_needs_the_role`, a context of its own: only the fleet view's
+  tests assume roles).
 
 And one cost: moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
@@ -351,3 +354,36 @@ def publish_public_parameter(account: str, region: str, name: str, value: str) -
                                  description=None, allowed_pattern=None, keyid=None,
                                  last_modified_date=datetime.datetime.now(datetime.timezone.utc).timestamp(),
                                  version=1, data_type="text"))
+
+
+@contextmanager
+def assume_role_needs_the_role() -> Iterator[None]:
+    """STS AssumeRole as AWS answers it for a role that does not exist: AccessDenied.
+
+    Moto assumes any role ARN, existing or not ("the role does not need to exist"). AWS
+    answers `AccessDenied` ("User: <caller> is not authorized to perform: sts:AssumeRole
+    on resource: <role>") both when the role is missing and when its trust policy does
+    not name the caller (STS API Reference, AssumeRole, Errors; IAM User Guide,
+    "Troubleshoot IAM roles"). This restores the first case; moto evaluates no trust
+    policy, so the second is not emulated.
+    """
+    from moto.iam.models import iam_backends
+    from moto.sts.exceptions import STSClientError
+    from moto.sts.models import STSBackend
+
+    original = STSBackend.assume_role
+
+    def assume_role(self, region_name, role_session_name, role_arn, *args, **kwargs):
+        account, partition = role_arn.split(":")[4], role_arn.split(":")[1]
+        try:
+            iam_backends[account][partition].get_role_by_arn(role_arn)
+        except Exception:
+            raise STSClientError(
+                "AccessDenied",
+                f"User: arn:{partition}:iam::{self.account_id}:user/moto is not authorized to perform: "
+                f"sts:AssumeRole on resource: {role_arn}",
+            ) from None
+        return original(self, region_name, role_session_name, role_arn, *args, **kwargs)
+
+    with mock.patch.object(STSBackend, "assume_role", assume_role):
+        yield
