@@ -382,7 +382,7 @@ class _Run:
         self.timeline: list[dict[str, Any]] = []
         self.problems: list[str] = []
         self.drift: dict[str, Any] = {}
-        self.seen: tuple[int, str] | None = (fleet.generation, policy.NORMAL)
+        self.seen: tuple[int, str] = (fleet.generation, policy.NORMAL)   # (generation, stage label) last seen
         self.first_failure: datetime | None = None
         self.posture_at: datetime | None = None
         self.first_hold: int | None = None
@@ -403,8 +403,8 @@ class _Run:
         """Note a new plan; mark full posture and the return to normal."""
         if plan is None:
             return
-        if (plan.generation, plan.stage) != self.seen:
-            self.seen = (plan.generation, plan.stage)
+        if (plan.generation, plan.label) != self.seen:
+            self.seen = (plan.generation, plan.label)
             self.say(now, plan.label, plan.generation, "; ".join(plan.reasons)[:300])
         if plan.stage == policy.HOLD and self.first_hold is None:
             self.first_hold = plan.generation
@@ -428,8 +428,10 @@ class _Run:
         restore = self.verify()
         if self.posture_at is None:
             self.problems.append("Holdfast never reached full posture")
-        if self.ended_at is not None and self.normal_at is None:
-            self.problems.append("the plan did not return to normal")
+        if self.first_hold is not None and self.normal_at is None:
+            self.problems.append(
+                f"the plan did not return to normal during the drill (last seen: generation {self.seen[0]}, "
+                f"{self.seen[1]}): the controller goes on recovering on its own; `holdfast stage` shows where it is")
         passed = not self.problems and restore is not None and restore["exact"]
         return {
             "command": "drill",
@@ -592,8 +594,7 @@ class LocalDrill(_Run):
                     self.ended_at, ticks_at_end = end, ticks
                     self.experiment["state"] = "completed"
                     sent = self.inject(rt, now, wave, ok=True)
-                    self.say(end, self.seen[1] if self.seen else "-", self.seen[0] if self.seen else None,
-                             f"experiment ends; {sent} launches succeed")
+                    self.say(end, self.seen[1], self.seen[0], f"experiment ends; {sent} launches succeed")
                 else:
                     group = self.fleet.groups[wave % len(self.fleet.groups)]
                     self.inject(rt, now, wave, ok=True, groups=[group])
@@ -680,12 +681,12 @@ class FisDrill(_Run):
                     self.first_failure = self.first_capacity_failure(requested, now)
                     if self.first_failure:
                         self.say(self.first_failure, self.seen[1], self.seen[0], "first injected launch failure recorded")
+                if self.ended_at is None:
+                    self.poll_experiment(exp_id, now)
                 try:
                     self.observe(ledger_plan.read(self.runtime.clients("dynamodb"), self.runtime.table), now)
                 except LedgerUnavailable as err:
                     self.say(now, "?", None, f"ledger unreachable this poll: {err}")
-                if self.ended_at is None:
-                    self.poll_experiment(exp_id, now)
                 if self.normal_at is not None:
                     self.say(self.normal_at, policy.NORMAL, self.seen[0], "back to normal")
                     break
