@@ -230,6 +230,10 @@ def test_a_missing_or_broken_template_is_refused_naming_the_problem(account, cli
     ("no-settings", f"cannot tell the deployed controller's mode (no SSM parameter {PREFIX}/settings)"),
     ("off", "Holdfast runs in mode=off here"),
     ("no-template", f"no FIS experiment template: SSM parameter {PREFIX}/experiment-template-id does not exist"),
+    # The stack is found by its game day's parameter: here one named as make e2e names it.
+    ("other-stack", "cannot tell the deployed controller's mode (no SSM parameter /holdfast/Holdfast-e2e/settings)"),
+    ("two-stacks", f"2 Holdfast stacks in {REGION} have a game day (/holdfast/Holdfast, /holdfast/Second): "
+                   "choose one with --stack-name"),
 ])
 def test_the_deployment_is_checked_before_fis_is_called(account, clients, tmp_path, setup, message):
     ssm = clients("ssm")
@@ -237,8 +241,13 @@ def test_the_deployment_is_checked_before_fis_is_called(account, clients, tmp_pa
         ssm.delete_parameter(Name=f"{PREFIX}/settings")
     elif setup == "off":
         ssm.put_parameter(Name=f"{PREFIX}/settings", Type="String", Value=json.dumps({"mode": "off"}), Overwrite=True)
-    else:
+    elif setup == "no-template":
         ssm.delete_parameter(Name=f"{PREFIX}/{drill.TEMPLATE_PARAMETER}")
+    elif setup == "other-stack":
+        ssm.delete_parameter(Name=f"{PREFIX}/{drill.TEMPLATE_PARAMETER}")
+        ssm.put_parameter(Name=f"/holdfast/Holdfast-e2e/{drill.TEMPLATE_PARAMETER}", Type="String", Value=TEMPLATE)
+    else:
+        ssm.put_parameter(Name=f"/holdfast/Second/{drill.TEMPLATE_PARAMETER}", Type="String", Value=TEMPLATE)
     ctx, args, fis = command(tmp_path, "--yes")
 
     with fis, pytest.raises(UsageError, match=_literal(message)):   # any FIS call would fail: nothing is stubbed

@@ -17,7 +17,9 @@ What it does, in both places it can run:
 2. Snapshots every selected resource through the actuators' read paths.
 3. Causes the impairment. Against AWS: fis:StartExperiment with the game-day template
    (`--experiment-template-id`, or the SSM parameter `<prefix>/experiment-template-id`
-   the GameDay construct publishes, prefix `/holdfast/<stack name>`, stack `Holdfast`);
+   the GameDay construct publishes; the prefix is `/holdfast/<stack name>`, the stack
+   `--stack-name`, else the one stack in the region that published a template, else
+   `Holdfast`);
    the deployed controllers do the rest and the drill polls the plan in the ledger,
    and fis:GetExperiment until the experiment ends. On a local endpoint (127.0.0.1,
    localhost: the embedded moto server) there is no deployed controller: the drill
@@ -113,8 +115,10 @@ def register(sub) -> None:
     p = sub.add_parser("drill", help="rehearse a regional launch impairment end to end and write a drill report")
     p.add_argument("--yes", action="store_true", help="required outside a local endpoint: this injects real launch failures")
     p.add_argument("--out", default="out", help="directory for drill-report.md and drill-report.json (default: out)")
-    p.add_argument("--stack-name", default=DEFAULT_STACK,
-                   help=f"the Holdfast stack whose SSM parameters name the FIS template and settings (default: {DEFAULT_STACK})")
+    p.add_argument("--stack-name", default=None,
+                   help="the Holdfast stack whose SSM parameters (/holdfast/<stack name>/...) name the FIS template and "
+                        "settings (default: the one stack in the region that has a game day, else "
+                        f"{DEFAULT_STACK})")
     p.add_argument("--parameter-prefix", default=None,
                    help="SSM path of Holdfast's parameters (default: /holdfast/<stack name>)")
     p.add_argument("--experiment-template-id", default=None,
@@ -154,7 +158,7 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
     if args.poll_seconds <= 0:
         raise UsageError(f"--poll-seconds must be above 0, got {args.poll_seconds:g}")
     _require_ledger(ctx)
-    prefix = args.parameter_prefix or f"{PARAMETER_ROOT}/{args.stack_name}"
+    prefix = None if local else parameter_prefix(ctx, args)
     settings, source = (ctx.settings, f"--settings {args.settings}" if args.settings else "the defaults") if local \
         else _deployed_settings(ctx, args, prefix)
     if settings.mode == "off":
@@ -218,6 +222,27 @@ def _require_ledger(ctx: Context) -> None:
         raise UsageError(f"ledger table {ctx.ledger_table} is unreachable ({error_text(err)}): a drill needs the ledger") from err
 
 
+@uses("ssm:GetParametersByPath", by=("cli",))
+def parameter_prefix(ctx: Context, args) -> str:
+    """--parameter-prefix, else /holdfast/<--stack-name>, else the one stack in the region
+    that published a game-day template (several: the operator must choose)."""
+    if args.parameter_prefix:
+        return args.parameter_prefix.rstrip("/")
+    if args.stack_name:
+        return f"{PARAMETER_ROOT}/{args.stack_name}"
+    try:
+        pages = ctx.clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
+        names = [p["Name"] for page in pages for p in page["Parameters"]]
+    except (ClientError, BotoCoreError) as err:
+        ctx.warn(f"cannot list SSM parameters under {PARAMETER_ROOT} ({error_text(err)}); assuming stack {DEFAULT_STACK}")
+        names = []
+    found = sorted(n.rsplit("/", 1)[0] for n in names if n.endswith(f"/{TEMPLATE_PARAMETER}"))
+    if len(found) > 1:
+        raise UsageError(f"{len(found)} Holdfast stacks in {ctx.clients.region} have a game day ({', '.join(found)}): "
+                         "choose one with --stack-name")
+    return found[0] if found else f"{PARAMETER_ROOT}/{DEFAULT_STACK}"
+
+
 @uses("ssm:GetParameter", by=("cli",))
 def _parameter(ctx: Context, name: str) -> str | None:
     """The parameter's value; None when it does not exist."""
@@ -245,8 +270,7 @@ def _deployed_settings(ctx: Context, args, prefix: str) -> tuple[Settings, str]:
         return ctx.settings, f"--settings {args.settings} (not confirmed against the deployment: {why})"
     raise UsageError(
         f"cannot tell the deployed controller's mode ({why}): a drill never runs in mode=off accounts; "
-        "pass --settings with the settings you deployed (your cdk.json), or --stack-name/--parameter-prefix "
-        "if the stack is not named Holdfast"
+        "pass --settings with the settings you deployed (your cdk.json), or --stack-name if this is not the stack"
     )
 
 
