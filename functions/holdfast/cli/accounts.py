@@ -117,7 +117,8 @@ def known_regions() -> set[str]:
 
 def parse_regions(text: str) -> list[str]:
     regions = [r.strip() for r in text.split(",") if r.strip()]
-    unknown = [r for r in regions if r not in known_regions()]
+    known = known_regions()
+    unknown = [r for r in regions if r not in known]
     if unknown or not regions:
         raise UsageError(f"--regions: {', '.join(repr(r) for r in unknown) or 'no region'} is not an AWS region "
                          "DynamoDB serves; give a comma-separated list such as us-east-1,eu-west-1")

@@ -95,7 +95,6 @@ ASG_ICE_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
 # ExperimentStatus values after which FIS injects nothing more (FIS API reference, ExperimentState).
 ENDED = frozenset({"completed", "stopped", "failed", "cancelled"})
 LOOPBACK = frozenset({"localhost", "::1"})
-DEFAULT_DURATION_MINUTES = 20      # the GameDay construct's default duration
 DEFAULT_TIMEOUT_MINUTES = 360
 DEFAULT_POLL_SECONDS = 15.0
 # After the experiment ends, how many schedule periods to wait for a hold that never came.
@@ -123,8 +122,9 @@ def register(sub) -> None:
                    help="SSM path of Holdfast's parameters (default: /holdfast/<stack name>)")
     p.add_argument("--experiment-template-id", default=None,
                    help="the FIS experiment template to start (default: from <prefix>/experiment-template-id)")
-    p.add_argument("--duration-minutes", type=_positive_int, default=DEFAULT_DURATION_MINUTES,
-                   help=f"local endpoint only: how long launches fail, on the drill clock (default: {DEFAULT_DURATION_MINUTES})")
+    p.add_argument("--duration-minutes", type=_positive_int, default=None,
+                   help="local endpoint only: how long launches fail, on the drill clock (default: the "
+                        "game_day_duration_minutes setting, as the game day's FIS template)")
     p.add_argument("--timeout-minutes", type=_positive_int, default=DEFAULT_TIMEOUT_MINUTES,
                    help=f"give up (and stop the experiment) after this long (default: {DEFAULT_TIMEOUT_MINUTES})")
     p.add_argument("--poll-seconds", type=float, default=DEFAULT_POLL_SECONDS,
@@ -171,7 +171,8 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
     common = dict(ctx=ctx, runtime=runtime, fleet=fleet, source=source, account=account,
                   timeout=timedelta(minutes=args.timeout_minutes))
     if local:
-        run = LocalDrill(**common, where=where, duration=timedelta(minutes=args.duration_minutes))
+        minutes = args.duration_minutes or settings.game_day_duration_minutes
+        run = LocalDrill(**common, where=where, duration=timedelta(minutes=minutes))
     else:
         run = FisDrill(**common, where=where or "AWS", template=template, poll_seconds=args.poll_seconds,
                        clock=clock or SystemClock(), sleep=sleep)
