@@ -1,0 +1,1 @@
+"""Test-support code that is not shipped: AWS-rule emulations, proxies, fleet builders, models."""
