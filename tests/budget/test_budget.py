@@ -202,15 +202,24 @@ def test_throttles_surface_only_when_the_walk_deadline_passes(clock):
     assert clock.monotonic() <= g.deadline                  # never slept past the deadline
 
 
-def test_with_the_deadline_gone_a_throttle_answer_reaches_the_caller(clock):
+def test_a_call_after_the_deadline_is_refused_without_being_sent(clock):
     g = governor(clock)
+    transport = Transport(clock, [OK])
+    client = lambda_client(g, transport)
+    g.deadline = clock.monotonic() - 1
+    with pytest.raises(DeadlinePassed):
+        client.list_functions()
+    assert transport.sent == []                 # no budget spent past the deadline
+    assert g.totals()["lambda"] == {"calls": 1, "refused": 1}
+
+
+def test_without_a_walk_deadline_a_call_keeps_retrying_for_its_patience(clock):
+    g = governor(clock, patience=2.0)
     transport = Transport(clock, [THROTTLE])
     client = lambda_client(g, transport)
-    client.list_functions  # noqa: B018
-    g.deadline = clock.monotonic() - 1          # already past: no retry of throttles by the Governor
     with pytest.raises((ClientError, DeadlinePassed)):
         client.list_functions()
-    assert g.totals()["lambda"].get("retried", 0) == 0
+    assert len(transport.sent) > 4 and clock.monotonic() <= 2.0
 
 
 def test_getfunction_has_its_own_budget_and_invocations_none(clock):
@@ -328,3 +337,30 @@ def test_an_unreachable_board_means_a_conservative_share_not_a_stop(clock):
     assert b.board_errors == 1
     b.leave()
     assert b.board_errors == 2
+
+
+# ---- the same protocol on the ledger ---------------------------------------------------------
+
+def test_two_controllers_on_the_ledger_board_stay_under_the_budget_together(clock, clients, ledger_table):
+    from holdfast.ledger.budget_board import LedgerShareBoard
+
+    board = LedgerShareBoard(clients("dynamodb"), ledger_table, clock=clock.monotonic)
+    a = budget(clock, board=board, member="tick-1")
+    b = budget(clock, board=board, member="tick-2")
+    sends = _simulate(clock, {"a": (a, 0.0, 20.0), "b": (b, 5.0, 30.0)}, until=30.0)
+    every = sends["a"] + sends["b"]
+    assert _most_in_any_window(every, 1.0) <= 17 and _most_in_any_window(every, 10.0) <= 152
+    assert sum(1 for t in every if 7 <= t < 20) >= 15 * 13 - 3
+    assert min(sends["b"]) >= 6.0                 # b waited until a had counted it
+    assert a.board_errors == b.board_errors == 0
+    items = clients("dynamodb").query(
+        TableName=ledger_table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "BUDGET"}})
+    assert items["Count"] == 0                    # both left
+
+
+def test_the_ledger_board_unreachable_is_board_unavailable(clock, clients):
+    from holdfast.ledger.budget_board import LedgerShareBoard
+
+    board = LedgerShareBoard(clients("dynamodb"), "no-such-table", clock=clock.monotonic)
+    with pytest.raises(BoardUnavailable):
+        board.renew("lambda", "tick-1", ttl=3)
