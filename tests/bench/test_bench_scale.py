@@ -36,9 +36,11 @@ from pathlib import Path
 
 import pytest
 
+from holdfast import engine
 from holdfast.demo.fleet import snapshot
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
+from holdfast.settings import Settings
 from holdfast_fixtures import min_calls
 from holdfast_fixtures.big_fleet import ISSUE_FLEET, build_big_fleet, consumers_selected_by_function
 from holdfast_fixtures.throttle_proxy import DEFAULT_LIMITS, ThrottleProxy
@@ -141,11 +143,13 @@ def _report(label: str, wall: float, code: int, doc: dict, proxy: ThrottleProxy,
             "lambda_calls": service_total(calls, "lambda"), "failed": len(failed)}
 
 
-def _outcomes_fleet(fleet, counts: dict[str, int], doc: dict) -> min_calls.Fleet:
-    needed = Counter(o["kind"] for o in doc["resources"] if o["action"] in ("engaged", "failed"))
+def _model(fleet, counts: dict[str, int], resources: list[dict], needs_write: str) -> min_calls.Fleet:
+    """The min_calls model's view of the fleet: the resources whose outcome is `needs_write`
+    are the ones a correct run must write."""
+    needed = Counter(o["kind"] for o in resources if o["action"] == needs_write)
     nlb_records = Counter(
         tuple(sorted((k, str(v.get("from"))) for k, v in o.get("changes", {}).items()))
-        for o in doc["resources"] if o["kind"] == "nlb" and o["action"] == "engaged"
+        for o in resources if o["kind"] == "nlb" and o["action"] == needs_write
     )
     return min_calls.Fleet(
         selected=counts, engaged=dict(needed),
@@ -166,23 +170,29 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
     print(f"\nfleet at scale {SCALE:g} built on moto in {time.perf_counter() - started:.1f} s: {counts} selected, "
           f"5 unselected twins of each kind")
     before = snapshot(direct, fleet)
+    # What a correct engage must write: a dry run (`holdfast plan`'s walk) straight on moto.
+    plan = engine.engage_all(direct, Settings(), DEFAULT_TABLE, dry_run=True, kinds=KINDS)
+    assert not plan.failed, [o.to_dict() for o in plan.failed[:3]]
+    needs = _model(fleet, counts, [o.to_dict() for o in plan.outcomes], "planned")
+    print(f"resources that need a write (dry run): {dict(needs.engaged)}")
 
     with ThrottleProxy(moto_server.url) as proxy:
         print("proxy buckets (rate/s, burst): " + ", ".join(
             f"{name} {lim.rate:g}/{lim.burst:g}" for name, lim in DEFAULT_LIMITS.items()))
         wall, code, engaged, _ = _run(proxy, ["engage"])
         assert len(engaged["resources"]) == sum(counts.values()), "every selected resource has an outcome"
-        model = _outcomes_fleet(fleet, counts, engaged)
-        least = min_calls.engage(model)
+        least = min_calls.engage(needs)
         result = {"engage": _report("engage", wall, code, engaged, proxy, least, counts)}
-        for name, variant in (("a ListTags per mapping (today's selection)", min_calls.engage(model, esm_tags="listtags")),
-                              ("the record in the ledger only, no write-ahead tag", min_calls.engage(model, tag_record=False))):
+        for name, variant in (("a ListTags per mapping (today's selection)", min_calls.engage(needs, esm_tags="listtags")),
+                              ("the record in the ledger only, no write-ahead tag", min_calls.engage(needs, tag_record=False))):
             lam = _lambda_floor_ops(Counter({op: n for per_kind in variant.values() for op, n in per_kind.items()}))
             print(f"  minimum with {name}: {lam} Lambda calls, floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")
 
         proxy.reset()
         wall, code, resumed, _ = _run(proxy, ["resume", "--now"])
-        result["resume"] = _report("resume --now", wall, code, resumed, proxy, min_calls.restore(model), counts)
+        # A full restore must undo what the engage above did engage.
+        undo = _model(fleet, counts, engaged["resources"], "engaged")
+        result["resume"] = _report("resume --now", wall, code, resumed, proxy, min_calls.restore(undo), counts)
 
     after = snapshot(direct, fleet)
     differ = [arn for arn in before if before[arn] != after[arn]]
