@@ -49,7 +49,8 @@ Why not the alternatives:
 When the board cannot be reached, a budget assumes `fallback_shares` holders (2) and
 carries on: engaging never waits for the ledger, and the AIMD still answers any
 overshoot. `LocalShareBoard` is the in-process board (tests, and several budgets of one
-process); a board in the ledger table is the shell's to provide.
+process); `holdfast.ledger.budget_board.LedgerShareBoard` keeps the leases in the ledger
+for controllers in different processes.
 
 The pacing and the shares (RateBudget, Budgets, ShareBoard) are plain Python over an
 injected clock; only the Governor touches botocore.

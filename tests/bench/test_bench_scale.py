@@ -49,6 +49,8 @@ from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto'
 pytestmark = pytest.mark.benchmark
 
 SCALE = float(os.environ.get("HOLDFAST_BENCH_SCALE", "1"))
+# HOLDFAST_BENCH_GOVERNED=1: run the CLI in process with holdfast.budget's Governor on its clients.
+GOVERNED = os.environ.get("HOLDFAST_BENCH_GOVERNED") == "1"
 HOLDFAST = Path(sys.executable).parent / "holdfast"
 KINDS = tuple(ISSUE_FLEET)
 THROTTLE_CODES = ("Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
@@ -75,6 +77,34 @@ def _run(proxy: ThrottleProxy, command: list[str]) -> tuple[float, int, dict, st
         pytest.fail(f"holdfast {' '.join(command)} printed no JSON document (exit {done.returncode}): "
                     f"{done.stderr[-2000:]}")
     return wall, done.returncode, document, done.stderr
+
+
+def _run_governed(proxy: ThrottleProxy, command: list[str], monkeypatch) -> tuple[float, int, dict, str]:
+    """The same command in process (`holdfast.cli.main`), with holdfast.budget's Governor on
+    the CLI's clients: what the budgets do before the engine is built around them."""
+    import contextlib
+    import io
+
+    from holdfast import cli
+    from holdfast.budget import Budgets, Governor
+    from holdfast.cli.context import Context
+
+    governor = Governor(Budgets())
+    made = Context.from_args.__func__
+
+    def from_args(cls, args):
+        ctx = made(cls, args)
+        governor.govern(ctx.clients)
+        return ctx
+
+    monkeypatch.setattr(Context, "from_args", classmethod(from_args))
+    out, err = io.StringIO(), io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["--endpoint-url", proxy.url, "--json", *command])
+    wall = time.perf_counter() - started
+    print(f"\n  governor ({' '.join(command)}): {governor.totals()}")
+    return wall, code, json.loads(out.getvalue()), err.getvalue()
 
 
 def _lambda_floor_ops(ops: Counter) -> int:
@@ -172,7 +202,8 @@ def _model(fleet, counts: dict[str, int], resources: list[dict], needs_write: st
     )
 
 
-def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, aws_semantics):
+def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, aws_semantics, monkeypatch):
+    run = (lambda proxy, command: _run_governed(proxy, command, monkeypatch)) if GOVERNED else _run
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     moto_server.reset()
     direct = moto_server.clients()
@@ -180,7 +211,8 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
     fleet = build_big_fleet(direct, scale=SCALE)
     counts = {k: len(fleet.selected[k]) for k in KINDS}
     ensure_table(direct("dynamodb"), DEFAULT_TABLE)
-    print(f"\nfleet at scale {SCALE:g} built on moto in {time.perf_counter() - started:.1f} s: {counts} selected, "
+    print(f"\n{'in process, governed by holdfast.budget' if GOVERNED else 'the console script'}; "
+          f"fleet at scale {SCALE:g} built on moto in {time.perf_counter() - started:.1f} s: {counts} selected, "
           f"5 unselected twins of each kind")
     before = snapshot(direct, fleet)
     # What a correct engage must write: a dry run (`holdfast plan`'s walk) straight on moto.
@@ -192,7 +224,7 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
     with ThrottleProxy(moto_server.url) as proxy:
         print("proxy buckets (rate/s, burst): " + ", ".join(
             f"{name} {lim.rate:g}/{lim.burst:g}" for name, lim in DEFAULT_LIMITS.items()))
-        wall, code, engaged, _ = _run(proxy, ["engage"])
+        wall, code, engaged, _ = run(proxy, ["engage"])
         _check_outcomes("engage", engaged, fleet)
         least = min_calls.engage(needs)
         result = {"engage": _report("engage", wall, code, engaged, proxy, least, counts)}
@@ -202,11 +234,15 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
             print(f"  minimum with {name}: {lam} Lambda calls, floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")
 
         proxy.reset()
-        wall, code, resumed, _ = _run(proxy, ["resume", "--now"])
+        wall, code, resumed, _ = run(proxy, ["resume", "--now"])
         _check_outcomes("resume", resumed, fleet)
         # A full restore must undo what the engage above did engage.
         undo = _model(fleet, counts, engaged["resources"], "engaged")
         result["resume"] = _report("resume --now", wall, code, resumed, proxy, min_calls.restore(undo), counts)
+        full = min_calls.restore(needs)
+        lam = _lambda_floor_ops(Counter({op: n for per_kind in full.values() for op, n in per_kind.items()}))
+        print(f"  minimum of a full restore of every resource the dry run would engage: {lam} Lambda calls, "
+              f"floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")
 
     after = snapshot(direct, fleet)
     differ = [arn for arn in before if before[arn] != after[arn]]
