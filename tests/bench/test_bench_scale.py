@@ -107,6 +107,13 @@ def _run_governed(proxy: ThrottleProxy, command: list[str], monkeypatch) -> tupl
     return wall, code, json.loads(out.getvalue()), err.getvalue()
 
 
+def _all_kinds(per_kind: dict[str, Counter]) -> Counter:
+    total = Counter()
+    for calls in per_kind.values():
+        total.update(calls)
+    return total
+
+
 def _lambda_floor_ops(ops: Counter) -> int:
     """Calls that spend Lambda's 15/s control-plane bucket."""
     return sum(n for op, n in ops.items() if op.startswith("lambda:")
@@ -124,9 +131,7 @@ def _report(label: str, wall: float, code: int, doc: dict, proxy: ThrottleProxy,
         arrived[f"{service}:{op}"] += n
     for (service, op), n in proxy.throttled.items():
         throttled[f"{service}:{op}"] += n
-    min_ops = Counter()
-    for per_kind in minimum.values():
-        min_ops.update(per_kind)
+    min_ops = _all_kinds(minimum)
 
     def service_total(counter: Counter, service: str, floor_only: bool = False) -> int:
         if floor_only and service == "lambda":
@@ -230,7 +235,7 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
         result = {"engage": _report("engage", wall, code, engaged, proxy, least, counts)}
         for name, variant in (("a ListTags per mapping (today's selection)", min_calls.engage(needs, esm_tags="listtags")),
                               ("the record in the ledger only, no write-ahead tag", min_calls.engage(needs, tag_record=False))):
-            lam = _lambda_floor_ops(Counter({op: n for per_kind in variant.values() for op, n in per_kind.items()}))
+            lam = _lambda_floor_ops(_all_kinds(variant))
             print(f"  minimum with {name}: {lam} Lambda calls, floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")
 
         proxy.reset()
@@ -240,7 +245,7 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
         undo = _model(fleet, counts, engaged["resources"], "engaged")
         result["resume"] = _report("resume --now", wall, code, resumed, proxy, min_calls.restore(undo), counts)
         full = min_calls.restore(needs)
-        lam = _lambda_floor_ops(Counter({op: n for per_kind in full.values() for op, n in per_kind.items()}))
+        lam = _lambda_floor_ops(_all_kinds(full))
         print(f"  minimum of a full restore of every resource the dry run would engage: {lam} Lambda calls, "
               f"floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")
 
