@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 import boto3
 from botocore.config import Config
@@ -43,6 +43,8 @@ class Clients:
         self._lock = threading.Lock()
         # API calls made through these clients, by "service:Operation"; the CLI reports them.
         self.calls: Counter[str] = Counter()
+        # Called with (service, client) for every client made (holdfast.budget.Governor.govern).
+        self._on_client: list[Callable[[str, Any], None]] = []
 
     @property
     def region(self) -> str:
@@ -63,8 +65,18 @@ class Clients:
                     kwargs["endpoint_url"] = self._endpoint_url
                 client = self._session.client(service, **kwargs)
                 client.meta.events.register("before-call", self._count)
+                for hook in self._on_client:
+                    hook(service, client)
                 self._clients[service] = client
             return client
+
+    def on_client(self, hook: Callable[[str, Any], None]) -> None:
+        """Run `hook(service, client)` on every client made so far and every one made later."""
+        with self._lock:
+            self._on_client.append(hook)
+            made = list(self._clients.items())
+        for service, client in made:
+            hook(service, client)
 
     def _count(self, model, **_: Any) -> None:
         with self._lock:
@@ -76,7 +88,9 @@ class Clients:
     def with_config(self, config: Config) -> "Clients":
         """Clients from the same session and endpoint with another config (the probes'
         short timeouts and single attempt)."""
-        return Clients(self._session, endpoint_url=self._endpoint_url, config=config)
+        other = Clients(self._session, endpoint_url=self._endpoint_url, config=config)
+        other._on_client = list(self._on_client)
+        return other
 
 
 # ---- AWS errors, translated here and nowhere else -------------------------------------
