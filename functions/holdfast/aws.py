@@ -47,6 +47,10 @@ class Clients:
         self._on_client: list[Callable[[str, Any], None]] = []
 
     @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
     def region(self) -> str:
         return self._session.region_name or "us-east-1"
 

@@ -138,7 +138,9 @@ class Engine:
         self.runtime = runtime
         self.clients, self.settings = runtime.clients, runtime.settings
         self.ledger = ResourceLedger(runtime.clients("dynamodb"), runtime.table)
-        self.bucket = lambda_bucket or TokenBucket(runtime.settings.lambda_writes_per_second)
+        # Lambda calls are paced by the clients' rate budgets (runtime.govern); a bucket here
+        # is an extra, local limit (tests pass one that never waits).
+        self.bucket = lambda_bucket
         self.actuators = {
             k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger, lambda_bucket=self.bucket,
                            expired_queue_arn=runtime.expired_queue_arn)

@@ -49,6 +49,9 @@ GLOBAL_OPTIONS = (
                                           "(default: the deployed stack's, from SSM /holdfast/<stack>/expired-queue-arn; "
                                           "`none`: no destination, event ages kept)"}),
     (("--json",), {"action": "store_true", "help": "print one JSON document on stdout"}),
+    (("--rate-budget",), {"choices": ("auto", "on", "off"), "default": "auto",
+                          "help": "pace every call within the account's API rate budgets, retrying throttles "
+                                  "(auto: on, except against a loopback --endpoint-url such as a local moto)"}),
 )
 
 
