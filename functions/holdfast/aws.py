@@ -8,13 +8,17 @@ top of the SDK's. AWS_ENDPOINT_URL and AWS_REGION are honoured as boto3 honours 
 
 from __future__ import annotations
 
+import contextvars
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any, Callable
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
+# What the calls made in this context are for (a kind's walk); see Clients.tagged.
+CALL_TAG: contextvars.ContextVar[str | None] = contextvars.ContextVar("holdfast_call_tag", default=None)
 
 DEFAULT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -43,6 +47,9 @@ class Clients:
         self._lock = threading.Lock()
         # API calls made through these clients, by "service:Operation"; the CLI reports them.
         self.calls: Counter[str] = Counter()
+        # The same calls by the tag in force when they were made (CALL_TAG: the engine tags
+        # each kind's walk), so walks running at once are still counted apart.
+        self.tagged: defaultdict[str, Counter[str]] = defaultdict(Counter)
         # Called with (service, client) for every client made (holdfast.budget.Governor.govern).
         self._on_client: list[Callable[[str, Any], None]] = []
 
@@ -83,8 +90,12 @@ class Clients:
             hook(service, client)
 
     def _count(self, model, **_: Any) -> None:
+        op = f"{model.service_model.service_name}:{model.name}"
+        tag = CALL_TAG.get()
         with self._lock:
-            self.calls[f"{model.service_model.service_name}:{model.name}"] += 1
+            self.calls[op] += 1
+            if tag is not None:
+                self.tagged[tag][op] += 1
 
     def account_id(self) -> str:
         return self("sts").get_caller_identity()["Account"]
