@@ -121,3 +121,19 @@ def contended(err: Exception) -> bool:
         return True
     reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
     return code == TRANSACTION_CANCELLED and any(r.get("Code") == "TransactionConflict" for r in reasons)
+
+
+# A tag write refused because the resource would pass its tag limit (50 per resource):
+# Application Auto Scaling TooManyTagsException, ELB TooManyTags, Auto Scaling
+# CreateOrUpdateTags LimitExceeded (its only limit is the tags'), and Lambda TagResource's
+# InvalidParameterValueException (the one 400 its API reference lists) about tags.
+# Read only for the answer to a tag write.
+TOO_MANY_TAGS = ("TooManyTagsException", "TooManyTags", "LimitExceeded")
+
+
+def too_many_tags(err: Exception) -> bool:
+    code = error_code(err)
+    if code in TOO_MANY_TAGS:
+        return True
+    message = (err.response.get("Error", {}).get("Message") or "").lower() if isinstance(err, ClientError) else ""
+    return code == "InvalidParameterValueException" and "tag" in message

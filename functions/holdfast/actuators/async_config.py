@@ -17,6 +17,7 @@ owner's destinations and any drift survive.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from holdfast.core import kinds
@@ -60,7 +61,8 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         return [Candidate(arn, tags) for arn, tags in sorted(tagged(self.clients, self.settings, "lambda:function").items())]
 
     def read(self, candidate: Candidate) -> Resource | None:
-        return self._resource(candidate.arn, candidate.listed)
+        # The tags come from the tagging API's index: a record there is confirmed before use.
+        return self._resource(candidate.arn, candidate.listed, confirmed=False)
 
     @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:
@@ -72,7 +74,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         return self._resource(arn, tags)
 
     @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
-    def _resource(self, arn: str, tags: Mapping[str, str]) -> Resource:
+    def _resource(self, arn: str, tags: Mapping[str, str], *, confirmed: bool = True) -> Resource:
         client = self.clients("lambda")
         try:
             config = client.get_function_event_invoke_config(FunctionName=arn)
@@ -85,7 +87,13 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             "on_failure": _destination(config or {}, "OnFailure"),
             "on_success": _destination(config or {}, "OnSuccess"),
         }
-        return make_resource(self.kind, arn, arn.split(":")[6], current, tags)
+        return make_resource(self.kind, arn, arn.split(":")[6], current, tags, confirmed=confirmed)
+
+    def fresh(self, resource: Resource) -> Resource:
+        """The config read again just before a restore, which Puts the whole config: built
+        from this read, it keeps whatever the owner changed meanwhile (an OnSuccess
+        destination, say)."""
+        return replace(resource, current=self._resource(resource.arn, {}).current)
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         s = self.settings

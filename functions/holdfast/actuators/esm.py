@@ -15,9 +15,11 @@ mapping: the tagging API does not list mappings.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from holdfast.core import restore
+from holdfast.core.errors import Vanished
 from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.core.model import Candidate, Record, Resource
@@ -84,6 +86,20 @@ class EsmActuator(LambdaTagged, TaggedActuator):
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         cap = current.get(KEY)
         return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
+
+    def may_write(self, key: str, value: Any) -> list[Any]:
+        """The floor and every cap step: an engagement may write each (issue 11, finding 4)."""
+        return [value, self.settings.esm_floor, *self.settings.esm_cap_steps]
+
+    @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli"))
+    def fresh(self, resource: Resource) -> Resource:
+        """The cap read again just before a relaxing write: the walk's listing may be a minute old."""
+        client = self.clients("lambda")
+        try:
+            mapping = client.get_event_source_mapping(UUID=resource.ref["uuid"])
+        except client.exceptions.ResourceNotFoundException as err:
+            raise Vanished() from err
+        return replace(resource, current={KEY: (mapping.get("ScalingConfig") or {}).get(KEY)})
 
     def partial(self, record: Record, current: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
         if set(target) != {KEY} or not isinstance(target[KEY], int):

@@ -59,7 +59,13 @@ class NlbActuator(TaggedActuator):
         return sorted(out, key=lambda c: c.arn)
 
     def read(self, candidate: Candidate) -> Resource | None:
-        return self._resource(*candidate.listed)
+        # The tags come from the tagging API's index: a record there is confirmed before use.
+        return self._resource(*candidate.listed, confirmed=False)
+
+    @uses("elasticloadbalancing:DescribeTags", by=("reconciler", "cli"))
+    def own_tags(self, resource: Resource) -> Mapping[str, str]:
+        descriptions = self.clients("elbv2").describe_tags(ResourceArns=[resource.arn])["TagDescriptions"]
+        return {t["Key"]: t["Value"] for d in descriptions for t in d["Tags"]}
 
     @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTags",
           "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
@@ -83,7 +89,7 @@ class NlbActuator(TaggedActuator):
         return group.get("Protocol") in NLB_PROTOCOLS
 
     @uses("elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
-    def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str]) -> Resource | None:
+    def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str], *, confirmed: bool = True) -> Resource | None:
         client = self.clients("elbv2")
         try:
             attributes = client.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])["Attributes"]
@@ -91,7 +97,8 @@ class NlbActuator(TaggedActuator):
             return None
         values = {a["Key"]: a["Value"] for a in attributes}
         current = {key: values.get(name, default) for key, (name, default) in ATTRIBUTES.items()}
-        return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], current, tags)
+        return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], current, tags,
+                             confirmed=confirmed)
 
     def engaged_values(self) -> dict[str, str]:
         s = self.settings

@@ -1,9 +1,9 @@
 """Application Auto Scaling targets: dynamic scale-in suspended while engaged.
 
 Key `DynamicScalingInSuspended` (bool). The owner's other two flags
-(DynamicScalingOutSuspended, ScheduledScalingSuspended) are read and always sent back
-unchanged: RegisterScalableTarget takes SuspendedState as one object, so every write
-names all three.
+(DynamicScalingOutSuspended, ScheduledScalingSuspended) are sent back as a read just
+before the write found them: RegisterScalableTarget takes SuspendedState as one object,
+so every write names all three.
 
 RegisterScalableTarget also *creates* a target that does not exist, so each write first
 checks the target is still there: Holdfast must never register a target its owner
@@ -83,9 +83,13 @@ class ScalableTargetActuator(TaggedActuator):
         ref = resource.ref
         still = self._targets((ref["ServiceNamespace"],), ResourceIds=[ref["ResourceId"]],
                               ScalableDimension=ref["ScalableDimension"])
-        if not any(t["ScalableTargetARN"] == resource.arn for t in still):
+        found = [t for t in still if t["ScalableTargetARN"] == resource.arn]
+        if not found:
             raise Vanished()
-        state = {f: bool({**resource.current, **values}.get(f)) for f in FLAGS}
+        # The other flags from this read, just before the write: the owner's changes since
+        # the walk read the target stay (RegisterScalableTarget takes all three at once).
+        now = found[0].get("SuspendedState") or {}
+        state = {f: bool(values[f]) if f in values else bool(now.get(f, False)) for f in FLAGS}
         self.clients("application-autoscaling").register_scalable_target(**ref, SuspendedState=state)
 
     @uses("application-autoscaling:TagResource", by=("reconciler", "cli"))

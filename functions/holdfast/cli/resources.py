@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from holdfast import engine
 from holdfast.core.kinds import kind_of
-from holdfast.core.model import ALREADY, VANISHED, Outcome
+from holdfast.core.model import ALREADY, SKIPPED, VANISHED, Outcome
 from holdfast.iam import uses
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
@@ -191,11 +191,18 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool) -> int:
     )
     for f in failed:
         ctx.warn(f"failed: {f['kind']} {f['arn']}: {f['error']}")
+    skipped = [o for o in report.outcomes if o.action == SKIPPED]
+    for o in skipped:
+        ctx.warn(f"not engaged: {o.kind} {o.arn}: {o.note}")
     if not report.complete:
-        ctx.warn("the walk stopped before every resource was visited; run the command again")
+        if command in ("resume", "release") and not ledger_available:
+            ctx.warn("the ledger's records could not be read: resources recorded only there (no room for tags, "
+                     "or their tags were stripped) were not restored; run the command again when the ledger answers")
+        else:
+            ctx.warn("the walk stopped before every resource was visited; run the command again")
     if not ctx.json:
         _report_calls(ctx, report.api_calls)
-    return EXIT_FAILED if failed or not report.complete else EXIT_OK
+    return EXIT_FAILED if failed or skipped or not report.complete else EXIT_OK
 
 
 def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int], ledger_available: bool) -> str:

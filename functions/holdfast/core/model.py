@@ -23,6 +23,11 @@ Shape:
   cap to n, never above the original). `guard()` is called immediately before each
   relaxing write, AWS or ledger, and raises `StalePlan` when the plan generation has
   moved on; the actuator then stops and returns `refused-stale` (invariant 4).
+
+The record of what Holdfast applied only grows during an engagement: every value
+Holdfast wrote or may write (for a mapping, the floor and every cap step) is in it
+from the first write-ahead on, so no late or retried write can make one of Holdfast's
+own values look like the owner's (holdfast.core.restore.grow).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ RESTORED = "restored"        # fully restored and forgotten
 DRIFT_KEPT = "drift-kept"    # restored, but owner-changed values were kept (see drift)
 VANISHED = "vanished"        # the resource no longer exists: reported and forgotten
 FAILED = "failed"            # an API error; the next run retries
+SKIPPED = "skipped"          # left unchanged on purpose (see `note`): no record could be written
 REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan moved on
 PLANNED = "planned"          # recommend mode / `plan`: would change, did not
 
@@ -63,6 +69,13 @@ class Resource:
     record: "Record | None" = None
     # Identifiers the actuator needs to write (group name, mapping UUID, ...); not compared.
     ref: Mapping[str, Any] = field(default_factory=dict)
+    # How many tags of its owner's the resource carries (core.tags.owner_tags: aws: tags
+    # and Holdfast's record tags left out), for the headroom check before the write-ahead.
+    tag_count: int = 0
+    # False when the tags (and so `record`) came from the Resource Groups Tagging API,
+    # whose index AWS updates asynchronously: a record seen there may be gone, and one
+    # just written may not show yet. True when read from the service's own tag API.
+    confirmed: bool = True
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,10 @@ class Outcome:
     drift: dict[str, Any] = field(default_factory=dict)     # key -> {"original", "applied", "current"}
     error: str | None = None
     ledger_written: bool | None = None   # False: ran without the ledger (tag only)
+    # Where the write-ahead record of an engaged resource is: ["tag", "ledger"] normally,
+    # ["ledger"] when the resource has no room for two more tags, ["tag"] without the ledger.
+    recorded_in: list[str] | None = None
+    note: str | None = None              # why an outcome is not the usual one (no tag room, ...)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
