@@ -13,7 +13,10 @@ decides anything about a resource.
      "api_calls": {kind: count}, "api_calls_by_operation": {"service:Operation": count}}
 
 and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
-original, applied, current, drift}], "drifted": [arn, ...], "api_calls_by_operation"}.
+original, applied, current, drift, recorded_in}], "drifted": [arn, ...], "stuck": [{kind, arn,
+operation, failures, error, first_failed_at, last_failed_at, generation, fix}], "api_calls_by_operation"}.
+A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
+`fix` is the command (and what to do first) that gets it out of that state.
 
 Exit codes: 0 done, 1 some resources failed (each named on stderr), 2 usage or settings
 error (including a ledger table that does not exist: `holdfast ledger-init` creates it).
@@ -31,6 +34,9 @@ from holdfast import engine
 from holdfast.core.kinds import kind_of
 from holdfast.core.model import ALREADY, SKIPPED, VANISHED, Outcome
 from holdfast.iam import uses
+from holdfast.core.errors import LedgerUnavailable
+from holdfast.ledger import failures as ledger_failures
+from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
 from holdfast.cli.context import Context, UsageError, table
@@ -125,15 +131,17 @@ def status(ctx: Context, args) -> int:
     ledger_available = _check_ledger(ctx)
     rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]
+    stuck = _stuck(ctx) if ledger_available else []
     ctx.emit(
         {
             "command": "status",
             "ledger_available": ledger_available,
             "resources": rows,
             "drifted": drifted,
+            "stuck": stuck,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
-        _status_text(rows, ledger_available),
+        _status_text(rows, ledger_available, stuck),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -141,6 +149,19 @@ def status(ctx: Context, args) -> int:
 
 
 # ---- the ledger -------------------------------------------------------------------------
+
+def _stuck(ctx: Context) -> list[dict[str, Any]]:
+    """The stuck resources under the plan in force, each with the command that fixes it."""
+    dynamodb, settings = ctx.clients("dynamodb"), ctx.runtime.settings
+    try:
+        plan = ledger_plan.read(dynamodb, ctx.ledger_table)
+        failing = ledger_failures.load(dynamodb, ctx.ledger_table)
+    except LedgerUnavailable as err:
+        ctx.warn(f"stuck resources unknown: {err}")
+        return []
+    return [{**f.to_dict(), "fix": ledger_failures.fix(f, settings.selector)}
+            for f in ledger_failures.stuck(failing, plan, settings.stuck_after_failures)]
+
 
 @uses("dynamodb:DescribeTable", by=("cli",))
 def _check_ledger(ctx: Context) -> bool:
@@ -220,7 +241,7 @@ def _changes(o: Outcome) -> str:
     return "; ".join(parts)
 
 
-def _status_text(rows: list[dict[str, Any]], ledger_available: bool) -> str:
+def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list[dict[str, Any]] = ()) -> str:
     out = []
     for r in rows:
         original, applied, current = (r.get(k) or {} for k in ("original", "applied", "current"))
@@ -234,6 +255,12 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool) -> str:
             ))
     lines = [table(("KIND", "ARN", "KEY", "ORIGINAL", "APPLIED", "CURRENT", "DRIFT"), out)] if rows else ["no engaged resources"]
     lines.append(f"{len(rows)} engaged, {sum(1 for r in rows if r.get('drift'))} with drift")
+    if stuck:
+        lines.append("")
+        lines.append(table(("STUCK", "KIND", "ARN", "FAILED WALKS", "LAST ERROR"),
+                           [(s["operation"], s["kind"], s["arn"], str(s["failures"]), s["error"][:120]) for s in stuck]))
+        lines += [f"  fix {s['arn']}: {s['fix']}" for s in stuck]
+        lines.append(f"{len(stuck)} stuck: no longer holding their stage back (metric ResourcesStuck)")
     if not ledger_available:
         lines.append("ledger unreachable: engaged resources found from their tags only")
     return "\n".join(lines)
