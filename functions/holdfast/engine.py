@@ -22,11 +22,12 @@ walk of several ticks: holdfast.core.progress), which no longer holds the kind b
 the cursor stops before it, so the next walk retries it. None = from the start; a kind
 that finished without failure has None.
 
-`Report.seen[kind]` holds the fingerprint (actuators.tagged.fingerprint) of every
-candidate the walk finished. A re-walk of a kind already done (`engage(seen=...)`,
-holdfast.reconciler) lists every candidate again but reads and engages only those whose
-fingerprint is not among the ones seen: new resources, newly selected ones, and ones
-whose listing changed (a process an IaC apply resumed, a cap removed).
+`Report.seen[kind]` holds the key (actuators.tagged.walk_key) of every candidate the walk
+finished. A re-walk of a kind already done (`engage(seen=...)`, holdfast.reconciler)
+lists every candidate again but reads and engages only those a walk has not seen (new,
+or newly selected), and those whose listing shows them out of posture or stripped of
+their record tag (actuators.tagged.changed_since_walked): a group created or opted in
+during the hold, a process an IaC apply resumed, a cap it removed.
 
 A relax walk lists the candidates, then reads each one just before it relaxes it, and
 takes the ledger's records from one Query; when that Query fails the walk is
@@ -46,7 +47,7 @@ from holdfast.core import restore
 from holdfast.actuators import REGISTRY
 from holdfast.core.kinds import KINDS, kind_of
 from holdfast.core.model import FAILED, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
-from holdfast.actuators.tagged import fingerprint, make_resource
+from holdfast.actuators.tagged import changed_since_walked, make_resource, walk_key
 from holdfast.aws import error_text
 from holdfast.ratelimit import TokenBucket
 from holdfast.ledger.resources import ResourceLedger
@@ -69,7 +70,7 @@ class Report:
     refused: str | None = None   # the blast-radius limit stopped the run before any write
     ledger_error: str | None = None
     cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this ARN (engage)
-    seen: dict[str, set[str]] = field(default_factory=dict)   # kind -> fingerprints of finished candidates
+    seen: dict[str, set[str]] = field(default_factory=dict)   # kind -> walk keys of finished candidates
 
     @property
     def failed(self) -> list[Outcome]:
@@ -180,7 +181,7 @@ class Engine:
         """Put every selected resource into posture (or, with dry_run, say what would change).
 
         `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor.
-        `stuck`: ARNs whose failure does not stop the cursor. `seen` (kind -> fingerprints):
+        `stuck`: ARNs whose failure does not stop the cursor. `seen` (kind -> walk keys):
         a re-walk, which skips the candidates whose listing is unchanged since they were walked."""
         after = after or {}
         stuck = frozenset(stuck)
@@ -201,9 +202,9 @@ class Engine:
         for kind, candidates in listed.items():
             act, start = acts[kind], after.get(kind)
             known = (seen or {}).get(kind)
-            prints = {c.arn: fingerprint(c) for c in candidates}
+            prints = {c.arn: walk_key(c) for c in candidates}
             todo = [c for c in candidates if (start is None or c.arn > start)
-                    and (known is None or prints[c.arn] not in known)]
+                    and (known is None or changed_since_walked(act, c, known, self.ledger))]
             work = act.plan if dry_run else act.engage
 
             def one(c: Candidate, act=act, work=work) -> Outcome | None:

@@ -60,6 +60,9 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     def candidates(self) -> list[Candidate]:
         return [Candidate(arn, tags) for arn, tags in sorted(tagged(self.clients, self.settings, "lambda:function").items())]
 
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed
+
     def read(self, candidate: Candidate) -> Resource | None:
         # The tags come from the tagging API's index: a record there is confirmed before use.
         return self._resource(candidate.arn, candidate.listed, confirmed=False)

@@ -62,6 +62,9 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             return self._resource(candidate.listed, tags)
         return None
 
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
+        return {KEY: (candidate.listed.get("ScalingConfig") or {}).get(KEY)}
+
     @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")

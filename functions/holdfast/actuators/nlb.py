@@ -58,6 +58,9 @@ class NlbActuator(TaggedActuator):
             out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups if self._nlb(g))
         return sorted(out, key=lambda c: c.arn)
 
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed[1]
+
     def read(self, candidate: Candidate) -> Resource | None:
         # The tags come from the tagging API's index: a record there is confirmed before use.
         return self._resource(*candidate.listed, confirmed=False)

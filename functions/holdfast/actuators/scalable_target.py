@@ -53,6 +53,9 @@ class ScalableTargetActuator(TaggedActuator):
             return self._resource(candidate.listed, tags)
         return None
 
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
+        return self._resource(candidate.listed, {}).current
+
     @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:ListTagsForResource",
           by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:

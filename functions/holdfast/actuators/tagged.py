@@ -29,7 +29,6 @@ relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledg
 from __future__ import annotations
 
 import hashlib
-import json
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, ClassVar, Mapping
@@ -62,12 +61,6 @@ from holdfast.core.model import (
     StalePlan,
 )
 
-# Members of a listed resource that change on their own (polling results, timestamps):
-# left out of a candidate's fingerprint, so a re-walk reads only what its owner changed.
-VOLATILE = frozenset({"LastProcessingResult", "LastModified", "StateTransitionReason", "ResponseMetadata",
-                      "Instances", "DesiredCapacity", "Status"})
-
-
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
                   ref: Mapping[str, Any] | None = None, *, confirmed: bool = True) -> Resource:
     """A Resource whose record is decoded from its tags (a garbled tag counts as none).
@@ -80,14 +73,38 @@ def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], ta
     return Resource(kind, arn, name, dict(current), record, dict(ref or {}), owner_tags(tags), confirmed)
 
 
-def fingerprint(candidate: Candidate) -> str:
-    """A short digest of what a bulk listing shows of one candidate (volatile members
-    left out): equal digests mean nothing the walk reads has changed in the listing."""
-    listed = candidate.listed
-    if isinstance(listed, Mapping):
-        listed = {k: v for k, v in listed.items() if k not in VOLATILE}
-    text = json.dumps([candidate.arn, candidate.selected, listed], sort_keys=True, default=str)
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
+def walk_key(candidate: Candidate) -> str:
+    """A short key for a candidate as a walk saw it (its ARN, and whether the listing
+    alone selects it): a re-walk reads again every candidate whose key no finished walk
+    of the generation recorded (new, or newly selected through its function or service)."""
+    return hashlib.sha1(f"{candidate.arn}|{candidate.selected}".encode()).hexdigest()[:12]
+
+
+def changed_since_walked(act: "TaggedActuator", candidate: Candidate, keys: set[str], ledger) -> bool:
+    """Whether a re-walk must read `candidate` again: unknown to the walks so far, or its
+    listing shows it out of posture (a process an IaC apply resumed, a cap removed: not
+    the owner's drift, which the record tells), or shows no record tag on a resource the
+    ledger holds engaged (an IaC apply stripped it)."""
+    if walk_key(candidate) not in keys:
+        return True
+    record = ledger.cached(candidate.arn)
+    current = act.listed_current(candidate)
+    if current is not None:
+        changes = act.posture(current)
+        if record is not None:
+            drift = restore.drift(restore.decide(record.original, record.applied, current))
+            changes = {k: v for k, v in changes.items() if k not in drift}
+        if changes:
+            return True
+    tags = act.listed_tags(candidate)
+    return tags is not None and record is not None and read_record_safe(tags) is None
+
+
+def read_record_safe(tags: Mapping[str, str]):
+    try:
+        return read_record(tags)
+    except TagError:
+        return None
 
 
 class TaggedActuator(ABC):
@@ -146,6 +163,15 @@ class TaggedActuator(ABC):
         (for a write that replaces more than the keys it decides, or decides from a
         value a bulk listing gave at the start of the walk). The values as read, by default."""
         return resource
+
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any] | None:
+        """The managed values as the bulk listing shows them, or None when it does not
+        (a re-walk then reads only candidates it has not seen)."""
+        return None
+
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str] | None:
+        """The tags as the bulk listing shows them, or None when it does not."""
+        return None
 
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         """The resource's tags from its service's own tag API (for kinds whose `read` takes
@@ -368,5 +394,14 @@ class LambdaTagged:
         self._call("untag_resource", Resource=resource.arn, TagKeys=keys)
 
     @uses("lambda:ListTags", by=("reconciler", "cli"))
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any] | None:
+        """The managed values as the bulk listing shows them, or None when it does not
+        (a re-walk then reads only candidates it has not seen)."""
+        return None
+
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str] | None:
+        """The tags as the bulk listing shows them, or None when it does not."""
+        return None
+
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         return self._call("list_tags", Resource=resource.arn)["Tags"]
