@@ -52,7 +52,8 @@ def test_a_long_hold_protects_what_was_created_opted_in_or_reset_during_it(clien
     before = snapshot(clients, fleet)
     clock, script = FakeClock(T0), Script()
     run = lambda: tick(Runtime(clients, SETTINGS, ledger_table, clock, controller_id="solo"), collect=script.collect)
-    group = sorted(fleet.selected["asg"])[0].split("autoScalingGroupName/")[1]
+    group_arn = sorted(fleet.selected["asg"])[0]
+    group = group_arn.split("autoScalingGroupName/")[1]
     mappings = sorted(fleet.selected["esm"])
 
     # GIVEN an impairment: everything engaged, every kind done
@@ -68,7 +69,7 @@ def test_a_long_hold_protects_what_was_created_opted_in_or_reset_during_it(clien
     clients("lambda").update_event_source_mapping(
         UUID=reset.rsplit(":", 1)[1],
         ScalingConfig={} if originals[reset]["MaximumConcurrency"] is None else {"MaximumConcurrency": originals[reset]["MaximumConcurrency"]})
-    resumed = HOLDFAST - (suspended(clients, group) - HOLDFAST)  # the processes Holdfast suspended there
+    resumed = set(originals[group_arn])  # the processes Holdfast suspended there (not the owner's own)
     clients("autoscaling").resume_processes(AutoScalingGroupName=group, ScalingProcesses=sorted(resumed))
 
     # THEN nothing happens before the re-walk period is up (the kinds are done)

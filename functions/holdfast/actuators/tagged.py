@@ -330,14 +330,17 @@ class TaggedActuator(ABC):
         if not values:
             return Outcome(self.kind, resource.arn, ALREADY)
         grown = Record(record.kind, record.arn, record.original, restore.grow_applied(record.applied, values))
-        if not restore.covers(record, grown):
-            # A value not yet recorded as Holdfast's (the steps changed since the engage):
-            # recorded before it is written, on both copies.
+        ledger = self.ledger.cached(resource.arn)
+        if ledger is None or not restore.covers(ledger, grown):
+            # The ledger's copy missing (engaged while it was unreachable) or short: a relax
+            # has the ledger, so both copies hold the record before the write.
             guard()
-            if self.ledger.cached(resource.arn) is not None:
-                self.ledger.put_original(grown, resource.name)
-            if resource.record is not None or not resource.confirmed:
-                self._write_tag(resource, grown)  # no room: the ledger's copy holds it
+            self.ledger.put_original(grown, resource.name)
+        if not restore.covers(record, grown) and (resource.record is not None or not resource.confirmed):
+            # A value not yet recorded as Holdfast's (the steps changed since the engage):
+            # on the tag too before it is written (no room: the ledger's copy holds it).
+            guard()
+            self._write_tag(resource, grown)
         guard()
         self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
