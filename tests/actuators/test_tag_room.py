@@ -53,7 +53,7 @@ def test_a_group_with_no_room_for_the_record_tags_is_engaged_through_the_ledger_
     report = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("asg",))
     [outcome] = report.outcomes
     assert outcome.action == ENGAGED and outcome.recorded_in == ["ledger"]
-    assert "no room for the record tags (49 of 50" in outcome.note
+    assert "no room for the record tags (49 of 50" in outcome.notes["record"]["why"]
     assert suspended(clients, "full") == {"ReplaceUnhealthy", "AZRebalance"}
     assert not set(RECORD_KEYS) & set(group_tags(clients, "full"))
     assert [r.original for r in ledger.records()] == [{"AZRebalance": False, "ReplaceUnhealthy": False}]
@@ -77,7 +77,7 @@ def test_no_room_and_no_ledger_leaves_the_group_unchanged_and_says_so(clients):
     report = walks.engage_all(clients, SETTINGS, "no-such-table", kinds=("asg",))
     [outcome] = report.outcomes
     assert outcome.action == SKIPPED and outcome.recorded_in is None
-    assert "no room for the record tags" in outcome.note and "ledger is unreachable" in outcome.note
+    assert "no room for the record tags" in outcome.notes["record"]["why"] and "ledger is unreachable" in outcome.notes["record"]["why"]
     assert suspended(clients, "full") == set()
     assert report.failed == []   # not a failure to retry: nothing can be done until the ledger answers
 
@@ -95,7 +95,7 @@ def test_a_tag_write_that_answers_the_limit_ends_in_the_same_outcome_never_a_ret
     # WHEN engaged THEN TagResource answers the limit, and the mapping is capped through the ledger only
     outcome = act.engage(resource)
     assert outcome.action == ENGAGED and outcome.recorded_in == ["ledger"]
-    assert "tag limit" in outcome.note and "InvalidParameterValueException" in outcome.note
+    assert "tag limit" in outcome.notes["record"]["why"] and "InvalidParameterValueException" in outcome.notes["record"]["why"]
     assert clients("lambda").get_event_source_mapping(UUID=mapping["UUID"])["ScalingConfig"] == {"MaximumConcurrency": 2}
     assert [r.original for r in ledger.records()] == [{"MaximumConcurrency": None}]
 

@@ -93,7 +93,7 @@ def test_console_script_engages_and_restores_a_fleet_exactly(moto_server, aws_se
     assert doc["failed"] == []
     by_arn = _by_arn(doc)
     assert {a: r["action"] for a, r in by_arn.items()} == {a: "engaged" for a in selected}
-    assert by_arn[full]["recorded_in"] == ["ledger"] and "tag limit" in by_arn[full]["note"]
+    assert by_arn[full]["recorded_in"] == ["ledger"] and "tag limit" in by_arn[full]["notes"]["record"]["why"]
     assert all(r["recorded_in"] == ["tag", "ledger"] for a, r in by_arn.items() if a != full)
     assert doc["ledger_available"] is True and doc["complete"] is True
     assert set(doc["api_calls"]) == {"asg", "esm", "async", "nlb", "scalable-target"}

@@ -217,7 +217,7 @@ class TaggedActuator(ABC):
         """`resource` with its record read from the service's own tag API."""
         tags = self.own_tags(resource)
         again = make_resource(self.kind, resource.arn, resource.name, resource.current, tags, resource.ref)
-        return replace(again, current=resource.current)
+        return replace(again, current=resource.current, tag_count=max(again.tag_count, resource.tag_count))
 
     def engage(self, resource: Resource) -> Outcome:
         try:
@@ -247,12 +247,14 @@ class TaggedActuator(ABC):
             tagged, why = self._write_tag(resource, new)
             outcome.ledger_written = self.ledger.put_original(new, resource.name)
             if not tagged and not outcome.ledger_written:
-                return Outcome(self.kind, resource.arn, SKIPPED, note=(
-                    f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
-                    "anywhere would lose its original (invariant 1). The next walk with the ledger engages it"))
+                return Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
+                    "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
+                            "anywhere would lose its original (invariant 1)"),
+                    "fix": "the next walk with the ledger answering engages it through the ledger record"}})
             outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if outcome.ledger_written else [])
             if not tagged:
-                outcome.note = f"{why}: engaged through the ledger record only"
+                outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
+                                           "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
             self._write(resource, changes, restoring=False)
         except Vanished:
             return Outcome(self.kind, resource.arn, VANISHED)
@@ -277,6 +279,8 @@ class TaggedActuator(ABC):
             return False, f"the record does not fit in a tag ({err})"
         try:
             self._tag(resource, tags)
+        except TagError as err:   # the kind's own room check (a function carries one record per qualifier)
+            return False, str(err)
         except ClientError as err:
             if too_many_tags(err):
                 return False, f"the tag write answered the tag limit ({error_text(err)})"
@@ -297,7 +301,8 @@ class TaggedActuator(ABC):
         if engaged and short:
             tagged, why = self._write_tag(resource, record)
             if not tagged:
-                outcome.note = f"{why}: recorded in the ledger only"
+                outcome.notes["record"] = {"why": f"{why}: recorded in the ledger only",
+                                           "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
         outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if self.ledger.cached(resource.arn) else [])
 
     def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:

@@ -85,14 +85,16 @@ def ledger_init(ctx: Context, args) -> int:
 
 def plan(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
+    queue = ctx.use_expired_queue()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
-    return _finish(ctx, "plan", report, reachable)
+    return _finish(ctx, "plan", report, reachable, queue=queue)
 
 
 def engage(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
+    queue = ctx.use_expired_queue()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
-    return _finish(ctx, "engage", report, reachable)
+    return _finish(ctx, "engage", report, reachable, queue=queue)
 
 
 def resume(ctx: Context, args) -> int:
@@ -188,7 +190,7 @@ def _check_ledger(ctx: Context) -> bool:
 
 # ---- output -----------------------------------------------------------------------------
 
-def _finish(ctx: Context, command: str, report, ledger_reachable: bool) -> int:
+def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=None) -> int:
     """Print the report, name every failure, and choose the exit code."""
     ctx.progress("")  # clears the progress line
     if report.refused:
@@ -207,14 +209,25 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool) -> int:
             "summary": summary,
             "api_calls": dict(report.api_calls),
             "api_calls_by_operation": dict(ctx.clients.calls),
+            **({"expired_queue": {"arn": queue[0], "found_by": queue[1]}} if queue else {}),
         },
         _walk_text(command, report.outcomes, summary, ledger_available),
     )
+    if not ctx.json:
+        for o in report.outcomes:
+            for topic, note in o.notes.items():
+                ctx.warn(f"{o.action}: {o.kind} {o.arn}: {note.get('why', note)}")
+                if note.get("command"):
+                    ctx.warn(f"  to fix: {note['command']}")
+                elif note.get("fix"):
+                    ctx.warn(f"  to fix: {note['fix']}")
     for f in failed:
         ctx.warn(f"failed: {f['kind']} {f['arn']}: {f['error']}")
-    skipped = [o for o in report.outcomes if o.action == SKIPPED]
-    for o in skipped:
-        ctx.warn(f"not engaged: {o.kind} {o.arn}: {o.note}")
+    # Left unchanged because no record could be written ahead (no tag room, no ledger): unprotected.
+    unprotected = [o for o in report.outcomes if o.action == SKIPPED and "record" in o.notes]
+    if ctx.json:
+        for o in unprotected:
+            ctx.warn(f"not engaged: {o.kind} {o.arn}: {o.notes['record']['why']}")
     if not report.complete:
         if command in ("resume", "release") and not ledger_available:
             ctx.warn("the ledger's records could not be read: resources recorded only there (no room for tags, "
@@ -223,7 +236,7 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool) -> int:
             ctx.warn("the walk stopped before every resource was visited; run the command again")
     if not ctx.json:
         _report_calls(ctx, report.api_calls)
-    return EXIT_FAILED if failed or skipped or not report.complete else EXIT_OK
+    return EXIT_FAILED if failed or unprotected or not report.complete else EXIT_OK
 
 
 def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int], ledger_available: bool) -> str:

@@ -47,9 +47,10 @@ RESTORED = "restored"        # fully restored and forgotten
 DRIFT_KEPT = "drift-kept"    # restored, but owner-changed values were kept (see drift)
 VANISHED = "vanished"        # the resource no longer exists: reported and forgotten
 FAILED = "failed"            # an API error; the next run retries
-SKIPPED = "skipped"          # left unchanged on purpose (see `note`): no record could be written
 REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan moved on
 PLANNED = "planned"          # recommend mode / `plan`: would change, did not
+SKIPPED = "skipped"          # left alone on purpose: a write AWS would reject, that would harm, or
+                             # that no record could be written ahead of (see notes)
 
 
 Guard = Callable[[], None]
@@ -108,10 +109,14 @@ class Outcome:
     drift: dict[str, Any] = field(default_factory=dict)     # key -> {"original", "applied", "current"}
     error: str | None = None
     ledger_written: bool | None = None   # False: ran without the ledger (tag only)
+    # What the operator should know about an outcome that is not a failure, by topic
+    # (e.g. "destination": why an async config was engaged without one, and the grant;
+    # "record": why its write-ahead record is in the ledger only, or nowhere), each
+    # {"why": ..., "fix": ...}.
+    notes: dict[str, Any] = field(default_factory=dict)
     # Where the write-ahead record of an engaged resource is: ["tag", "ledger"] normally,
     # ["ledger"] when the resource has no room for two more tags, ["tag"] without the ledger.
     recorded_in: list[str] | None = None
-    note: str | None = None              # why an outcome is not the usual one (no tag room, ...)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}
