@@ -263,7 +263,11 @@ class _Tick:
         if not due or not progress.rewalk_due(walks[LEFTOVERS].at if LEFTOVERS in walks else None, now,
                                               self.settings.rewalk_minutes):
             return
-        kinds = tuple(k for k in REGISTRY_KINDS if any(f.kind == k for f in due))
+        served = getattr(self.engine, "actuators", None) or REGISTRY_KINDS
+        kinds = tuple(k for k in REGISTRY_KINDS if k in served and any(f.kind == k for f in due))
+        due = [f for f in due if f.kind in kinds]
+        if not due:
+            return
         report = self.engine.relax(kinds=kinds, guard=guard, only=[f.arn for f in due])
         result.outcomes.extend(report.outcomes)
         self.count_failures(plan, report.outcomes, ledger_failures.RELAX)
@@ -277,7 +281,9 @@ class _Tick:
         result.outcomes.extend(report.outcomes)
         failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
         operation = ledger_failures.ENGAGE if engaging else ledger_failures.RELAX
-        counts = {} if self.dry_run else self.count_failures(plan, report.outcomes, operation)
+        # Counted in recommend mode too (a ledger write, not a resource's): a plan walk that
+        # keeps failing on a resource must not pin the stage either.
+        counts = self.count_failures(plan, report.outcomes, operation)
         stuck = [o for o in failed if o.action == FAILED
                  and progress.is_stuck(counts.get(o.arn, 0), self.settings.stuck_after_failures)]
         self.log("walked", plan, kind=marker, engaging=engaging, rewalk=rewalk, complete=report.complete,

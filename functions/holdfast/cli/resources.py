@@ -32,7 +32,7 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from holdfast import engine
 from holdfast.core.kinds import kind_of
-from holdfast.core.model import ALREADY, SKIPPED, VANISHED, Outcome
+from holdfast.core.model import ALREADY, DRIFT_KEPT, RESTORED, SKIPPED, VANISHED, Outcome
 from holdfast.iam import uses
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.ledger import failures as ledger_failures
@@ -119,6 +119,11 @@ def release(ctx: Context, args) -> int:
     recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
     before = Counter(ctx.clients.calls)
     outcome = engine.Engine(ctx.runtime).release(arn)
+    if reachable and outcome.action in (RESTORED, DRIFT_KEPT, VANISHED):
+        try:  # no longer stuck (it is listed by `holdfast status` until then)
+            ledger_failures.clear(ctx.clients("dynamodb"), ctx.ledger_table, arn)
+        except LedgerUnavailable as err:
+            ctx.warn(f"could not clear its failure count: {err}")
     if outcome.action == ALREADY or (outcome.action == VANISHED and reachable and not recorded):
         what = "does not exist" if outcome.action == VANISHED else "is not engaged"
         raise UsageError(f"{arn} {what} and Holdfast holds no record of it; nothing to release")
