@@ -16,12 +16,15 @@ from typing import Any, Callable, Iterator
 from botocore.exceptions import ClientError
 
 from holdfast import audit_rules as rules
-from holdfast.actuators.scalable_target import NAMESPACES, ScalableTargetActuator
+from holdfast.actuators.scalable_target import ScalableTargetActuator
 from holdfast.core.kinds import BY_NAME, KINDS
 from holdfast.iam import uses
 from holdfast.settings import Settings
 
 Progress = Callable[[str], None]
+# Namespaces whose scale-in removes compute while new capacity cannot be launched. Holdfast
+# engages only ECS targets (holdfast.actuators.scalable_target); the audit lists them all.
+NAMESPACES = ("ecs", "ec2", "elasticmapreduce", "sagemaker")
 
 
 @dataclass
@@ -33,13 +36,58 @@ class AuditResult:
         return {"findings": [f.to_dict() for f in self.findings]}
 
 
-def run(clients, settings: Settings, progress: Progress | None = None) -> AuditResult:
+def run(clients, settings: Settings, progress: Progress | None = None, *, expired_queue_arn: str | None = None) -> AuditResult:
     result = AuditResult()
     say = progress or (lambda _: None)
     for kind in KINDS:
         READERS[kind](clients, settings, result, say)
+    if expired_queue_arn:
+        destinations(clients, settings, expired_queue_arn, result, say)
     result.findings.sort(key=lambda f: (f.kind, f.name, f.resource))
     return result
+
+
+@uses("lambda:ListFunctions", "iam:SimulatePrincipalPolicy", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
+      by=("cli",))
+def destinations(clients, settings: Settings, queue_arn: str, result: AuditResult, say: Progress) -> None:
+    """Selected functions whose execution role may not send to Holdfast's queue, one
+    SimulatePrincipalPolicy call per distinct role (the CLI's credentials need
+    iam:SimulatePrincipalPolicy)."""
+    from holdfast.actuators.async_config import grant
+    from holdfast.actuators.selection import tagged
+
+    say("checking which functions' roles can deliver expired events")
+    try:
+        selected = set(tagged(clients, settings, "lambda:function"))
+        functions = [f for f in _pages(clients("lambda"), "list_functions", "Functions") if f["FunctionArn"] in selected]
+    except ClientError as err:
+        result.unreadable.append(f"selected Lambda functions: {_error(err)}")
+        return
+    kms = _queue_key(clients, queue_arn)
+    decisions: dict[str, str] = {}
+    for function in functions:
+        role = function.get("Role", "")
+        if role not in decisions:
+            try:
+                answer = clients("iam").simulate_principal_policy(
+                    PolicySourceArn=role, ActionNames=["sqs:SendMessage"], ResourceArns=[queue_arn])
+                decisions[role] = answer["EvaluationResults"][0]["EvalDecision"]
+            except ClientError as err:
+                decisions[role] = ""
+                result.unreadable.append(f"role {role} (simulating sqs:SendMessage needs iam:SimulatePrincipalPolicy): "
+                                         f"{_error(err)}")
+        if decisions[role]:
+            _add(result, rules.destination_finding(function, decisions[role], queue_arn, grant(role, queue_arn, kms)["command"]))
+
+
+def _queue_key(clients, queue_arn: str) -> str | None:
+    try:
+        parts = queue_arn.split(":")
+        sqs = clients("sqs")
+        url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+        return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"]).get("Attributes", {}).get("KmsMasterKeyId")
+    except ClientError:
+        return None
 
 
 def _rule(kind: str) -> Callable[..., Any]:

@@ -8,13 +8,17 @@ top of the SDK's. AWS_ENDPOINT_URL and AWS_REGION are honoured as boto3 honours 
 
 from __future__ import annotations
 
+import contextvars
 import threading
-from collections import Counter
-from typing import Any
+from collections import Counter, defaultdict
+from typing import Any, Callable
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
+# What the calls made in this context are for (a kind's walk); see Clients.tagged.
+CALL_TAG: contextvars.ContextVar[str | None] = contextvars.ContextVar("holdfast_call_tag", default=None)
 
 DEFAULT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -43,10 +47,25 @@ class Clients:
         self._lock = threading.Lock()
         # API calls made through these clients, by "service:Operation"; the CLI reports them.
         self.calls: Counter[str] = Counter()
+        # The same calls by the tag in force when they were made (CALL_TAG: the engine tags
+        # each kind's walk), so walks running at once are still counted apart.
+        self.tagged: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        # Called with (service, client) for every client made (holdfast.budget.Governor.govern).
+        self._on_client: list[Callable[[str, Any], None]] = []
+
+    @property
+    def config(self) -> Config:
+        return self._config
 
     @property
     def region(self) -> str:
         return self._session.region_name or "us-east-1"
+
+    @property
+    def partition(self) -> str:
+        """The ARN partition of the region (aws, aws-us-gov, aws-cn, ...), from botocore's
+        partition data: for ARNs built before any ARN is at hand."""
+        return self._session.get_partition_for_region(self.region)
 
     def __call__(self, service: str) -> Any:
         with self._lock:
@@ -57,12 +76,26 @@ class Clients:
                     kwargs["endpoint_url"] = self._endpoint_url
                 client = self._session.client(service, **kwargs)
                 client.meta.events.register("before-call", self._count)
+                for hook in self._on_client:
+                    hook(service, client)
                 self._clients[service] = client
             return client
 
-    def _count(self, model, **_: Any) -> None:
+    def on_client(self, hook: Callable[[str, Any], None]) -> None:
+        """Run `hook(service, client)` on every client made so far and every one made later."""
         with self._lock:
-            self.calls[f"{model.service_model.service_name}:{model.name}"] += 1
+            self._on_client.append(hook)
+            made = list(self._clients.items())
+        for service, client in made:
+            hook(service, client)
+
+    def _count(self, model, **_: Any) -> None:
+        op = f"{model.service_model.service_name}:{model.name}"
+        tag = CALL_TAG.get()
+        with self._lock:
+            self.calls[op] += 1
+            if tag is not None:
+                self.tagged[tag][op] += 1
 
     def account_id(self) -> str:
         return self("sts").get_caller_identity()["Account"]
@@ -70,7 +103,9 @@ class Clients:
     def with_config(self, config: Config) -> "Clients":
         """Clients from the same session and endpoint with another config (the probes'
         short timeouts and single attempt)."""
-        return Clients(self._session, endpoint_url=self._endpoint_url, config=config)
+        other = Clients(self._session, endpoint_url=self._endpoint_url, config=config)
+        other._on_client = list(self._on_client)
+        return other
 
 
 # ---- AWS errors, translated here and nowhere else -------------------------------------
@@ -121,3 +156,27 @@ def contended(err: Exception) -> bool:
         return True
     reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
     return code == TRANSACTION_CANCELLED and any(r.get("Code") == "TransactionConflict" for r in reasons)
+
+
+def destination_refused(err: Exception) -> bool:
+    """Lambda would not write an async destination because the function's execution role
+    may not send to it (InvalidParameterValueException, "The provided execution role
+    does not have permissions to call SendMessage on SQS")."""
+    return (error_code(err) == "InvalidParameterValueException"
+            and "execution role does not have permission" in (error_text(err) or "").lower())
+
+
+# A tag write refused because the resource would pass its tag limit (50 per resource):
+# Application Auto Scaling TooManyTagsException, ELB TooManyTags, Auto Scaling
+# CreateOrUpdateTags LimitExceeded (its only limit is the tags'), and Lambda TagResource's
+# InvalidParameterValueException (the one 400 its API reference lists) about tags.
+# Read only for the answer to a tag write.
+TOO_MANY_TAGS = ("TooManyTagsException", "TooManyTags", "LimitExceeded")
+
+
+def too_many_tags(err: Exception) -> bool:
+    code = error_code(err)
+    if code in TOO_MANY_TAGS:
+        return True
+    message = (err.response.get("Error", {}).get("Message") or "").lower() if isinstance(err, ClientError) else ""
+    return code == "InvalidParameterValueException" and "tag" in message

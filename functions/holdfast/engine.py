@@ -2,12 +2,15 @@
 
     Engine(runtime, kinds=KINDS, deadline=None, progress=None)
 
-An Engine is built once per tick (or per CLI command): one resource ledger, one Lambda
-rate budget and one actuator per kind, shared by every walk it makes. Kinds are walked
-one after another, so each kind's API calls can be attributed to it from
-`Clients.calls`; within a kind, resources are written by a small thread pool (Auto
-Scaling and ELB throttle per account; Lambda writes also pass one shared token bucket at
-`settings.lambda_writes_per_second`). Retries are the SDK's alone.
+An Engine is built once per tick (or per CLI command): one resource ledger and one
+actuator per kind, shared by every walk it makes. Kinds of different services are walked
+at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda: each has its own
+rate budget), one service's kinds one after another, most dangerous first; each kind's
+calls are counted apart through a context tag (`Clients.tagged`). Within a kind,
+resources are written by a small thread pool. Every call's pace is the clients' rate
+budgets (holdfast.runtime.govern, holdfast.budget): Lambda's control plane at
+`settings.lambda_writes_per_second`, each other service on its own; a throttle slows the
+budget and is retried until the walk's deadline, never stacked on an application loop.
 
 The walk never stops for one resource: failures, vanished resources and stale-plan
 refusals are outcomes in the Report. `deadline()` returning True stops the walk cleanly
@@ -17,12 +20,27 @@ An engage walk lists each kind's candidates in bulk (cheap), checks the blast ra
 that full count, then reads and engages one candidate at a time in ARN order. Its
 `Report.cursor[kind]` is where the next walk may resume: the highest ARN such that it
 and every candidate before it finished (engaged, already, not selected, vanished). A
-FAILED resource is never passed over: the cursor stops before it, so the next walk
-retries it. None = from the start; a kind that finished without failure has None.
+FAILED resource is never passed over — unless it is one of `stuck` (it failed on every
+walk of several ticks: holdfast.core.progress), which no longer holds the kind back:
+the cursor stops before it, so the next walk retries it. None = from the start; a kind
+that finished without failure has None.
+
+`Report.seen[kind]` holds the key (actuators.tagged.walk_key) of every candidate the walk
+finished. A re-walk of a kind already done (`engage(seen=...)`, holdfast.reconciler)
+lists every candidate again but reads and engages only those a walk has not seen (new,
+or newly selected), and those whose listing shows them out of posture or stripped of
+their record tag (actuators.tagged.changed_since_walked): a group created or opted in
+during the hold, a process an IaC apply resumed, a cap it removed.
+
+A relax walk lists the candidates, then reads each one just before it relaxes it, and
+takes the ledger's records from one Query; when that Query fails the walk is
+incomplete (`complete` False): records it could not see are not "nothing to do".
 """
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,14 +51,18 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.core import restore
 from holdfast.actuators import REGISTRY
 from holdfast.core.kinds import KINDS, kind_of
-from holdfast.core.model import ALREADY, FAILED, LEAVE, Candidate, Guard, Outcome, Resource, no_guard
-from holdfast.actuators.tagged import make_resource
-from holdfast.aws import error_text
+from holdfast.core.model import ALREADY, FAILED, LEAVE, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
+from holdfast.actuators.tagged import changed_since_walked, make_resource, walk_key
+from holdfast.aws import CALL_TAG, error_text
 from holdfast.ratelimit import TokenBucket
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.runtime import Runtime
 
 WRITERS = 8
+# The service whose rate budget each kind's calls spend: kinds of different services are
+# walked at once, kinds of one service one after another.
+SERVICE_OF = {"asg": "autoscaling", "esm": "lambda", "async": "lambda", "nlb": "elasticloadbalancing",
+              "scalable-target": "application-autoscaling"}
 
 Progress = Callable[[str], None]
 Deadline = Callable[[], bool]
@@ -57,6 +79,7 @@ class Report:
     refused: str | None = None   # the blast-radius limit stopped the run before any write
     ledger_error: str | None = None
     cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this ARN (engage)
+    seen: dict[str, set[str]] = field(default_factory=dict)   # kind -> walk keys of finished candidates
 
     @property
     def failed(self) -> list[Outcome]:
@@ -74,6 +97,10 @@ class Report:
             "cursor": self.cursor,
         }
 
+    @property
+    def skipped(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.action == SKIPPED]
+
 
 class _Run:
     """Bookkeeping of one walk: per-kind call counts, progress, the deadline."""
@@ -81,24 +108,52 @@ class _Run:
     def __init__(self, clients, ledger, progress: Progress | None, deadline: Deadline | None, writers: int = WRITERS):
         self.clients = clients
         self.writers = writers
+        self._lock = threading.Lock()   # kinds of different services report at once
         self.ledger = ledger
         self.progress = progress or (lambda _msg: None)
         self.deadline = deadline or (lambda: False)
         self.report = Report()
 
     def kind(self, kind: str, body: Callable[[], None]) -> None:
-        """Run one kind's part, counting its calls; a failed listing is that kind's FAILED outcome."""
-        before = Counter(self.clients.calls)
+        """Run one kind's part, counting its calls; a failed listing is that kind's FAILED outcome.
+        Its calls are tagged with the kind (aws.CALL_TAG), so kinds walked at once are
+        counted apart."""
+        token = CALL_TAG.set(kind)
+        before = Counter(self.clients.tagged.get(kind, {}))
         try:
             body()
         except (ClientError, BotoCoreError) as err:
-            self.report.outcomes.append(Outcome(kind, f"discover:{kind}", FAILED, error=error_text(err)))
+            with self._lock:
+                self.report.outcomes.append(Outcome(kind, f"discover:{kind}", FAILED, error=error_text(err)))
         finally:
-            made = Counter(self.clients.calls) - before
-            # A kind can be walked more than once in one run (discover, then engage): add up.
-            merged = Counter(self.report.operations.get(kind, {})) + made
-            self.report.operations[kind] = dict(sorted(merged.items()))
-            self.report.api_calls[kind] = sum(merged.values())
+            CALL_TAG.reset(token)
+            made = Counter(self.clients.tagged.get(kind, {})) - before
+            with self._lock:
+                # A kind can be walked more than once in one run (discover, then engage): add up.
+                merged = Counter(self.report.operations.get(kind, {})) + made
+                self.report.operations[kind] = dict(sorted(merged.items()))
+                self.report.api_calls[kind] = sum(merged.values())
+
+    def services(self, kinds: Iterable[str], walk: Callable[[str], None]) -> None:
+        """Walk kinds of different services at once (each service has its own rate budget:
+        Auto Scaling, ELB and Application Auto Scaling beside Lambda), and the kinds of one
+        service one after another, in the order given (the most dangerous first)."""
+        lanes: dict[str, list[str]] = {}
+        for kind in kinds:
+            lanes.setdefault(SERVICE_OF[kind], []).append(kind)
+
+        def lane(members: list[str]) -> None:
+            for kind in members:
+                walk(kind)
+
+        if len(lanes) <= 1:
+            for members in lanes.values():
+                lane(members)
+            return
+        parent = contextvars.copy_context()
+        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+            for done in [pool.submit(parent.copy().run, lane, members) for members in lanes.values()]:
+                done.result()
 
     def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome | None]) -> list:
         """Walk `items`; per item, in order: its Outcome, None (nothing to report) or _SKIPPED."""
@@ -110,10 +165,12 @@ class _Run:
                 return _SKIPPED
             return work(item)
 
+        parent = contextvars.copy_context()   # the kind's call tag, in every writer thread
         with ThreadPoolExecutor(max_workers=self.writers) as pool:
-            for result in pool.map(one, items):
+            for result in pool.map(lambda item: parent.copy().run(one, item), items):
                 if isinstance(result, Outcome):
-                    self.report.outcomes.append(result)
+                    with self._lock:
+                        self.report.outcomes.append(result)
                 results.append(result)
                 done += 1
                 self.progress(f"{verb} {kind}: {done}/{len(items)}")
@@ -138,7 +195,9 @@ class Engine:
         self.runtime = runtime
         self.clients, self.settings = runtime.clients, runtime.settings
         self.ledger = ResourceLedger(runtime.clients("dynamodb"), runtime.table)
-        self.bucket = lambda_bucket or TokenBucket(runtime.settings.lambda_writes_per_second)
+        # Lambda calls are paced by the clients' rate budgets (runtime.govern); a bucket here
+        # is an extra, local limit (tests pass one that never waits).
+        self.bucket = lambda_bucket
         self.actuators = {
             k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger, lambda_bucket=self.bucket,
                            expired_queue_arn=runtime.expired_queue_arn)
@@ -159,19 +218,27 @@ class Engine:
         return _Run(self.clients, self.ledger, self.progress, self.deadline, self.writers)
 
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
-               after: Mapping[str, str | None] | None = None, skip: frozenset[str] = frozenset()) -> Report:
+               after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
+               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset()) -> Report:
         """Put every selected resource into posture (or, with dry_run, say what would change).
 
         `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor.
-        `skip`: ARNs left alone (the drain's mappings already given back in this hold)."""
+        `stuck`: ARNs whose failure does not stop the cursor. `seen` (kind -> walk keys):
+        a re-walk, which skips the candidates whose listing is unchanged since they were walked.
+        `skip`: ARNs left alone (mappings their drain controller already drives in this hold)."""
         after = after or {}
+        stuck = frozenset(stuck)
         acts = self._acts(kinds)
         run = self._run()
         listed: dict[str, list[Candidate]] = {}
-        for kind, act in acts.items():
+
+        def list_kind(kind: str) -> None:
             run.progress(f"list {kind}")
             run.report.cursor[kind] = after.get(kind)  # a failed listing makes no progress
-            run.kind(kind, lambda: listed.__setitem__(kind, act.candidates()))
+            run.kind(kind, lambda: listed.__setitem__(kind, acts[kind].candidates()))
+
+        run.services(acts, list_kind)
+        listed = {k: listed[k] for k in acts if k in listed}   # the kinds' order, whichever listed first
         read, selected = _count_selected(acts, listed, self.settings.max_resources)
         if selected > self.settings.max_resources:
             run.report.refused = (
@@ -179,54 +246,80 @@ class Engine:
                 f"({self.settings.max_resources}); nothing was changed"
             )
             return run.finish()
-        for kind, candidates in listed.items():
-            act, start = acts[kind], after.get(kind)
-            todo = [c for c in candidates if (start is None or c.arn > start) and c.arn not in skip]
+        def engage_kind(kind: str) -> None:
+            act, start, candidates = acts[kind], after.get(kind), listed[kind]
+            known = (seen or {}).get(kind)
+            prints = {c.arn: walk_key(c) for c in candidates}
+            todo = [c for c in candidates if (start is None or c.arn > start) and c.arn not in skip
+                    and (known is None or changed_since_walked(act, c, known, self.ledger))]
             work = act.plan if dry_run else act.engage
 
-            def one(c: Candidate, act=act, work=work) -> Outcome | None:
+            def one(c: Candidate) -> Outcome | None:
                 resource = read[c.arn] if c.arn in read else act.read(c)
                 return None if resource is None else work(resource)
 
-            def walk(kind=kind, todo=todo, one=one, start=start):
+            def walk() -> None:
                 results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-                run.report.cursor[kind] = _cursor(todo, results, start)
+                run.report.cursor[kind] = _cursor(todo, results, start, stuck)
+                run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
 
             run.kind(kind, walk)
+
+        run.services(listed, engage_kind)
         return run.finish()
 
     def relax(self, *, kinds: Iterable[str] | None = None,
               target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None,
-              guard: Guard = no_guard) -> Report:
+              guard: Guard = no_guard, only: Iterable[str] | None = None) -> Report:
         """Relax every engaged resource: fully (target None) or to `target_for(resource)`
         (LEAVE: nothing this time).
 
         Engaged = a record on its tag or in the ledger. A ledger record whose resource is not
         among the selected ones (it lost its selector tag, or vanished) is looked up by ARN.
+        Each resource is read just before it is relaxed. `only`: relax just these ARNs
+        (each looked up by ARN), e.g. the stuck ones a later tick retries.
         """
         acts = self._acts(kinds)
         run = self._run()
         records = self.ledger.records()
-        for kind, act in acts.items():
-            def walk(kind=kind, act=act):
+        if not self.ledger.available:
+            # A Query that failed is not an empty ledger: records this walk cannot see may
+            # still be engaged, so it cannot be complete (issue 11, finding 6).
+            run.report.complete = False
+        wanted = None if only is None else set(only)
+
+        def relax_kind(kind: str) -> None:
+            act = acts[kind]
+
+            def walk() -> None:
                 run.progress(f"discover {kind}")
-                engaged = {r.arn: r for r in act.discover() if r.record is not None}
-                orphans = [rec.arn for rec in records if rec.kind == kind and rec.arn not in engaged]
+                recorded = {rec.arn for rec in records if rec.kind == kind}
+                if wanted is None:
+                    candidates = act.candidates()
+                    listed = {c.arn for c in candidates}
+                    items: list = candidates + sorted(recorded - listed)
+                else:
+                    items = sorted(a for a in wanted if kind_of(a) == kind)
 
                 def one(item):
-                    if isinstance(item, str):
-                        resource = act.get(item)
-                        if resource is None:
-                            return act.forget_vanished(item, guard)
-                    else:
-                        resource = item
+                    resource = act.read(item) if isinstance(item, Candidate) else act.get(item)
+                    arn = item.arn if isinstance(item, Candidate) else item
+                    if resource is None and isinstance(item, Candidate) and arn in recorded:
+                        resource = act.get(arn)  # no longer selected, or gone: by its ARN
+                    if resource is None:
+                        return act.forget_vanished(arn, guard) if arn in recorded or wanted else None
+                    if resource.record is None and arn not in recorded:
+                        return None  # not engaged
                     target = target_for(resource) if target_for else None
                     if target == LEAVE:
                         return Outcome(kind, resource.arn, ALREADY)
                     return act.relax(resource, target, guard)
 
-                run.each("relax", kind, list(engaged.values()) + orphans, _safe(kind, one))
+                run.each("relax", kind, items, _safe(kind, one))
+
             run.kind(kind, walk)
+
+        run.services(acts, relax_kind)
         return run.finish()
 
     def release(self, arn: str) -> Outcome:
@@ -252,7 +345,7 @@ class Engine:
                 if rec.kind == kind and rec.arn not in resources:
                     resources[rec.arn] = act.get(rec.arn) or make_resource(kind, rec.arn, "", {}, {})
             for arn, res in sorted(resources.items()):
-                record = res.record or records.get(arn)
+                record = restore.merge(res.record, records.get(arn))
                 if record is None:
                     continue
                 vanished = not res.current
@@ -290,11 +383,19 @@ def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> 
 
 
 
-def _cursor(items: list[Candidate], results: list, start: str | None) -> str | None:
-    """The last ARN of the run of finished items from the start; None when all finished."""
+def _finished(result) -> bool:
+    """A walked candidate that needs no further walk: not cut off by the deadline, not
+    failed, not left unchanged for want of a record."""
+    return result is not _SKIPPED and not (isinstance(result, Outcome) and (
+        result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)))
+
+
+def _cursor(items: list[Candidate], results: list, start: str | None, stuck: frozenset[str] = frozenset()) -> str | None:
+    """The last ARN of the run of finished items from the start; None when all finished.
+    A stuck resource's failure does not stop it."""
     cursor = start
     for item, result in zip(items, results):
-        if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED):
+        if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
             return cursor
         cursor = item.arn
     return None

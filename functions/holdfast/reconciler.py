@@ -20,13 +20,25 @@
    engage and relax skip what is already in place, nothing is written twice.
    An unfinished engage walk also persists its cursor (conditional on g): the next tick
    resumes after it instead of re-reading every resource, so a fleet too large for one
-   tick's budget still finishes. The cursor never passes a failed resource, and is not
-   moved while an older generation may still be relaxing (see `keep_cursor`).
-4. Kinds under a controller (the CONTROL posture: SQS event source mappings in hold and
-   drain) are engaged when a hold begins (marker `<kind>/engaged`), then every tick the
-   drain (holdfast.stages.drain) decides each mapping's cap and keeps its record
-   (conditional on g) before the guarded relax walk writes it; the kind is done when
-   every mapping is back at its owner's value. In the replay stage the replay
+   tick's budget still finishes. The cursor never passes a failed resource (unless it is
+   stuck), and is not moved while an older generation may still be relaxing.
+4. Resources that keep failing (issue 11): every FAILED outcome is counted in the ledger
+   (holdfast.ledger.failures, per resource, per generation and operation), a success
+   clears the count, and a resource that failed on `stuck_after_failures` walks is stuck:
+   it no longer holds its kind back (holdfast.core.progress), it is counted in the
+   ResourcesStuck metric (alarmed on: stacks/constructs/monitoring.py) and listed by
+   `holdfast status`. A stuck restore is retried every `rewalk_minutes` once its kind is
+   done (in `normal` too), so it is restored without a human once its cause is gone.
+5. Kinds done and still held in posture are walked again every `rewalk_minutes`
+   (holdfast.ledger.walks): the bulk listings again, per-resource reads only for the
+   candidates whose listing changed since a finished walk saw them, so groups created or
+   opted in during a long hold, or processes an IaC apply resumed, are protected.
+6. Kinds under a controller (the CONTROL posture: SQS event source mappings in hold and
+   drain) are engaged when a hold begins (marker `<kind>/engaged`; a walk of it again
+   leaves alone the mappings a drain already drives), then every tick the drain
+   (holdfast.stages.drain) decides each mapping's cap and keeps its record (conditional
+   on g) before a guarded relax walk of the mappings that move writes it; the kind is
+   done when every mapping is back at its owner's value. In the replay stage the replay
    (holdfast.stages.replay) starts, watches and cancels message moves; `replay` is done
    when every source has finished.
 
@@ -61,15 +73,17 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import policy, progress
-from holdfast.core.errors import LedgerUnavailable, PlanConflict, StalePlan
-from holdfast.core.model import (DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED, VANISHED, Guard,
-                                 Outcome)
-from holdfast.core.policy import CONTROL, ENGAGE, REPLAY, Plan
+from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
+from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
+                                 SKIPPED, VANISHED, Guard, Outcome)
+from holdfast.core.policy import CONTROL, ENGAGE, NORMAL, REPLAY, RESTORE, Plan
 from holdfast.engine import Engine
 from holdfast.iam import uses
+from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import leases as ledger_leases
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
+from holdfast.ledger import walks as ledger_walks
 from holdfast.observation import Collect, collect as fresh_verdict, observe
 from holdfast.runtime import Runtime
 from holdfast.stages import drain as drain_stage
@@ -78,6 +92,9 @@ from holdfast.stages import replay as replay_stage
 logger = Logger(service="holdfast-reconciler")
 
 WRITES = (ENGAGED, RAISED, RESTORED, DRIFT_KEPT)
+# Outcomes that end a resource's run of failures.
+SUCCEEDED = (ENGAGED, ALREADY, RAISED, RESTORED, DRIFT_KEPT, VANISHED, SKIPPED)
+LEFTOVERS = "stuck-restores"   # the walk marker of the retries of stuck restores
 METRICS_NAMESPACE = "Holdfast"
 
 # (runtime, deadline) -> the tick's engine; tests inject fakes.
@@ -108,6 +125,9 @@ class TickResult:
     reasons: tuple[str, ...] = ()
     gates: tuple[str, ...] = ()
     complete: bool = True
+    # Resources that failed on `stuck_after_failures` walks and no longer gate their stage;
+    # None when this tick did not walk (paused, off, a plan conflict): not known.
+    stuck: list[ledger_failures.Failure] | None = None
 
     def count(self, *actions: str) -> int:
         return sum(1 for o in self.outcomes if o.action in actions)
@@ -174,6 +194,11 @@ class _Tick:
                     self.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
                     result.actions.append("conflict")
                     return result
+                except Contention as err:
+                    self.log("plan contended: another controller's transaction held it; re-read next tick", plan,
+                             reasons=[str(err)])
+                    result.actions.append("contention")
+                    return result
                 result.actions.append(f"plan:{plan.generation}")
                 notified = False
             if seen.verdict is not None:
@@ -187,6 +212,12 @@ class _Tick:
                 result.actions.append("notified")
             self.started = now
             self.walk(plan, result)
+        except Contention as err:
+            # A progress mark met another controller's transaction: the ledger is fine, the
+            # mark did not land; the next tick walks again and skips what is in place.
+            self.log("plan contended mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
+            result.actions.append("contention")
+            result.complete = False
         except LedgerUnavailable as err:
             # Lost mid-walk: what was written stays (write-ahead came first); progress marks
             # were not, so the next tick walks again and skips what is in place.
@@ -199,52 +230,70 @@ class _Tick:
 
     def walk(self, plan: Plan, result: TickResult) -> None:
         target = policy.posture(plan, self.settings)
+        now = self.runtime.clock.now()
+        self.failing = ledger_failures.load(self.dynamodb, self.table)
+        walks = ledger_walks.load(self.dynamodb, self.table, plan.generation) if plan.generation else {}
         todo = [k for k in target if k not in plan.done]
         engaging = [k for k in todo if target[k] == ENGAGE]
         controlled = [k for k in todo if target[k] == CONTROL]
         relaxing = [k for k in todo if target[k] not in (ENGAGE, CONTROL)]
+        # Kinds held in posture and walked to the end a while ago: walked again, cheaply (finding 8).
+        rewalking = [k for k in target if k in plan.done and target[k] == ENGAGE
+                     and progress.rewalk_due(walks[k].at if k in walks else None, now, self.settings.rewalk_minutes)]
         # A controlled kind is engaged when a hold begins, then left to its controller: a
         # walk of the engage again (it did not finish, or the mode changed) leaves alone
         # every mapping that already has a drain in this hold, or it would undo its raises.
         engage_first = [k for k in controlled if policy.starts_hold(plan) and f"{k}/engaged" not in plan.done]
         skip = self.stages.in_drain(self.runtime, plan) if engage_first and not self.dry_run else frozenset()
-        for kind in [k for k in target if k in engaging or k in engage_first]:   # in the kinds' declared order
+        try:
+            for kind in [k for k in target if k in engaging or k in engage_first]:   # the kinds' declared order
+                if self.deadline():
+                    break
+                marker = kind if kind in engaging else f"{kind}/engaged"
+                options = {"skip": skip} if kind in engage_first and skip else {}
+                report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)},
+                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE), **options)
+                self.finish_kind(plan, result, marker, report, engaging=True)
+            for kind in rewalking:
+                if self.deadline():
+                    break
+                seen = ledger_walks.seen(self.dynamodb, self.table, plan.generation, kind)
+                report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, seen={kind: seen},
+                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE))
+                self.finish_kind(plan, result, kind, report, engaging=True, rewalk=True)
             if self.deadline():
-                break
-            marker = kind if kind in engaging else f"{kind}/engaged"
-            options = {"skip": skip} if kind in engage_first and skip else {}
-            report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)},
-                                        **options)
-            self.finish_kind(plan, result, marker, report, engaging=True)
-        if self.deadline():
-            result.complete = False
-            return
-        guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
-                                                    clock=self.runtime.clock)(plan.generation))
-        for kind in controlled + relaxing:
-            if self.deadline() or guard.refused:
-                break
-            if self.dry_run:
-                # Recommend mode engaged nothing, so no controller has anything to drive.
-                if kind not in controlled:
-                    result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": target[kind]}}))
-                self.mark(plan, result, kind)
-                continue
-            if kind in controlled:
-                self.control(plan, result, kind, guard)
-                continue
-            report = self.engine.relax(kinds=(kind,), target_for=None, guard=guard)
-            self.finish_kind(plan, result, kind, report, engaging=False)
-        if plan.stage == REPLAY and REPLAY not in plan.done and not guard.refused and not self.deadline():
-            self.replay(plan, result, guard)
-        if guard.refused:
-            self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
-            result.actions.append("stale")
-        result.complete = result.complete and not self.deadline() and not guard.refused
+                result.complete = False
+                return
+            guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
+                                                        clock=self.runtime.clock)(plan.generation))
+            for kind in controlled + relaxing:
+                if self.deadline() or guard.refused:
+                    break
+                if self.dry_run:
+                    # Recommend mode engaged nothing, so no controller has anything to drive.
+                    if kind not in controlled:
+                        result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": target[kind]}}))
+                    self.mark(plan, result, kind)
+                    continue
+                if kind in controlled:
+                    self.control(plan, result, kind, guard)
+                    continue
+                report = self.engine.relax(kinds=(kind,), target_for=None, guard=guard)
+                self.finish_kind(plan, result, kind, report, engaging=False)
+            if plan.stage == REPLAY and REPLAY not in plan.done and not guard.refused and not self.deadline():
+                self.replay(plan, result, guard)
+            if not self.dry_run and not guard.refused and not self.deadline():
+                self.retry_stuck_restores(plan, result, target, walks, now, guard)
+            if guard.refused:
+                self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
+                result.actions.append("stale")
+            result.complete = result.complete and not self.deadline() and not guard.refused
+        finally:
+            result.stuck = self.stuck_now(plan)
 
     def control(self, plan: Plan, result: TickResult, kind: str, guard: "_Sticky") -> None:
         """One tick of a controlled kind: each resource's decision (kept in the ledger,
-        conditional on the plan), then the guarded walk that writes it."""
+        conditional on the plan), then a guarded walk of the resources that move."""
         now = self.runtime.clock.now()
         try:
             decided = self.stages.drain(self.runtime, plan, now, dry_run=False)
@@ -255,19 +304,20 @@ class _Tick:
             self.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
             result.complete = False
             return
-        if not getattr(decided, "moves", True):
-            # Every mapping still waits for its dependency: nothing to walk (and no reads).
-            self.log("drained", plan, kind=kind, actions=decided.summary(), notes=decided.notes[:20])
-            return
-        report = self.engine.relax(kinds=(kind,), target_for=decided.target_for, guard=guard)
-        result.outcomes.extend(report.outcomes)
-        failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
-        self.log("drained", plan, kind=kind, complete=report.complete, actions=decided.summary(),
-                 notes=decided.notes[:20], failed=[f"{o.arn}: {o.error}" for o in failed][:20],
-                 written=sum(1 for o in report.outcomes if o.action in WRITES), api_calls=report.api_calls)
-        if failed or not report.complete:
+        moving = decided.moving()
+        outcomes, complete = [], True
+        if moving:
+            report = self.engine.relax(kinds=(kind,), target_for=decided.target_for, guard=guard, only=moving)
+            outcomes, complete = report.outcomes, report.complete
+            result.outcomes.extend(outcomes)
+            self.count_failures(plan, outcomes, ledger_failures.RELAX)
+        failed = [o for o in outcomes if o.action in (FAILED, REFUSED_STALE)]
+        self.log("drained", plan, kind=kind, complete=complete, actions=decided.summary(), notes=decided.notes[:20],
+                 failed=[f"{o.arn}: {o.error}" for o in failed][:20],
+                 written=sum(1 for o in outcomes if o.action in WRITES))
+        if failed or not complete:
             result.complete = False
-        elif all(o.action in CONTROLLED_DONE for o in report.outcomes):
+        elif decided.finished and all(o.action in CONTROLLED_DONE for o in outcomes):
             self.mark(plan, result, kind)   # every mapping back at its owner's value
 
     def replay(self, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
@@ -286,26 +336,92 @@ class _Tick:
         if done.finished:
             self.mark(plan, result, REPLAY)
 
-    def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool) -> None:
-        """Carry out the pure progress decision for one kind's walk."""
+    def retry_stuck_restores(self, plan: Plan, result: TickResult, target, walks, now, guard) -> None:
+        """Restores that failed and whose kind is done (or the plan is back to normal) are
+        tried again every `rewalk_minutes`: once their cause is gone (the owner put the
+        opt-in tag back, a permission was granted), a tick restores them, no human needed."""
+        due = [f for f in self.failing.values() if f.operation == ledger_failures.RELAX and f.kind in REGISTRY_KINDS
+               and (plan.stage == NORMAL or (target.get(f.kind) == RESTORE and f.kind in plan.done))]
+        if not due or not progress.rewalk_due(walks[LEFTOVERS].at if LEFTOVERS in walks else None, now,
+                                              self.settings.rewalk_minutes):
+            return
+        served = getattr(self.engine, "actuators", None) or REGISTRY_KINDS
+        kinds = tuple(k for k in REGISTRY_KINDS if k in served and any(f.kind == k for f in due))
+        due = [f for f in due if f.kind in kinds]
+        if not due:
+            return
+        report = self.engine.relax(kinds=kinds, guard=guard, only=[f.arn for f in due])
+        result.outcomes.extend(report.outcomes)
+        self.count_failures(plan, report.outcomes, ledger_failures.RELAX)
+        self.log("stuck restores retried", plan, retried=[f.arn for f in due][:20],
+                 restored=[o.arn for o in report.outcomes if o.action in SUCCEEDED][:20])
+        ledger_walks.walked(self.dynamodb, self.table, plan.generation, LEFTOVERS, now=now, finished=True, prints=set())
+
+    def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool,
+                    rewalk: bool = False) -> None:
+        """Count the walk's failures, then carry out the pure progress decision for it."""
         result.outcomes.extend(report.outcomes)
         failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
-        self.log("walked", plan, kind=marker, engaging=engaging, complete=report.complete,
+        operation = ledger_failures.ENGAGE if engaging else ledger_failures.RELAX
+        # Counted in recommend mode too (a ledger write, not a resource's): a plan walk that
+        # keeps failing on a resource must not pin the stage either.
+        counts = self.count_failures(plan, report.outcomes, operation)
+        stuck = [o for o in failed if o.action == FAILED
+                 and progress.is_stuck(counts.get(o.arn, 0), self.settings.stuck_after_failures)]
+        self.log("walked", plan, kind=marker, engaging=engaging, rewalk=rewalk, complete=report.complete,
                  failed=[f"{o.arn}: {o.error}" for o in failed][:20], refused=report.refused,
+                 stuck=[o.arn for o in stuck][:20],
+                 # Why a resource was skipped or engaged without a destination, with its fix.
+                 noted=[{"arn": o.arn, **{k: v for k, v in note.items() if k in ("why", "fix", "command")}}
+                        for o in report.outcomes for note in o.notes.values()][:20],
                  api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
+        kind = marker.split("/")[0]
         walked = progress.Walked(marker, engaging, report.complete, len(failed), bool(report.refused),
-                                 report.cursor.get(marker.split("/")[0]))
-        saved = plan.cursor.get(marker)
+                                 None if rewalk else report.cursor.get(kind), stuck=len(stuck))
+        saved = None if rewalk else plan.cursor.get(marker)
         older = (progress.needs_relaxers(walked, saved_cursor=saved, dry_run=self.dry_run)
                  and bool(self.stale_relaxers(plan)))
         step = progress.after_walk(walked, saved_cursor=saved, dry_run=self.dry_run, older_relaxers=older)
         if step.note:
             self.log(step.note, plan, kind=marker)
-        if step.cursor is not None:
+        if step.cursor is not None and not rewalk:
             ledger_plan.set_cursor(self.dynamodb, self.table, plan.generation, marker, step.cursor)
-        if step.mark_done:
+        if step.mark_done and not rewalk:
             self.mark(plan, result, marker)
-        result.complete = result.complete and step.complete
+        if engaging and (step.mark_done or getattr(report, "seen", {}).get(kind)):
+            ledger_walks.walked(self.dynamodb, self.table, plan.generation, marker, now=self.runtime.clock.now(),
+                                finished=step.mark_done, prints=set(getattr(report, "seen", {}).get(kind, ())))
+        if rewalk:
+            written = sum(1 for o in report.outcomes if o.action == ENGAGED)
+            if written:
+                result.actions.append(f"rewalk:{marker}:{written}")
+        else:
+            result.complete = result.complete and step.complete
+
+    def count_failures(self, plan: Plan, outcomes: list[Outcome], operation: str) -> dict[str, int]:
+        """Count each FAILED resource's failure in the ledger and clear the ones that
+        succeeded; arn -> its count of failed walks."""
+        counts: dict[str, int] = {}
+        now = self.runtime.clock.now()
+        for o in outcomes:
+            if o.action == FAILED:
+                failure = ledger_failures.record(self.dynamodb, self.table, arn=o.arn, kind=o.kind, operation=operation,
+                                                 generation=plan.generation, error=o.error or "", now=now)
+                self.failing[o.arn] = failure
+                counts[o.arn] = failure.failures
+            elif o.action in SUCCEEDED and o.arn in self.failing:
+                ledger_failures.clear(self.dynamodb, self.table, o.arn)
+                self.failing.pop(o.arn, None)
+        return counts
+
+    def stuck_arns(self, plan: Plan, operation: str) -> set[str]:
+        return {f.arn for f in self.failing.values() if f.operation == operation and f.generation == plan.generation
+                and progress.is_stuck(f.failures, self.settings.stuck_after_failures)}
+
+    def stuck_now(self, plan: Plan) -> list[ledger_failures.Failure]:
+        """The stuck resources that matter now: every stuck restore (its resource is still
+        engaged), and the stuck engages of this generation while it holds anything."""
+        return ledger_failures.stuck(getattr(self, "failing", {}), plan, self.settings.stuck_after_failures)
 
     def stale_relaxers(self, plan: Plan) -> list[str]:
         """Controllers of an older generation whose relaxing write may have landed after
@@ -383,6 +499,9 @@ def publish_stage(runtime: Runtime, plan: Plan) -> None:
     )
 
 
+REGISTRY_KINDS = policy.KINDS
+
+
 def _emit_metrics(result: TickResult) -> None:
     metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service="holdfast-reconciler")
     if result.stage is not None:
@@ -391,5 +510,8 @@ def _emit_metrics(result: TickResult) -> None:
     metrics.add_metric(name="WritesDone", unit=MetricUnit.Count, value=result.count(*WRITES))
     metrics.add_metric(name="WritesRefused", unit=MetricUnit.Count, value=result.count(REFUSED_STALE))
     metrics.add_metric(name="WritesFailed", unit=MetricUnit.Count, value=result.count(FAILED))
+    # Resources that keep failing and no longer gate their stage; an alarm watches it.
+    if result.stuck is not None:
+        metrics.add_metric(name="ResourcesStuck", unit=MetricUnit.Count, value=len(result.stuck))
     metrics.add_metric(name="Paused", unit=MetricUnit.Count, value=int("paused" in result.actions))
     metrics.flush_metrics()

@@ -36,6 +36,13 @@ def test_health_issue_open_and_closed():
     assert closed.signal.klass == HEALTH_CLOSED and closed.report_class == "health"
 
 
+def test_another_regions_backup_copy_delivered_here_is_ignored():
+    """us-east-1 is us-west-2's backup region: its bus receives us-west-2's public Health
+    events with `region` us-east-1. The impaired region is detail.eventRegion."""
+    parsed = parse(health("open", utc(2025, 10, 20), region="us-west-2", delivered_in="us-east-1"))
+    assert parsed.signal is None and "us-west-2, not us-east-1" in parsed.reason
+
+
 def test_backup_region_copy_is_the_same_signal():
     at = utc(2025, 10, 20, 7, 11)
     home = parse(health("open", at, delivered_in="us-east-1")).signal
@@ -119,3 +126,39 @@ def test_signal_round_trips_through_a_dict():
     s = parse(fixture("launch_unsuccessful")).signal
     back = Signal.from_dict(s.to_dict())
     assert back == s and back.detail == s.detail
+
+
+def _with_detail(**changes):
+    event = fixture("launch_unsuccessful")
+    event["detail"].update(changes)
+    return event
+
+
+@pytest.mark.parametrize(
+    "event, reason",
+    [
+        (_with_detail(StatusMessage=123), "detail.StatusMessage"),
+        (_with_detail(StatusMessage={"text": "InsufficientInstanceCapacity"}), "detail.StatusMessage"),
+        (_with_detail(StatusMessage=None, Cause=["At 2025-10-20 an instance was started"]), "detail.Cause"),
+        (_with_detail(Cause=7.5), "detail.Cause"),
+        (_with_detail(Details={"Availability Zone": ["us-east-1a"]}), "Availability Zone"),
+        (_with_detail(ActivityId={"id": 1}), "detail.ActivityId"),
+    ],
+)
+def test_non_string_launch_fields_are_malformed_never_a_crash(event, reason):
+    """Issue 11 finding 9: classify() did `pattern.search(123)` and raised TypeError out of
+    parse_event, which promises never to raise; the detector Lambda then retried an event
+    that can never parse. A non-string StatusMessage, Cause, zone or activity id is
+    malformed (counted as EventsMalformed by holdfast.observation.intake) and dropped."""
+    parsed = parse(event)
+    assert parsed.klass == MALFORMED and parsed.signal is None
+    assert reason in parsed.reason
+
+
+def test_a_polled_activity_with_a_non_string_message_is_dropped_not_raised():
+    activity = {
+        "ActivityId": "a-1", "AutoScalingGroupName": "web", "Description": "Launching a new EC2 instance.",
+        "StartTime": datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc), "StatusCode": "Failed",
+        "StatusMessage": 42, "Details": '{"Availability Zone": 5}',
+    }
+    assert activity_signal(activity) is None

@@ -335,11 +335,11 @@ class _Bound:
     def __init__(self, fake: FakeEngine, clients, deadline):
         self.fake, self.clients, self.deadline = fake, clients, deadline
 
-    def engage(self, *, kinds=KINDS, dry_run=False, after=None, skip=frozenset()):
+    def engage(self, *, kinds=KINDS, dry_run=False, after=None, skip=frozenset(), **_):
         return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline,
                                     skip=skip)
 
-    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard):
+    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard, **_):
         return self.fake.relax_all(self.clients, None, None, kinds=kinds or KINDS, target_for=target_for, guard=guard,
                                    deadline=self.deadline)
 
@@ -376,6 +376,13 @@ class _Decided:
 
     def target_for(self, _resource):
         return self.target
+
+    def moving(self):
+        return [] if self.target == LEAVE else ["every engaged mapping"]   # the fake walk ignores `only`
+
+    @property
+    def finished(self):
+        return self.target is None
 
     def summary(self):
         return {"restore" if self.target is None else "wait": 1}

@@ -9,7 +9,7 @@ Item families (see ledger/__init__.py):
 
 - Idempotent: `record` is a conditional put (attribute_not_exists), so EventBridge's
   at-least-once delivery, the polling fallback finding an activity the event already
-  reported, and the Health backup region's copy each store one item. A signal's key
+  reported, and a second copy of one Health communication each store one item. A signal's key
   is a function of the signal alone (its time and id), never of when it arrived.
 - Health issues stay open for hours and may have opened before any window we read, so
   they live in one small partition that `recent` reads whole.
@@ -94,7 +94,7 @@ def record_all(dynamodb, table: str, signals: Iterable[Signal], *, ttl_hours: in
     return sum(record(dynamodb, table, s, ttl_hours=ttl_hours) for s in signals)
 
 
-@uses("dynamodb:Query", by=("reconciler",))
+@uses("dynamodb:Query", by=("reconciler", "cli"))
 def recent(dynamodb, table: str, since: datetime, now: datetime) -> list[Signal]:
     """Signals with since <= time <= now, plus every unexpired Health communication
     (an issue stays open until its closing communication, however long ago it opened)."""

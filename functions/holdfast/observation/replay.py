@@ -11,7 +11,7 @@ the demo and other tools drive it, so the document's shape is a contract:
 - events: one entry per non-blank line, in file order. A line that is not JSON, or an
   event without its source's documented shape, is `malformed` and its reason starts
   with `line N:`; the replay goes on. A redelivered event id, or a Health
-  communication already seen (the backup region's copy), is `ignored` as a duplicate.
+  communication already seen (a redelivery, or a file that merges two regions' buses), is `ignored` as a duplicate.
   `launch` (a successful launch, the recovery evidence) extends the issue's list.
 - verdicts: one entry per change of verdict, starting from `normal`. Ticks fall on
   multiples of the schedule period in event time, from the period of the first event

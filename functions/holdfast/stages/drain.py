@@ -63,10 +63,16 @@ class Decided:
     def target_for(self, resource: Resource) -> Any:
         return self.targets.get(resource.arn, LEAVE)
 
+    engaged: set[str] = field(default_factory=set)
+
+    def moving(self) -> list[str]:
+        """The mappings the walk has something for (not waiting), by ARN."""
+        return sorted(arn for arn, t in self.targets.items() if t != LEAVE)
+
     @property
-    def moves(self) -> bool:
-        """Whether any mapping has something for the walk (not all waiting)."""
-        return any(t != LEAVE for t in self.targets.values())
+    def finished(self) -> bool:
+        """Every engaged mapping's owner's original is coming back (or it is gone)."""
+        return all(arn in self.targets and self.targets[arn] is None for arn in self.engaged)
 
     def summary(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -108,6 +114,7 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) 
     out = Decided()
 
     engaged = {r.arn: r for r in ResourceLedger(dynamodb, table).records() if r.kind == KIND}
+    out.engaged = set(engaged)
     if not engaged:
         return out
     listed = drain_inputs.mappings(clients)
@@ -120,6 +127,7 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) 
     for arn in sorted(engaged):
         if arn not in listed:
             out.notes.append(f"{arn}: not listed (deleted?): the walk forgets it")
+            out.targets[arn] = None   # the walk finds it gone and forgets its record
             continue
         item = held.get(arn)
         if item is not None:
