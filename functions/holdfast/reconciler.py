@@ -238,13 +238,17 @@ class _Tick:
         controlled = [k for k in todo if target[k] == CONTROL]
         relaxing = [k for k in todo if target[k] not in (ENGAGE, CONTROL)]
         # Kinds held in posture and walked to the end a while ago: walked again, cheaply (finding 8).
-        rewalking = [k for k in target if k in plan.done and target[k] == ENGAGE
-                     and progress.rewalk_due(walks[k].at if k in walks else None, now, self.settings.rewalk_minutes)]
+        # A controlled kind's hold engage (marker `<kind>/engaged`) is walked again too, for
+        # what was created or opted in during a long hold.
+        held = [k if target[k] == ENGAGE else f"{k}/engaged" for k in target if target[k] in (ENGAGE, CONTROL)]
+        rewalking = [m for m in held if m in plan.done
+                     and progress.rewalk_due(walks[m].at if m in walks else None, now, self.settings.rewalk_minutes)]
         # A controlled kind is engaged when a hold begins, then left to its controller: a
-        # walk of the engage again (it did not finish, or the mode changed) leaves alone
-        # every mapping that already has a drain in this hold, or it would undo its raises.
+        # walk of the engage again (it did not finish, the mode changed, a rewalk) leaves
+        # alone every mapping that already has a drain in this hold, or it would undo its raises.
         engage_first = [k for k in controlled if policy.starts_hold(plan) and f"{k}/engaged" not in plan.done]
-        skip = self.stages.in_drain(self.runtime, plan) if engage_first and not self.dry_run else frozenset()
+        needs_skip = (engage_first or any("/" in m for m in rewalking)) and not self.dry_run
+        skip = self.stages.in_drain(self.runtime, plan) if needs_skip else frozenset()
         try:
             for kind in [k for k in target if k in engaging or k in engage_first]:   # the kinds' declared order
                 if self.deadline():
@@ -254,13 +258,15 @@ class _Tick:
                 report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)},
                                             stuck=self.stuck_arns(plan, ledger_failures.ENGAGE), **options)
                 self.finish_kind(plan, result, marker, report, engaging=True)
-            for kind in rewalking:
+            for marker in rewalking:
                 if self.deadline():
                     break
-                seen = ledger_walks.seen(self.dynamodb, self.table, plan.generation, kind)
+                kind = marker.split("/")[0]
+                seen = ledger_walks.seen(self.dynamodb, self.table, plan.generation, marker)
+                options = {"skip": skip} if marker != kind and skip else {}
                 report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, seen={kind: seen},
-                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE))
-                self.finish_kind(plan, result, kind, report, engaging=True, rewalk=True)
+                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE), **options)
+                self.finish_kind(plan, result, marker, report, engaging=True, rewalk=True)
             if self.deadline():
                 result.complete = False
                 return

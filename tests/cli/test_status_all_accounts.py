@@ -87,7 +87,7 @@ def test_every_account_and_region_is_a_row_and_failures_are_rows_too(organizatio
     rows = {(r["account"], r["region"]): r for r in doc["rows"]}
     assert list(rows) == [(A, OTHER), (A, REGION), (B, OTHER), (B, REGION), (C, OTHER), (C, REGION)]
     held = rows[(A, REGION)]
-    assert (held["stage"], held["generation"], held["engaged"], held["engaged_by_kind"]) == ("drain step 1", 2, 3, {"asg": 1, "esm": 2})
+    assert (held["stage"], held["generation"], held["engaged"], held["engaged_by_kind"]) == ("drain", 2, 3, {"asg": 1, "esm": 2})
     assert (held["verdict"], held["paused"], held["entered_at"], held["error"]) == ("recovering", True, NOW.isoformat(), None)
     assert (rows[(A, OTHER)]["stage"], rows[(A, OTHER)]["generation"], rows[(A, OTHER)]["engaged"]) == ("normal", 0, 0)
     assert rows[(B, REGION)]["error"] is None and rows[(B, REGION)]["engaged"] == 0
@@ -108,7 +108,7 @@ def test_the_table_names_each_account_region_and_error(organization, capsys):
     lines = out.splitlines()
     assert lines[0].split() == ["ACCOUNT", "REGION", "STAGE", "GEN", "ENGAGED", "BY", "KIND", "SINCE", "VERDICT", "PAUSED", "ERROR"]
     held = next(line for line in lines if line.startswith(f"{A}  {REGION}"))
-    assert "drain step 1" in held and "asg 1, esm 2" in held and "recovering" in held and "yes" in held
+    assert "drain" in held and "asg 1, esm 2" in held and "recovering" in held and "yes" in held
     assert lines[-1] == "3 accounts x 2 regions: 1 not normal, 3 resources engaged, 3 unreadable"
     assert f"{C} {REGION}: cannot assume" in err and f"{B} {OTHER}: no ledger table" in err
 

@@ -414,27 +414,24 @@ def test_a_lease_left_by_a_crash_only_delays_another_controllers_done_mark(event
     event.to_normal()
 
 
-def test_a_raise_writes_no_record_so_no_late_record_write_can_disagree(event):
-    """The flake of issue 9, closed: a cap raise used to record [current, new] on the tag
-    alone, and that tag write, landing as the process died, left the ledger's copy behind.
-    The record now holds every value Holdfast may write (the floor and every cap step) from
-    the first write-ahead (issue 11, finding 4), so a raise writes no record at all: there
-    is no record write left to land late. After the raise and a new impairment's re-engage,
-    tag and ledger still agree, and the event restores exactly."""
+def test_a_raise_grows_the_ledger_first_so_a_tag_write_landing_as_the_tick_dies_still_agrees(event):
+    """The flake of issue 9, closed for the drain's controller. Its caps are decided as it
+    goes, so a raise to a cap not recorded yet grows the record: the ledger's copy first,
+    then the tag, then the cap (TaggedActuator._raise). A tick that dies right after the
+    tag write landed leaves both copies holding the new cap; a new impairment's re-engage
+    and the restore find them agreeing, and the event restores exactly."""
     event.impaired()
     engaged_fully(event)
-    event.recovering()
     start = Counter(event.tap.done)
-    for _ in range(6):
-        event.clock.advance(11 * 60)
-        event.tick()
-        if event.plan().stage != HOLD:
-            break
-    mappings = set(event.fleet.selected["esm"])
-    uuids = {event.fleet.handles[arn] for arn in mappings}
-    raised = [k for k in event.tap.resource_writes(start) if k[1] in uuids and k[0] == "lambda:UpdateEventSourceMapping"]
-    assert raised, "the drain raised no cap"
-    assert not [k for k in event.tap.resource_writes(start) if k[1] in mappings and k[0] == "lambda:TagResource"]
+    event.tap.arm(Point("after", "TagResource", lambda params: params.get("Resource", "").split(":")[5] == "event-source-mapping"))
+    try:
+        with pytest.raises(Crash):
+            walks.relax_all(event.clients, SETTINGS, event.table, kinds=("esm",),
+                            target_for=lambda _r: {"MaximumConcurrency": 7})
+    finally:
+        event.tap.disarm()
+    tagged = [k for k in event.tap.resource_writes(start) if k[0] == "lambda:TagResource"]
+    assert tagged and not [k for k in event.tap.resource_writes(start) if k[0] == "lambda:UpdateEventSourceMapping"]
     event.assert_records_agree()
     event.clock.advance(10)
     event.script.set("impaired", event.clock.now())

@@ -388,7 +388,10 @@ def check_template(ctx: Context, template_id: str) -> dict[str, Any]:
 # ---- measuring, shared by both runs -----------------------------------------------------
 
 def engaging_kinds(plan: policy.Plan, settings: Settings) -> list[str]:
-    return [k for k, v in policy.posture(plan, settings).items() if v == policy.ENGAGE]
+    """The hold's engage walks' done marks: a kind's, or `<kind>/engaged` for one its drain
+    controller drives from the hold on (holdfast.core.policy.CONTROL)."""
+    return [k if v == policy.ENGAGE else f"{k}/engaged" for k, v in policy.posture(plan, settings).items()
+            if v in (policy.ENGAGE, policy.CONTROL)]
 
 
 def full_posture(plan: policy.Plan | None, settings: Settings) -> bool:

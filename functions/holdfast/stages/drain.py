@@ -98,10 +98,13 @@ def current_records(dynamodb, table: str, plan: policy.Plan,
 
 
 def in_drain(dynamodb, table: str, plan: policy.Plan) -> frozenset[str]:
-    """Mappings with a drain in this hold: a walk of the hold's engage again (one that did
-    not finish, a mode change) must leave them to their controller — re-engaging would
-    put a raised cap back at the floor, or take an owner's original away again."""
-    return frozenset(current_records(dynamodb, table, plan))
+    """Mappings whose drain has started in this hold: a walk of the hold's engage again (one
+    that did not finish, a mode change, a re-walk) must leave them to their controller —
+    re-engaging would put a raised cap back at the floor, or take an owner's original away
+    again. A mapping still waiting for its dependency is held like any other: a re-walk
+    puts it back at the floor if an IaC apply reset it."""
+    return frozenset(arn for arn, item in current_records(dynamodb, table, plan).items()
+                     if dc.Drain.from_dict(item.doc["drain"]).state is not None)
 
 
 def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) -> Decided:
