@@ -19,7 +19,8 @@ with an original in the resource ledger):
    plan no longer allows (StalePlan) stops the tick's relaxing, as every guard does; one
    another controller wrote since it was read (Conflict) leaves that mapping for a tick.
 4. Give the walk its targets: `{"MaximumConcurrency": n}`, None (restore: the owner's
-   original, a cap or none) or LEAVE (still waiting: as engaged).
+   original, a cap or none) or LEAVE (still waiting, or the cap in force is the one
+   decided: nothing to write). The walk reads and writes only the mappings that move.
 
 A mapping's record belongs to one hold (`since` = the plan's `impaired_at`): a new
 impairment starts every drain again from the floor.
@@ -166,8 +167,8 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) 
                 out.notes.append(f"{arn}: {err}; acting next tick")
                 continue
         out.steps[arn] = step
-        if step.action == dc.WAIT:
-            out.targets[arn] = LEAVE
+        if step.action == dc.WAIT or (not step.restore and step.cap == listed[arn].cap):
+            out.targets[arn] = LEAVE   # nothing to write: no reads for it either
         elif step.restore:
             out.targets[arn] = None
         else:
