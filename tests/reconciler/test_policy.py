@@ -179,7 +179,7 @@ def test_operator_advance_skips_the_time_gates_of_this_generation_only():
     assert not decide(RECOVERING, plan(ROUTING), OK, early, S).changed
     assert not decide(RECOVERING, plan(ROUTING), OK, early, S, advance_generation=6).changed
     d = decide(RECOVERING, plan(ROUTING), OK, early, S, advance_generation=7)
-    assert d.plan.stage == CAPACITY and "hold and built-in evidence skipped by operator" in d.reasons[0]
+    assert d.plan.stage == CAPACITY and "hold skipped by operator, built-in evidence too" in d.reasons[0]
     # the walk and the alarms still gate
     assert not decide(RECOVERING, plan(ROUTING), {}, early, S, advance_generation=7).changed
     assert not decide(RECOVERING, plan(ROUTING, done=frozenset()), OK, early, S, advance_generation=7).changed

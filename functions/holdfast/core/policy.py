@@ -235,7 +235,7 @@ def decide(
     if gates:
         return replace(stay([f"{plan.label}: verdict {state}"], gates), evidence=judged.evidence)
     reasons = [f"{plan.label} passed: verdict {state}, alarms OK"
-               + (", hold and built-in evidence skipped by operator" if skip_time else "")]
+               + (", hold skipped by operator, built-in evidence too" if skip_time else "")]
     reasons += [f"evidence: {e}" for e in judged.evidence]
     decision = new(target, reasons + [f"advance to {target}{f' step {step}' if target == DRAIN else ''}"], drain_step=step)
     return replace(decision, evidence=judged.evidence)
