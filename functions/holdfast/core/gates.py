@@ -119,23 +119,23 @@ def routing_gate(evidence: RoutingEvidence | None, verdict, now: datetime, setti
     else:
         seen.append("no ELB health-check terminations across groups"
                     + (f" since {_hm(terminations)}" if terminations else ""))
-    launches = _launches(verdict, None, now, hold, "launches")
+    launches = _launches(verdict, None, now, hold, "")
     return Judgement(tuple(blocking) + launches.blocking, tuple(seen) + launches.evidence)
 
 
 def capacity_gate(verdict, impaired_at: datetime | None, now: datetime, settings) -> Judgement:
-    return _launches(verdict, impaired_at, now, timedelta(minutes=settings.capacity_hold_minutes), "capacity hold")
+    return _launches(verdict, impaired_at, now, timedelta(minutes=settings.capacity_hold_minutes), "capacity hold: ")
 
 
-def _launches(verdict, impaired_at, now, hold: timedelta, label: str) -> Judgement:
+def _launches(verdict, impaired_at, now, hold: timedelta, prefix: str) -> Judgement:
     """Launches healthy for `hold`: no regional capacity failure, a success since the last."""
     unhealthy, success = verdict.launches_unhealthy_at, verdict.last_successful_launch
     blocking = []
     if success is None or (unhealthy is not None and success <= unhealthy):
-        blocking.append(f"{label}: no successful launch since the last regional capacity failures")
+        blocking.append(f"{prefix}no successful launch since the last regional capacity failures")
     healthy_since = max((t for t in (impaired_at, unhealthy) if t is not None), default=None)
     if healthy_since is not None and now - healthy_since < hold:
-        blocking.append(f"{label}: launches healthy {_minutes(now - healthy_since)} of {_minutes(hold)} min"
+        blocking.append(f"{prefix}launches healthy {_minutes(now - healthy_since)} of {_minutes(hold)} min"
                         + (f" (regional capacity failures until {_hm(unhealthy)})" if unhealthy else ""))
     share = getattr(verdict, "failure_share", None)
     seen = [f"launches healthy for {_minutes(now - healthy_since) if healthy_since else 'all'} min: no regional "

@@ -18,6 +18,7 @@ detector Lambda recorded.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
@@ -43,7 +44,7 @@ def collect(runtime, now: datetime, previous: Verdict | None, *,
             resolver: probes.Resolver = probes.system_resolver) -> Verdict:
     """Probe, poll, record what was seen, read the recent signals, evaluate."""
     clients, settings, ledger_table = runtime.clients, runtime.settings, runtime.table
-    quick = clients.with_config(probes.probe_config(settings))
+    quick = _probe_clients(clients, settings)
     fresh = probes.run(quick, settings, clients.region, now, resolver=resolver)
     logger.info("probes: success ratio %s", probes.success_ratio(fresh))
     try:
@@ -63,6 +64,19 @@ def collect(runtime, now: datetime, previous: Verdict | None, *,
     except LedgerUnavailable as err:
         logger.warning("%s; evaluating this tick's own observations only", err)
     return evaluate(stored + fresh, previous, settings, now)
+
+
+# The probes' quick clients, made once per Clients (a boto3 client takes tens of
+# milliseconds to make; a Lambda container ticks with one Clients for its lifetime).
+_QUICK: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _probe_clients(clients, settings):
+    kept = _QUICK.get(clients)
+    if kept is None or kept[0] != settings.probe_timeout_seconds:
+        kept = (settings.probe_timeout_seconds, clients.with_config(probes.probe_config(settings)))
+        _QUICK[clients] = kept
+    return kept[1]
 
 
 Collect = Callable[..., Verdict]
