@@ -132,6 +132,7 @@ class Replay:
         self.posture_at: datetime | None = None
         self.posture_seconds: float | None = None
         self.compressions: list[tuple[datetime, str]] = []
+        self.phase_walls: list[float] = []   # wall clock when each compression began
         self.milestones = scenario.load_milestones()
         self.clock_seen = runtime.clock.now() - timedelta(minutes=1)
 
@@ -148,6 +149,7 @@ class Replay:
             if label_of_pace != cadence:
                 cadence = label_of_pace
                 self.compressions.append((now, label_of_pace))
+                self.phase_walls.append(time.monotonic())
                 self.show(f"{now.astimezone(PDT):%H:%M}  ·· {label_of_pace}, {pace:g} s of wall time per event hour", keep=True)
             caps = self.caps()
             state = world.State(caps=caps, suspended=self.suspended() if self.world.reads_processes(now) else {},
@@ -190,8 +192,12 @@ class Replay:
             wall_due += minutes / 60 * pace
             if not self.fast:
                 time.sleep(max(0.0, wall_start + wall_due - time.monotonic()))
+        self.phase_walls.append(time.monotonic())
         if self.live:
             self.out.write("\n")
+
+    def phase_seconds(self) -> list[float]:
+        return [b - a for a, b in zip(self.phase_walls, self.phase_walls[1:])]
 
     def note_lift(self, now: datetime, before: str, after: str, reasons) -> None:
         """A plan that moved forward lifted a stage: when, and the evidence its gate saw."""
@@ -420,7 +426,8 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         "AWS API calls by the controllers (probes' own clients not counted)": f"{holdfast_calls} ({metric_calls} GetMetricData)",
         "end state": f"{tally['restored']} restored exactly, {tally['drift-kept']} owner change kept and reported, "
                      f"{tally['untouched']} unselected untouched, {len(bad)} NOT restored",
-        "wall time": f"{wall:.1f} s (fleet {built:.1f} s, replay {replay_wall:.1f} s{', no pacing' if fast else ''})",
+        "wall time": f"{wall:.1f} s (fleet {built:.1f} s, replay {replay_wall:.1f} s{', no pacing' if fast else ''}; "
+                     f"by phase {' / '.join(f'{x:.0f}' for x in replay.phase_seconds())} s)",
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     milestones = scenario.load_milestones()
@@ -430,14 +437,13 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         lifts=replay.lifts, engaged_at=replay.engaged_at,
         spans=[(scenario.IMPAIRMENT, scenario.DNS_RESTORED, "red", "DynamoDB endpoint resolves empty"),
                (scenario.IMPAIRMENT, scenario.LAUNCHES_RESUME, "orange", "EC2 launches fail (insufficient capacity)"),
-               (scenario.LAUNCHES_RESUME, scenario.EC2_NORMAL, "gold", "launches partly throttled"),
-               (scenario.NETWORK_LAG, scenario.NETWORK_NORMAL, "purple", "network state propagation lags"),
-               (scenario.HEALTH_OPENED, scenario.EVENT_ENDS, "grey", "AWS Health issue open")],
+               (scenario.NETWORK_LAG, scenario.NETWORK_NORMAL, "purple", "network state propagation lags")],
         cap_notes=[(scenario.OWNER_DRIFT, change["ScalingConfig"]["MaximumConcurrency"],
                     "an owner raises one cap by hand: kept")
                    for change in replay.owner_changes.values()],
         subtitle=(f"{sum(selected.values())} resources on an embedded AWS, driven by Holdfast's own detector and reconciler "
-                  f"with the default settings"),
+                  f"with the default settings; AWS's Health issue open {scenario.HEALTH_OPENED:%H:%M}–"
+                  f"{scenario.EVENT_ENDS:%H:%M}"),
         footnote=(f"Without Holdfast: {cf['instances_replaced']} instances replaced, {cf['zones_rebalanced']} zone "
                   f"rebalances, {cf['target_group_zone_failovers']} target-group zones failed out of DNS, a peak of "
                   f"{cf['peak_consumer_concurrency']:,} consumer batches. With it: {actual['instances_replaced']}, "

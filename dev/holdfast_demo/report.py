@@ -160,7 +160,7 @@ def chart(
     if world.concurrency:
         when = [t.astimezone(PDT) for t, _, _ in world.concurrency]
         ax_consumers.step(when, [max(w, 0.8) for _, _, w in world.concurrency], where="post", color="#c55a11", lw=1.4,
-                          label="without Holdfast (owners' caps; uncapped to ~1,000)")
+                          label="without Holdfast\n(owners' caps; no cap: ~1,000)")
         ax_consumers.step(when, [max(h, 0.8) for _, h, _ in world.concurrency], where="post", color="#1f4e79", lw=2.0,
                           label="with Holdfast")
     caps = [[1000 if c is None else c for c in s.caps] for s in samples]
@@ -199,7 +199,7 @@ def chart(
     ax_engaged.set_xlabel("event time (PDT)")
     if footnote:
         fig.text(0.01, 0.008, footnote, fontsize=8.5, color="#404040", va="bottom", wrap=True)
-    fig.subplots_adjust(left=0.08, right=0.76, top=0.87, bottom=0.06, hspace=0.12)
+    fig.subplots_adjust(left=0.1, right=0.75, top=0.87, bottom=0.06, hspace=0.12)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)

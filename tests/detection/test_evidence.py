@@ -201,3 +201,12 @@ def test_observe_reads_only_what_the_next_gate_needs(fleet, clients, ledger_tabl
     assert got.evidence.drain is None and got.evidence.routing is None and calls == 0
     got, calls = seen("capacity", "recovering")
     assert calls == 0
+
+
+def test_an_answer_of_an_unexpected_shape_is_an_error_never_an_exception(fleet, clients, ledger_table):
+    lam = clients("lambda")
+    with Stubber(lam) as stub:
+        stub.add_response("list_event_source_mappings", {"EventSourceMappings": [{"EventSourceArn": "arn:aws:sqs:x"}]})
+        ev = builtin.read(runtime(clients, ledger_table), NOW, {DRAIN, ROUTING})
+    assert "KeyError" in ev.drain.error or "IndexError" in ev.drain.error
+    assert ev.routing.error == ev.drain.error   # read in the same pass: both gates stay shut this tick
