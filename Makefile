@@ -9,7 +9,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_REGION ?= us-east-1
 CDK := node_modules/.bin/cdk
 
-.PHONY: test demo synth bench clean
+.PHONY: test demo synth bench e2e clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ synth: $(VENV)/.installed node_modules/.installed
 
 bench: $(VENV)/.installed
 	$(PY) -m pytest -m benchmark -s
+
+# Against a real sandbox account; never part of `make test`. Without HOLDFAST_E2E_ACCOUNT,
+# HOLDFAST_E2E_REGION and AWS_PROFILE it prints one line and exits 0 (README: End-to-end run).
+e2e:
+	@bash tests/e2e/run.sh
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out out

@@ -2,8 +2,10 @@
 """The CDK app: validates the `holdfast` context settings and creates the stacks.
 
 One stack per settings target (`cdk deploy --all` covers them all), or one stack in
-the CLI's default environment when no target is named. A bad setting stops synth
-with a message naming the key, the value and what is allowed.
+the CLI's default environment when no target is named. With
+`org_organizational_unit_ids` set, the organization's stacks as well (a code bucket
+per region and the StackSet, `holdfast.cdk.org`), and no default stack. A bad setting
+stops synth with a message naming the key, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any, Mapping
 import aws_cdk as cdk
 
 from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
-from stacks import HoldfastStack
+from holdfast.cdk import HoldfastStack
+from holdfast.cdk.org import org_stacks
 
 DEFAULT_STACK = "Holdfast"
 
@@ -43,7 +46,9 @@ def build_app(context: Mapping[str, Any] | None = None, **app_kwargs: Any) -> cd
                 settings=settings,
                 env=cdk.Environment(account=target.account, region=target.region),
             )
-    else:
+    if settings.org_organizational_unit_ids:
+        org_stacks(app, settings)
+    if not settings.targets and not settings.org_organizational_unit_ids:
         HoldfastStack(
             app,
             DEFAULT_STACK,

@@ -1,10 +1,8 @@
-"""Holdfast's CDK stack and the constructs it is made of.
+"""Kept for existing imports: Holdfast's CDK code now ships in the `holdfast` wheel as
+`holdfast.cdk` (the construct, the stack, the org StackSet, the game day), with its
+IAM policies as package data. Import from there."""
 
-`HoldfastStack` composes the constructs in `stacks.constructs`; each is usable on its
-own in another CDK app. `stacks.policies` turns policies/<role>.json into the
-controllers' IAM policies.
-"""
+from holdfast.cdk import HoldfastStack
+from holdfast.cdk import role_policies as policies
 
-from stacks.holdfast_stack import HoldfastStack
-
-__all__ = ["HoldfastStack"]
+__all__ = ["HoldfastStack", "policies"]

@@ -32,12 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from holdfast.core.kinds import KINDS
 from holdfast.iam import uses
 
 # Who runs this code: the operator (or the demo), with their own credentials.
 BY = ("cli",)
 
-KINDS = ("asg", "esm", "async", "nlb", "scalable-target")
 DEFAULT_SELECTOR = "holdfast:protect=true"
 OWNER_TAG = {"team": "payments"}
 
@@ -116,13 +116,20 @@ class _Builder:
             self.fleet.zones = zones
         return self._shared
 
-    @uses("iam:CreateRole", by=BY)
+    @uses("iam:CreateRole", "iam:PutRolePolicy", by=BY)
     def role(self) -> str:
         if "role" not in self._shared:
             trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+            name = f"{self.prefix}-fn"
             self._shared["role"] = self.c("iam").create_role(
-                RoleName=f"{self.prefix}-fn", AssumeRolePolicyDocument=json.dumps(trust)
+                RoleName=name, AssumeRolePolicyDocument=json.dumps(trust)
             )["Role"]["Arn"]
+            # The owners granted their functions' role the queues of this account, Holdfast's
+            # expired-events queue among them (Lambda checks a destination against the
+            # execution role when it is written; README, "What a real account needs").
+            send = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage",
+                                                             "Resource": "arn:aws:sqs:*:*:*"}]}
+            self.c("iam").put_role_policy(RoleName=name, PolicyName="send-to-queues", PolicyDocument=json.dumps(send))
             self._shared["zip"] = _zip()
         return self._shared["role"]
 

@@ -27,16 +27,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from holdfast.core.kinds import LABELS
+from holdfast.core.policy import STAGES
 from holdfast_demo.scenario import PDT, Milestone
 
-STAGES = ("normal", "hold", "drain", "fresh-work", "routing", "capacity")
-KIND_LABELS = {
-    "asg": "Auto Scaling groups",
-    "esm": "SQS event source mappings",
-    "async": "async invoke configs",
-    "nlb": "NLB target groups",
-    "scalable-target": "ECS scalable targets",
-}
+KIND_LABELS = LABELS  # declared with each kind (holdfast.core.kinds)
 # Milestones labelled on the chart, in a few words; the report lists them all in full.
 CHART_MILESTONES = {
     "23:48": "DynamoDB DNS emptied",

@@ -8,8 +8,45 @@ One place holds every departure from moto that Holdfast depends on; the tests
   config (moto keeps the first put); UpdateFunctionEventInvokeConfig merges the
   members it names and answers ResourceNotFoundException when the function has no
   config (moto replaces, and creates one).
+- Each qualifier has its own async invoke config (Lambda API reference,
+  PutFunctionEventInvokeConfig: "To configure options for asynchronous invocation, use
+  PutFunctionEventInvokeConfig ... Qualifier: A version number or alias name"; the
+  unqualified config is $LATEST's, and ListFunctionEventInvokeConfigs lists every
+  qualifier's). Moto keeps one config per function and ignores the qualifier. A
+  qualifier that is neither $LATEST, a version nor an alias is ResourceNotFoundException.
+- Destinations are checked against the function's execution role when a config is
+  written: "Your function's execution role must have permission to send records to
+  the destination" (Lambda Developer Guide, "Capturing records of Lambda asynchronous
+  invocations"), and Lambda answers InvalidParameterValueException "The provided
+  execution role does not have permissions to call SendMessage on SQS" otherwise.
+  Moto checks nothing. The emulation evaluates the role's identity policies (inline
+  and attached, holdfast_fixtures.iam_policy) for sqs:SendMessage on a queue
+  destination (sns:Publish, lambda:InvokeFunction, events:PutEvents on the others); a
+  queue's resource policy is not consulted, as the documented requirement is on the
+  execution role.
 - Application Auto Scaling TagResource / UntagResource / ListTagsForResource on a
   scalable target's ARN exist in AWS; moto has none of them.
+- RegisterScalableTarget on an existing target adjusts the resource's capacity into
+  [MinCapacity, MaxCapacity]: "If you call the RegisterScalableTarget API to update an
+  existing scalable target, Application Auto Scaling retrieves the current capacity of
+  the resource. If it's below the minimum capacity or above the maximum capacity,
+  Application Auto Scaling adjusts the capacity of the scalable target to place it
+  within these bounds, even if you don't include the MinCapacity or MaxCapacity in the
+  request" (Application Auto Scaling API reference, RegisterScalableTarget). Moto
+  changes nothing; the emulation moves an ECS service's desired count.
+- Lambda event source mappings: ScalingConfig (maximum concurrency) and provisioned
+  mode (ProvisionedPollerConfig) "are mutually exclusive options" (Lambda Developer
+  Guide, "Configuring scaling behavior for SQS event source mappings"): a create or
+  update that would leave both set is InvalidParameterValueException. Moto keeps both.
+- ELB target groups of Network Load Balancers may use the QUIC and TCP_QUIC protocols
+  (ELB API reference, CreateTargetGroup: Protocol "HTTP | HTTPS | TCP | TLS | UDP |
+  TCP_UDP | GENEVE | QUIC | TCP_QUIC"; botocore's model has them). Moto 5.2.5 rejects
+  both; the emulation creates them (as UDP / TCP underneath) and reports their protocol.
+- IAM SimulatePrincipalPolicy, which moto lacks: the principal's identity policies
+  (inline and attached) evaluated by holdfast_fixtures.iam_policy for each action and
+  resource, with the request's ContextEntries, answering EvalDecision `allowed`,
+  `explicitDeny` or `implicitDeny` (IAM API reference, SimulatePrincipalPolicy). Roles
+  only; permission boundaries, SCPs and resource policies are not simulated.
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
@@ -54,6 +91,15 @@ import threading
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 from unittest import mock
+from urllib.parse import unquote
+
+from holdfast_fixtures import iam_policy
+
+# The action Lambda needs the execution role to hold for each destination service
+# (Lambda Developer Guide, "Capturing records of Lambda asynchronous invocations").
+DESTINATION_ACTIONS = {"sqs": "sqs:SendMessage", "sns": "sns:Publish", "lambda": "lambda:InvokeFunction",
+                       "events": "events:PutEvents"}
+DESTINATION_REFUSED = "The provided execution role does not have permissions to call {call} on {service}"
 
 
 @contextmanager
@@ -61,20 +107,70 @@ def aws_semantics() -> Iterator[None]:
     """Patch moto's backends to AWS's semantics (above) until the block ends."""
     from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
     from moto.awslambda import models as lambda_models
+    from moto.awslambda.responses import LambdaResponse
     from moto.awslambda.exceptions import UnknownEventConfig
     from moto.core.exceptions import JsonRESTError
 
-    def put(self, function_name, config):
-        fn = self.get_function(function_name)
-        event_config = lambda_models.EventInvokeConfig(fn.function_arn, fn.last_modified, config)
-        fn.event_invoke_config = [event_config]
-        return event_config.response()
+    configs: dict[tuple[str, str], dict] = {}   # (unqualified function ARN, qualifier) -> config
 
-    def update(self, function_name, config):
-        fn = self.get_function(function_name)
-        if not fn.event_invoke_config:
-            raise UnknownEventConfig(fn.function_arn)
-        return put(self, function_name, {**fn.event_invoke_config[0].config, **config})
+    def target(response, suffix: int):
+        """The function (unqualified) and the qualifier a request names."""
+        name = unquote(response.path.rsplit("/", suffix)[1])
+        qualifier = response.querystring.get("Qualifier", [None])[0]
+        backend = response.backend
+        if name.startswith("arn:"):
+            base, short, in_name = backend._lambdas.split_function_arn(name)
+        else:
+            short, _, in_name = name.partition(":")
+        qualifier = in_name or qualifier or "$LATEST"
+        fn = backend.get_function(short)
+        if qualifier != "$LATEST":
+            backend.get_function(short, qualifier)   # ResourceNotFoundException if no such version or alias
+        return fn, qualifier
+
+    def shown(fn, qualifier: str, config: dict) -> str:
+        return json.dumps({"FunctionArn": f"{fn.function_arn}:{qualifier}", "LastModified": 1700000000.0, **config})
+
+    def check_destinations(response, fn, config: dict) -> None:
+        lambda_models.EventInvokeConfig(fn.function_arn, fn.last_modified, config)  # moto's own validation
+        for which in ("OnSuccess", "OnFailure"):
+            destination = ((config.get("DestinationConfig") or {}).get(which) or {}).get("Destination")
+            if destination:
+                _role_may_send(response.current_account, fn.role, destination)
+
+    def put_config(self):
+        fn, qualifier = target(self, 2)
+        config = dict(self.json_body)
+        check_destinations(self, fn, config)
+        configs[(fn.function_arn, qualifier)] = config
+        return 200, {}, shown(fn, qualifier, config)
+
+    def get_config(self):
+        fn, qualifier = target(self, 2)
+        if (fn.function_arn, qualifier) not in configs:
+            raise UnknownEventConfig(f"{fn.function_arn}:{qualifier}")
+        return 200, {}, shown(fn, qualifier, configs[(fn.function_arn, qualifier)])
+
+    def update_config(self):
+        fn, qualifier = target(self, 2)
+        if (fn.function_arn, qualifier) not in configs:
+            raise UnknownEventConfig(f"{fn.function_arn}:{qualifier}")
+        merged = {**configs[(fn.function_arn, qualifier)], **self.json_body}
+        check_destinations(self, fn, merged)
+        configs[(fn.function_arn, qualifier)] = merged
+        return 200, {}, shown(fn, qualifier, merged)
+
+    def delete_config(self):
+        fn, qualifier = target(self, 2)
+        if configs.pop((fn.function_arn, qualifier), None) is None:
+            raise UnknownEventConfig(f"{fn.function_arn}:{qualifier}")
+        return 204, {}, ""
+
+    def list_configs(self):
+        name = unquote(self.path.rsplit("/", 3)[1])
+        fn = self.backend.get_function(name.split(":function:")[-1].split(":")[0] if name.startswith("arn:") else name)
+        found = [json.loads(shown(fn, q, c)) for (arn, q), c in sorted(configs.items()) if arn == fn.function_arn]
+        return 200, {}, json.dumps({"FunctionEventInvokeConfigs": found})
 
     tags: dict[str, dict[str, str]] = {}
 
@@ -109,16 +205,94 @@ def aws_semantics() -> Iterator[None]:
             body["NextToken"] = str(start + len(body["ScalableTargets"]) - 1)
         return json.dumps(body)
 
+    from moto.applicationautoscaling.models import ApplicationAutoscalingBackend as ApplicationAutoScalingBackend
+    from moto.awslambda.exceptions import InvalidParameterValueException
+
+    original_register = ApplicationAutoScalingBackend.register_scalable_target
+
+    def register_scalable_target(self, namespace, r_id, dimension, min_capacity, max_capacity, role_arn, suspended_state):
+        existed = self._scalable_target_exists(r_id, dimension)
+        target = original_register(self, namespace, r_id, dimension, min_capacity, max_capacity, role_arn, suspended_state)
+        if existed and namespace == "ecs" and dimension == "ecs:service:DesiredCount":
+            _, cluster, name = r_id.split("/")
+            (service,), _ = self.ecs_backend.describe_services(cluster, [name])
+            low, high = target.min_capacity, target.max_capacity
+            service.desired_count = min(max(service.desired_count, low), high)
+        return target
+
+    original_create_esm = lambda_models.LambdaBackend.create_event_source_mapping
+    original_update_esm = lambda_models.LambdaBackend.update_event_source_mapping
+
+    def exclusive(scaling, poller) -> None:
+        if (scaling or {}).get("MaximumConcurrency") and poller:
+            raise InvalidParameterValueException(
+                "ScalingConfig (MaximumConcurrency) cannot be used with ProvisionedPollerConfig (provisioned mode)")
+
+    def create_esm(self, spec):
+        exclusive(spec.get("ScalingConfig"), spec.get("ProvisionedPollerConfig"))
+        return original_create_esm(self, spec)
+
+    def update_esm(self, uuid, spec):
+        esm = self.get_event_source_mapping(uuid)
+        if esm is not None:
+            exclusive(spec.get("ScalingConfig", esm.scaling_config), spec.get("ProvisionedPollerConfig", esm.poller_config))
+        return original_update_esm(self, uuid, spec)
+
+    from moto.elbv2.models import ELBv2Backend
+
+    original_create_tg = ELBv2Backend.create_target_group
+
+    def create_target_group(self, name, **kwargs):
+        quic = kwargs.get("protocol") if kwargs.get("protocol") in ("QUIC", "TCP_QUIC") else None
+        if quic:
+            kwargs["protocol"] = "UDP" if quic == "QUIC" else "TCP_UDP"
+        group = original_create_tg(self, name, **kwargs)
+        if quic:
+            group.protocol = quic
+        return group
+
+    from moto.core.responses import ActionResult
+    from moto.iam.responses import IamResponse
+
+    def simulate_principal_policy(self):
+        source = self._get_param("PolicySourceArn")
+        documents = role_documents(self.current_account, source)
+        context: dict = {}
+        for entry in self._get_param("ContextEntries", []) or []:
+            values = entry.get("ContextKeyValues") or []
+            list_type = str(entry.get("ContextKeyType", "")).endswith("List")
+            context[entry["ContextKeyName"]] = values if list_type else (values[0] if values else None)
+        results = []
+        for action in self._get_param("ActionNames", []) or []:
+            for resource in self._get_param("ResourceArns", []) or ["*"]:
+                allowed, sids = iam_policy.decide(documents, action, resource, context)
+                denied = not allowed and bool(sids)
+                results.append({
+                    "EvalActionName": action, "EvalResourceName": resource,
+                    "EvalDecision": "allowed" if allowed else "explicitDeny" if denied else "implicitDeny",
+                    "MatchedStatements": [{"SourcePolicyId": sid} for sid in sids],
+                    "MissingContextValues": [],
+                })
+        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+
     with ExitStack() as stack:
         _cheap_transactions(stack)
         _cheap_query_answers(stack)
         _metric_data(stack)
         _load_balancer_arns(stack)
+        stack.enter_context(mock.patch.object(IamResponse, "simulate_principal_policy", simulate_principal_policy, create=True))
+        stack.enter_context(mock.patch.object(ELBv2Backend, "create_target_group", create_target_group))
+        stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "register_scalable_target", register_scalable_target))
+        stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "create_event_source_mapping", create_esm))
+        stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "update_event_source_mapping", update_esm))
         stack.enter_context(
             mock.patch.object(ApplicationAutoScalingResponse, "describe_scalable_targets", describe_scalable_targets)
         )
-        stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "put_function_event_invoke_config", put))
-        stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "update_function_event_invoke_config", update))
+        for name, fn in (("put_function_event_invoke_config", put_config), ("get_function_event_invoke_config", get_config),
+                         ("update_function_event_invoke_config", update_config),
+                         ("delete_function_event_invoke_config", delete_config),
+                         ("list_function_event_invoke_configs", list_configs)):
+            stack.enter_context(mock.patch.object(LambdaResponse, name, fn))
         for fn in (tag_resource, untag_resource, list_tags_for_resource):
             stack.enter_context(mock.patch.object(ApplicationAutoScalingResponse, fn.__name__, fn, create=True))
         yield
@@ -186,6 +360,47 @@ def _cheap_transactions(stack: ExitStack) -> None:
 
     stack.enter_context(mock.patch.object(Table, "__deepcopy__", table_deepcopy, create=True))
     stack.enter_context(mock.patch.object(DynamoDBBackend, "transact_write_items", transact_write_items))
+
+
+def role_documents(account: str, role_arn: str) -> list[str]:
+    """The identity-policy documents of a role in moto's IAM: inline and attached."""
+    from moto.iam.models import iam_backends
+
+    backend = iam_backends[account][role_arn.split(":")[1]]
+    role = backend.get_role_by_arn(role_arn)
+    documents = list(role.policies.values())
+    for policy in role.managed_policies.values():
+        documents += [v.document for v in policy.versions if v.is_default]
+    return documents
+
+
+def _role_may_send(account: str, role_arn: str, destination: str) -> None:
+    """Lambda's write-time destination check, on the execution role (see the module doc)."""
+    from moto.awslambda.exceptions import InvalidParameterValueException
+
+    service = destination.split(":")[2]
+    action = DESTINATION_ACTIONS.get(service)
+    if action is None:
+        return
+    if not iam_policy.allows(role_documents(account, role_arn), action, destination):
+        raise InvalidParameterValueException(DESTINATION_REFUSED.format(
+            call=action.split(":")[1], service={"sqs": "SQS", "sns": "SNS", "lambda": "Lambda", "events": "EventBridge"}[service]))
+
+
+def publish_public_parameter(account: str, region: str, name: str, value: str) -> None:
+    """A public SSM parameter as AWS publishes it (e.g. Powertools' layer ARNs under
+    /aws/service/powertools/...; Powertools for AWS Lambda documentation, "Lambda Layer ...
+    SSM Parameter Store"). Moto ships only a few public trees and refuses PutParameter
+    under /aws, so a test that needs one adds it to moto's store directly."""
+    import datetime
+
+    from moto.ssm.models import Parameter, ssm_backends
+
+    store = ssm_backends[account][region]._parameters
+    store[name].append(Parameter(account_id=account, name=name, value=value, parameter_type="String",
+                                 description=None, allowed_pattern=None, keyid=None,
+                                 last_modified_date=datetime.datetime.now(datetime.timezone.utc).timestamp(),
+                                 version=1, data_type="text"))
 
 
 # ---- CloudWatch ---------------------------------------------------------------------------

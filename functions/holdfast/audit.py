@@ -16,11 +16,15 @@ from typing import Any, Callable, Iterator
 from botocore.exceptions import ClientError
 
 from holdfast import audit_rules as rules
-from holdfast.actuators.scalable_target import NAMESPACES, ScalableTargetActuator
+from holdfast.actuators.scalable_target import ScalableTargetActuator
+from holdfast.core.kinds import BY_NAME, KINDS
 from holdfast.iam import uses
 from holdfast.settings import Settings
 
 Progress = Callable[[str], None]
+# Namespaces whose scale-in removes compute while new capacity cannot be launched. Holdfast
+# engages only ECS targets (holdfast.actuators.scalable_target); the audit lists them all.
+NAMESPACES = ("ecs", "ec2", "elasticmapreduce", "sagemaker")
 
 
 @dataclass
@@ -32,13 +36,63 @@ class AuditResult:
         return {"findings": [f.to_dict() for f in self.findings]}
 
 
-def run(clients, settings: Settings, progress: Progress | None = None) -> AuditResult:
+def run(clients, settings: Settings, progress: Progress | None = None, *, expired_queue_arn: str | None = None) -> AuditResult:
     result = AuditResult()
     say = progress or (lambda _: None)
-    for read in (_asgs, _mappings, _functions, _target_groups, _scalable_targets):
-        read(clients, settings, result, say)
+    for kind in KINDS:
+        READERS[kind](clients, settings, result, say)
+    if expired_queue_arn:
+        destinations(clients, settings, expired_queue_arn, result, say)
     result.findings.sort(key=lambda f: (f.kind, f.name, f.resource))
     return result
+
+
+@uses("lambda:ListFunctions", "iam:SimulatePrincipalPolicy", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
+      by=("cli",))
+def destinations(clients, settings: Settings, queue_arn: str, result: AuditResult, say: Progress) -> None:
+    """Selected functions whose execution role may not send to Holdfast's queue, one
+    SimulatePrincipalPolicy call per distinct role (the CLI's credentials need
+    iam:SimulatePrincipalPolicy)."""
+    from holdfast.actuators.async_config import grant
+    from holdfast.actuators.selection import tagged
+
+    say("checking which functions' roles can deliver expired events")
+    try:
+        selected = set(tagged(clients, settings, "lambda:function"))
+        functions = [f for f in _pages(clients("lambda"), "list_functions", "Functions") if f["FunctionArn"] in selected]
+    except ClientError as err:
+        result.unreadable.append(f"selected Lambda functions: {_error(err)}")
+        return
+    kms = _queue_key(clients, queue_arn)
+    decisions: dict[str, str] = {}
+    for function in functions:
+        role = function.get("Role", "")
+        if role not in decisions:
+            try:
+                answer = clients("iam").simulate_principal_policy(
+                    PolicySourceArn=role, ActionNames=["sqs:SendMessage"], ResourceArns=[queue_arn])
+                decisions[role] = answer["EvaluationResults"][0]["EvalDecision"]
+            except ClientError as err:
+                decisions[role] = ""
+                result.unreadable.append(f"role {role} (simulating sqs:SendMessage needs iam:SimulatePrincipalPolicy): "
+                                         f"{_error(err)}")
+        if decisions[role]:
+            _add(result, rules.destination_finding(function, decisions[role], queue_arn, grant(role, queue_arn, kms)["command"]))
+
+
+def _queue_key(clients, queue_arn: str) -> str | None:
+    try:
+        parts = queue_arn.split(":")
+        sqs = clients("sqs")
+        url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+        return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"]).get("Attributes", {}).get("KmsMasterKeyId")
+    except ClientError:
+        return None
+
+
+def _rule(kind: str) -> Callable[..., Any]:
+    """The audit rule a kind declares (core.kinds: Kind.audit_rule)."""
+    return getattr(rules, BY_NAME[kind].audit_rule)
 
 
 def _error(err: ClientError) -> str:
@@ -55,7 +109,7 @@ def _asgs(clients, settings: Settings, result: AuditResult, say: Progress) -> No
     say("reading Auto Scaling groups")
     try:
         for group in _pages(clients("autoscaling"), "describe_auto_scaling_groups", "AutoScalingGroups"):
-            _add(result, rules.asg_finding(group, settings, clients.region))
+            _add(result, _rule("asg")(group, settings, clients.region))
     except ClientError as err:
         result.unreadable.append(f"Auto Scaling groups: {_error(err)}")
 
@@ -65,7 +119,7 @@ def _mappings(clients, settings: Settings, result: AuditResult, say: Progress) -
     say("reading event source mappings")
     try:
         for mapping in _pages(clients("lambda"), "list_event_source_mappings", "EventSourceMappings"):
-            _add(result, rules.esm_finding(mapping, settings, clients.region))
+            _add(result, _rule("esm")(mapping, settings, clients.region))
     except ClientError as err:
         result.unreadable.append(f"event source mappings: {_error(err)}")
 
@@ -88,7 +142,7 @@ def _functions(clients, settings: Settings, result: AuditResult, say: Progress) 
                 continue  # deleted since it was listed: nothing left to audit
             result.unreadable.append(f"async invoke config of {function['FunctionName']}: {_error(err)}")
             continue
-        _add(result, rules.async_finding(function, _unqualified(function, configs), settings, clients.region))
+        _add(result, _rule("async")(function, _unqualified(function, configs), settings, clients.region))
 
 
 def _unqualified(function: dict, configs: list[dict]) -> dict | None:
@@ -115,7 +169,7 @@ def _target_groups(clients, settings: Settings, result: AuditResult, say: Progre
             result.unreadable.append(f"target group {group.get('TargetGroupName', group['TargetGroupArn'])}: {_error(err)}")
             continue
         values = {a["Key"]: a["Value"] for a in attributes}
-        _add(result, rules.nlb_finding(group, values, settings, clients.region))
+        _add(result, _rule("nlb")(group, values, settings, clients.region))
 
 
 @uses("application-autoscaling:DescribeScalableTargets", by=("cli",))
@@ -128,7 +182,7 @@ def _scalable_targets(clients, settings: Settings, result: AuditResult, say: Pro
         for namespace in NAMESPACES:
             for target in _pages(client, "describe_scalable_targets", "ScalableTargets", ServiceNamespace=namespace):
                 selected = target.get("ScalableTargetARN") in holdfasts
-                _add(result, rules.scalable_target_finding(target, selected, clients.region))
+                _add(result, _rule("scalable-target")(target, selected, clients.region))
     except ClientError as err:
         result.unreadable.append(f"scalable targets: {_error(err)}")
 
@@ -136,3 +190,9 @@ def _scalable_targets(clients, settings: Settings, result: AuditResult, say: Pro
 def _add(result: AuditResult, finding: rules.Finding | None) -> None:
     if finding is not None:
         result.findings.append(finding)
+
+
+# kind -> the reader that lists its resources and hands each to the kind's rule.
+READERS: dict[str, Callable[[Any, Settings, AuditResult, Progress], None]] = {
+    "asg": _asgs, "esm": _mappings, "async": _functions, "nlb": _target_groups, "scalable-target": _scalable_targets,
+}

@@ -41,6 +41,7 @@ class Finding:
     pause_command: str | None = None
     resume_command: str | None = None
     name: str = ""          # short name for tables; not part of the JSON shape
+    fix_command: str | None = None   # what fixes it, where that is not a pause (in the JSON when set)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +50,7 @@ class Finding:
             "problem": self.problem,
             "pause_command": self.pause_command,
             "resume_command": self.resume_command,
+            **({"fix_command": self.fix_command} if self.fix_command else {}),
         }
 
 
@@ -282,4 +284,27 @@ def retry_mode_finding(function: Mapping[str, Any]) -> Finding | None:
             f"{what} (want standard or adaptive): SDKs that default to legacy retries have no "
             "retry quota, so their retries multiply the load on a recovering dependency"
         ),
+    )
+
+
+# ---- async destinations: can the function's role deliver to Holdfast's queue? -------
+
+
+def destination_finding(function: Mapping[str, Any], decision: str, queue_arn: str,
+                        grant_command: str) -> Finding | None:
+    """A selected function whose execution role may not send to Holdfast's expired-events
+    queue (`decision` is IAM's simulation of sqs:SendMessage by that role on the queue:
+    allowed, implicitDeny or explicitDeny). Lambda refuses the queue as its on-failure
+    destination, so while engaged Holdfast bounds only its retries and keeps its event
+    age: a long age, and events kept, but not in Holdfast's queue."""
+    if decision == "allowed":
+        return None
+    return Finding(
+        kind="async",
+        resource=function["FunctionArn"],
+        name=function["FunctionName"],
+        problem=(f"its execution role may not send to Holdfast's expired-events queue ({decision} for sqs:SendMessage "
+                 f"on {queue_arn}): Lambda refuses the queue as destination, so while engaged only its retries are "
+                 "bounded and its event age is kept"),
+        fix_command=grant_command,
     )

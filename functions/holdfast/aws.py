@@ -48,6 +48,12 @@ class Clients:
     def region(self) -> str:
         return self._session.region_name or "us-east-1"
 
+    @property
+    def partition(self) -> str:
+        """The ARN partition of the region (aws, aws-us-gov, aws-cn, ...), from botocore's
+        partition data: for ARNs built before any ARN is at hand."""
+        return self._session.get_partition_for_region(self.region)
+
     def __call__(self, service: str) -> Any:
         with self._lock:
             client = self._clients.get(service)
@@ -121,3 +127,11 @@ def contended(err: Exception) -> bool:
         return True
     reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
     return code == TRANSACTION_CANCELLED and any(r.get("Code") == "TransactionConflict" for r in reasons)
+
+
+def destination_refused(err: Exception) -> bool:
+    """Lambda would not write an async destination because the function's execution role
+    may not send to it (InvalidParameterValueException, "The provided execution role
+    does not have permissions to call SendMessage on SQS")."""
+    return (error_code(err) == "InvalidParameterValueException"
+            and "execution role does not have permission" in (error_text(err) or "").lower())

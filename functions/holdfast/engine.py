@@ -78,8 +78,9 @@ class Report:
 class _Run:
     """Bookkeeping of one walk: per-kind call counts, progress, the deadline."""
 
-    def __init__(self, clients, ledger, progress: Progress | None, deadline: Deadline | None):
+    def __init__(self, clients, ledger, progress: Progress | None, deadline: Deadline | None, writers: int = WRITERS):
         self.clients = clients
+        self.writers = writers
         self.ledger = ledger
         self.progress = progress or (lambda _msg: None)
         self.deadline = deadline or (lambda: False)
@@ -109,7 +110,7 @@ class _Run:
                 return _SKIPPED
             return work(item)
 
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        with ThreadPoolExecutor(max_workers=self.writers) as pool:
             for result in pool.map(one, items):
                 if isinstance(result, Outcome):
                     self.report.outcomes.append(result)
@@ -130,7 +131,7 @@ class Engine:
     how far it got."""
 
     def __init__(self, runtime: Runtime, *, kinds: Iterable[str] = KINDS, deadline: Deadline | None = None,
-                 progress: Progress | None = None, lambda_bucket: TokenBucket | None = None):
+                 progress: Progress | None = None, lambda_bucket: TokenBucket | None = None, writers: int = WRITERS):
         unknown = [k for k in kinds if k not in REGISTRY]
         if unknown:
             raise ValueError(f"unknown resource kind(s) {unknown}; known: {sorted(REGISTRY)}")
@@ -145,7 +146,7 @@ class Engine:
         }
         self.deadline = deadline
         self.progress = progress
-
+        self.writers = writers  # resources written at once within a kind
     def _acts(self, kinds: Iterable[str] | None) -> dict[str, Any]:
         if kinds is None:
             return self.actuators
@@ -155,7 +156,7 @@ class Engine:
         return {k: self.actuators[k] for k in kinds}
 
     def _run(self) -> "_Run":
-        return _Run(self.clients, self.ledger, self.progress, self.deadline)
+        return _Run(self.clients, self.ledger, self.progress, self.deadline, self.writers)
 
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
                after: Mapping[str, str | None] | None = None) -> Report:

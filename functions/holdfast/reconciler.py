@@ -54,7 +54,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import policy, progress
-from holdfast.core.errors import LedgerUnavailable, PlanConflict, StalePlan
+from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED, Guard, Outcome
 from holdfast.core.policy import ENGAGE, Plan
 from holdfast.engine import Engine
@@ -146,6 +146,11 @@ class _Tick:
                     self.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
                     result.actions.append("conflict")
                     return result
+                except Contention as err:
+                    self.log("plan contended: another controller's transaction held it; re-read next tick", plan,
+                             reasons=[str(err)])
+                    result.actions.append("contention")
+                    return result
                 result.actions.append(f"plan:{plan.generation}")
                 notified = False
             if seen.verdict is not None:
@@ -159,6 +164,12 @@ class _Tick:
                 result.actions.append("notified")
             self.started = now
             self.walk(plan, result)
+        except Contention as err:
+            # A progress mark met another controller's transaction: the ledger is fine, the
+            # mark did not land; the next tick walks again and skips what is in place.
+            self.log("plan contended mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
+            result.actions.append("contention")
+            result.complete = False
         except LedgerUnavailable as err:
             # Lost mid-walk: what was written stays (write-ahead came first); progress marks
             # were not, so the next tick walks again and skips what is in place.
@@ -210,6 +221,9 @@ class _Tick:
         failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
         self.log("walked", plan, kind=marker, engaging=engaging, complete=report.complete,
                  failed=[f"{o.arn}: {o.error}" for o in failed][:20], refused=report.refused,
+                 # Why a resource was skipped or engaged without a destination, with its fix.
+                 noted=[{"arn": o.arn, **{k: v for k, v in note.items() if k in ("why", "fix", "command")}}
+                        for o in report.outcomes for note in o.notes.values()][:20],
                  api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
         walked = progress.Walked(marker, engaging, report.complete, len(failed), bool(report.refused),
                                  report.cursor.get(marker.split("/")[0]))

@@ -37,7 +37,30 @@ ASG_PROCESSES = (
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 OFF = "off"
 
+# Regions per partition, as botocore 1.44 knows them (tests/settings checks this table
+# against botocore's endpoint data, so a new region shows up as a failing test, not as
+# "unknown region" at a user's synth). StackSets deploy within one partition.
+PARTITION_REGIONS = {
+    "aws": (
+        "af-south-1", "ap-east-1", "ap-east-2", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3",
+        "ap-south-1", "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4",
+        "ap-southeast-5", "ap-southeast-6", "ap-southeast-7", "ca-central-1", "ca-west-1", "eu-central-1",
+        "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3",
+        "il-central-1", "me-central-1", "me-south-1", "mx-central-1", "sa-east-1", "us-east-1", "us-east-2",
+        "us-west-1", "us-west-2",
+    ),
+    "aws-cn": ("cn-north-1", "cn-northwest-1"),
+    "aws-us-gov": ("us-gov-east-1", "us-gov-west-1"),
+}
+KNOWN_REGIONS = {region: partition for partition, regions in PARTITION_REGIONS.items() for region in regions}
+ORG_CALL_AS = ("SELF", "DELEGATED_ADMIN")
+
 _ACCOUNT = re.compile(r"^\d{12}$")
+# Organizations' own patterns (CreateOrganizationalUnit / DescribeOrganization): an OU id,
+# or the root id, which StackSets also accepts as a deployment target.
+_OU = re.compile(r"^(ou-[0-9a-z]{4,32}-[a-z0-9]{8,32}|r-[0-9a-z]{4,32})$")
+_ORG_ID = re.compile(r"^o-[a-z0-9]{10,32}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
@@ -214,6 +237,69 @@ class Settings:
         default=90,
         metadata=_doc("Controllers' log retention, one of CloudWatch Logs' periods (1, 3, 5, 7, 14, 30, 60, 90, …)."),
     )
+    org_organizational_unit_ids: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Organization: OUs (`ou-…`) or the root (`r-…`) whose accounts get Holdfast from a service-managed "
+            "StackSet (the `HoldfastOrg` stack), new accounts included. Empty: no StackSet."
+        ),
+    )
+    org_regions: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc("Organization: regions every account gets a Holdfast stack in, each with its own ledger; one partition."),
+    )
+    org_admin_account: str | None = field(
+        default=None,
+        metadata=_doc(
+            "Organization: the management or delegated-administrator account (12 digits) that deploys the StackSet "
+            "and may assume `HoldfastReadOnly` in every account."
+        ),
+    )
+    org_id: str | None = field(
+        default=None,
+        metadata=_doc("Organization: its id (`o-…`); only its accounts may read the function code the StackSet deploys."),
+    )
+    org_call_as: str = field(
+        default="SELF",
+        metadata=_doc("Organization: `SELF` when `org_admin_account` is the management account, `DELEGATED_ADMIN` otherwise."),
+    )
+    org_max_concurrent_percentage: int = field(
+        default=25,
+        metadata=_doc("Organization: share of accounts a StackSet operation deploys to at once, per region (1–100)."),
+    )
+    org_failure_tolerance_percentage: int = field(
+        default=10,
+        metadata=_doc("Organization: share of accounts that may fail, per region, before the operation stops there (0–100)."),
+    )
+    org_retain_stacks_on_account_removal: bool = field(
+        default=False,
+        metadata=_doc(
+            "Organization: keep an account's Holdfast stacks when it leaves the OUs. `false` deletes them "
+            "(the ledger table is retained either way)."
+        ),
+    )
+    game_day_stop_alarm: str | None = field(
+        default=None,
+        metadata=_doc(
+            "Game day: name of the CloudWatch alarm (this account and region) that stops the FIS rehearsal. "
+            "Setting it adds the experiment template to the stack."
+        ),
+    )
+    game_day_duration_minutes: int = field(
+        default=20,
+        metadata=_doc("Game day: how long FIS fails the selected groups' launches in every zone (1–180)."),
+    )
+    game_day_lambda_errors: bool = field(
+        default=False,
+        metadata=_doc(
+            "Game day: also fail invocations (`aws:lambda:invocation-error`) of functions tagged "
+            "`holdfast:fis-extension=true`, which must carry the FIS Lambda extension."
+        ),
+    )
+    game_day_lambda_config_bucket: str | None = field(
+        default=None,
+        metadata=_doc("Game day: the S3 bucket the FIS Lambda extension reads its configuration from; needed with `game_day_lambda_errors`."),
+    )
 
     # ---- derived views -------------------------------------------------------------
 
@@ -359,6 +445,51 @@ def _targets(key: str, value: Any) -> tuple[Target, ...]:
     return tuple(targets)
 
 
+def _pattern(pattern: re.Pattern, allowed: str, *, optional: bool = True):
+    def check(key: str, value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not pattern.match(value):
+            raise SettingsError(key, value, allowed)
+        return value
+
+    return check
+
+
+def _region(key: str, region: str) -> None:
+    if region not in KNOWN_REGIONS:
+        siblings = sorted(r for r in KNOWN_REGIONS if r.rsplit("-", 1)[0] == region.rsplit("-", 1)[0])
+        close = sorted(difflib.get_close_matches(region, KNOWN_REGIONS, n=2, cutoff=0.8))
+        if region[:-1] in KNOWN_REGIONS and region[-1:].isalpha():
+            hint = f"; that is an Availability Zone of {region[:-1]!r}"
+        elif siblings:
+            hint = f"; the {region.rsplit('-', 1)[0]} regions are {', '.join(siblings)}"
+        elif close:
+            hint = f"; did you mean {' or '.join(map(repr, close))}?"
+        else:
+            hint = ""
+        raise SettingsError(key, region, f"unknown region{hint} (known: the regions of the aws, aws-cn and aws-us-gov partitions)")
+
+
+def _ou(key: str, ou: str) -> None:
+    if not _OU.match(ou):
+        raise SettingsError(key, ou, "each must be an OU id such as ou-ab12-cd345678, or a root id such as r-ab12")
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SettingsError(key, value, "must be true or false")
+    return value
+
+
+def _alarm_name(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= 255 or not value.isprintable():
+        raise SettingsError(key, value, "must be a CloudWatch alarm name (1–255 printable characters) or null")
+    return value
+
+
 def _cap_steps(key: str, value: Any) -> tuple[int, ...]:
     allowed = "must be a rising list of integers from 2 to 1000"
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
@@ -425,6 +556,18 @@ _CHECKS = {
     "signal_ttl_hours": _int(1, 720),
     "notification_email": _email,
     "log_retention_days": _choice(LOG_RETENTION_DAYS),
+    "org_organizational_unit_ids": _str_list(_ou, allowed="must be a list of OU ids (ou-…) or root ids (r-…)"),
+    "org_regions": _str_list(_region, allowed="must be a list of AWS regions such as us-east-1"),
+    "org_admin_account": _pattern(_ACCOUNT, "must be an AWS account id of 12 digits, or null"),
+    "org_id": _pattern(_ORG_ID, "must be an organization id such as o-a1b2c3d4e5, or null"),
+    "org_call_as": _choice(ORG_CALL_AS),
+    "org_max_concurrent_percentage": _int(1, 100),
+    "org_failure_tolerance_percentage": _int(0, 100),
+    "org_retain_stacks_on_account_removal": _bool,
+    "game_day_stop_alarm": _alarm_name,
+    "game_day_duration_minutes": _int(1, 180),
+    "game_day_lambda_errors": _bool,
+    "game_day_lambda_config_bucket": _pattern(_BUCKET, "must be an S3 bucket name (3–63 lowercase letters, digits, dots, hyphens), or null"),
 }
 
 
@@ -451,8 +594,48 @@ def _check_whole(s: Settings) -> None:
             f"must be at least 1 - detect_failure_share ({1 - s.detect_failure_share:g}), so that recovery needs fewer "
             "failures than impairment",
         )
+    _check_org(s)
+    _check_game_day(s)
     if "EC2" not in s.health_services:
         object.__setattr__(s, "health_services", ("EC2",) + s.health_services)
+
+
+ORG_KEYS = ("org_regions", "org_admin_account", "org_id")
+
+
+def _check_org(s: Settings) -> None:
+    """A StackSet needs all of: where (OUs), which regions, who deploys it, and which org may read the code."""
+    if not s.org_organizational_unit_ids:
+        for key in ORG_KEYS:
+            if getattr(s, key):
+                raise SettingsError(
+                    "org_organizational_unit_ids", [], f"must name at least one OU (or the root) when {key} is set"
+                )
+        return
+    if not s.org_regions:
+        raise SettingsError("org_regions", [], "must name at least one region when org_organizational_unit_ids is set")
+    partitions = sorted({KNOWN_REGIONS[r] for r in s.org_regions})
+    if len(partitions) > 1:
+        raise SettingsError("org_regions", list(s.org_regions), f"must all be in one partition, not {', '.join(partitions)}")
+    for key, what in (("org_admin_account", "the account that deploys the StackSet"), ("org_id", "the organization's id (o-…)")):
+        if getattr(s, key) is None:
+            raise SettingsError(key, None, f"required when org_organizational_unit_ids is set: {what}")
+
+
+def _check_game_day(s: Settings) -> None:
+    defaults = Settings()
+    if s.game_day_lambda_errors and s.game_day_lambda_config_bucket is None:
+        raise SettingsError(
+            "game_day_lambda_config_bucket", None, "required when game_day_lambda_errors is true: the FIS Lambda extension's configuration bucket"
+        )
+    if s.game_day_stop_alarm is None:
+        for key in ("game_day_duration_minutes", "game_day_lambda_errors", "game_day_lambda_config_bucket"):
+            if getattr(s, key) != getattr(defaults, key):
+                raise SettingsError(
+                    "game_day_stop_alarm",
+                    None,
+                    f"required when {key} is set: FIS needs a stop condition, the alarm that ends the rehearsal when it hurts",
+                )
 
 
 def markdown_table() -> str:

@@ -93,19 +93,30 @@ def _zip() -> bytes:
     return buf.getvalue()
 
 
-def role(clients) -> str:
+SEND_ANY_QUEUE = {"Version": "2012-10-17",
+                  "Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "arn:aws:sqs:*:*:*"}]}
+
+
+def role(clients, name="fn-role", policy=SEND_ANY_QUEUE) -> str:
+    """An execution role; by default one whose owner granted it every queue (so Lambda's
+    destination check passes). `policy=None`: a role that may send nowhere."""
+    import json
+
     iam = clients("iam")
     try:
-        return iam.get_role(RoleName="fn-role")["Role"]["Arn"]
+        return iam.get_role(RoleName=name)["Role"]["Arn"]
     except iam.exceptions.NoSuchEntityException:
-        return iam.create_role(RoleName="fn-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        if policy is not None:
+            iam.put_role_policy(RoleName=name, PolicyName="owner", PolicyDocument=json.dumps(policy))
+        return arn
 
 
-def make_function(clients, name, *, selected=True, tags=None) -> str:
+def make_function(clients, name, *, selected=True, tags=None, role_arn=None) -> str:
     return clients("lambda").create_function(
         FunctionName=name,
         Runtime="python3.12",
-        Role=role(clients),
+        Role=role_arn or role(clients),
         Handler="index.handler",
         Code={"ZipFile": _zip()},
         Tags={**(SELECTOR if selected else {}), "team": "owner", **(tags or {})},

@@ -141,7 +141,8 @@ def test_nlb_custom_thresholds_restored_and_defaults_treated_as_aws_defaults(cli
     before = {arn: attributes(clients, arn) for arn in (tuned, plain, alb, twin)}
 
     out, _ = run(clients, settings, ledger_table, "nlb")
-    assert set(out) == {tuned, plain}
+    assert set(out) == {tuned, plain, alb}
+    assert out[alb].action == "skipped" and "not a Network Load Balancer" in out[alb].notes["protocol"]["why"]
     engaged = attributes(clients, tuned)
     assert engaged["target_group_health.dns_failover.minimum_healthy_targets.count"] == "off"
     assert engaged["target_group_health.unhealthy_state_routing.minimum_healthy_targets.percentage"] == "50"

@@ -37,6 +37,13 @@ def test_health_issue_open_and_closed():
     assert closed.signal.klass == HEALTH_CLOSED and closed.report_class == "health"
 
 
+def test_another_regions_backup_copy_delivered_here_is_ignored():
+    """us-east-1 is us-west-2's backup region: its bus receives us-west-2's public Health
+    events with `region` us-east-1. The impaired region is detail.eventRegion."""
+    parsed = parse(health("open", utc(2025, 10, 20), region="us-west-2", delivered_in="us-east-1"))
+    assert parsed.signal is None and "us-west-2, not us-east-1" in parsed.reason
+
+
 def test_backup_region_copy_is_the_same_signal():
     at = utc(2025, 10, 20, 7, 11)
     home = parse(health("open", at, delivered_in="us-east-1")).signal

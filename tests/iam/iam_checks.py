@@ -22,7 +22,10 @@ SERVICE_PREFIX = {
     "cloudwatch": "cloudwatch",
     "dynamodb": "dynamodb",
     "ec2": "ec2",
+    "ecs": "ecs",
     "elbv2": "elasticloadbalancing",
+    "events": "events",
+    "iam": "iam",
     "lambda": "lambda",
     "resourcegroupstaggingapi": "tag",
     "sns": "sns",
@@ -56,6 +59,9 @@ UNSCOPABLE_WRITES = {
     "application-autoscaling:TagResource": "as RegisterScalableTarget; limited to Holdfast's tag keys",
     "application-autoscaling:UntagResource": "as application-autoscaling:TagResource",
     "cloudwatch:PutMetricData": "takes no resource; limited by the cloudwatch:namespace condition instead",
+    "ecs:UpdateService": "never called by Holdfast: RegisterScalableTarget requires its caller to hold it "
+    "(and ecs:DescribeServices) on the target's service, and a target selected by its own tag has a "
+    "service that need not carry the selector",
 }
 # Writes confined to Holdfast's own resources by their exact ARN need no tag.
 OWN_RESOURCES = ("${LedgerTableArn}", "${TopicArn}", "${ExpiredQueueArn}")
@@ -152,20 +158,31 @@ class Call:
 def aws_calls(root: Path) -> list[Call]:
     """Every call in `root` that names a botocore operation, paginator or waiter.
 
-    Method calls on `self`/`cls` are Holdfast's own and skipped; everything else that
-    carries an operation's name is taken to be an AWS call, which errs on the side of
-    declaring too much rather than missing a call.
+    Calls made through a helper that takes the operation's name as a string are seen too:
+    `self._call("tag_resource", ...)`, `call(client, "describe_x")`,
+    `getattr(client, "suspend_processes")(...)` — any call whose (first, or for getattr
+    second) argument is a string naming an operation. Method calls on `self`/`cls` that
+    only *share* an operation's name (`self.describe(...)`) are Holdfast's own and
+    skipped; everything else that carries an operation's name is taken to be an AWS
+    call, which errs on the side of declaring too much rather than missing a call.
     """
     ops, waits = operations(), waiters()
     calls = []
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            if not isinstance(node, ast.Call):
+                continue
+            where = f"{path.relative_to(root.parent)}:{node.lineno}"
+            pager = isinstance(node.func, ast.Attribute) and node.func.attr in ("get_paginator", "get_waiter")
+            named = None if pager else _named_operation(node)
+            if named is not None and ops.get(named):
+                calls.append(Call(where, f"{_callee(node)}({named!r})", ops[named]))
+                continue
+            if not isinstance(node.func, ast.Attribute):
                 continue
             receiver = node.func.value
             if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"):
                 continue
-            where = f"{path.relative_to(root.parent)}:{node.lineno}"
             name = node.func.attr
             if name in ("get_paginator", "get_waiter") and node.args and isinstance(node.args[0], ast.Constant):
                 target = node.args[0].value
@@ -174,6 +191,21 @@ def aws_calls(root: Path) -> list[Call]:
             elif ops.get(name):
                 calls.append(Call(where, name, ops[name]))
     return calls
+
+
+def _named_operation(node: ast.Call) -> str | None:
+    """The string an operation-by-name helper is given: its first argument, or
+    getattr's second; None when there is no such string."""
+    args = node.args
+    if isinstance(node.func, ast.Name) and node.func.id == "getattr":
+        args = args[1:]
+    if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+        return args[0].value
+    return None
+
+
+def _callee(node: ast.Call) -> str:
+    return ast.unparse(node.func)
 
 
 def undeclared_calls(calls: Iterable[Call], declared: set[str]) -> list[str]:

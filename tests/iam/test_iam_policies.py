@@ -20,11 +20,12 @@ from iam_checks import (
     aws_calls,
     drift,
     granted,
+    is_write,
     undeclared_calls,
     unscoped_writes,
     wildcard_actions,
 )
-from stacks import policies
+from holdfast.cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent
 ROLES = ("detector", "reconciler")
@@ -80,6 +81,23 @@ def test_an_undeclared_call_is_reported(tmp_path):
     assert "dynamodb:DescribeTable" in findings[1]
 
 
+def test_a_call_through_a_helper_is_seen(tmp_path):
+    """`self._call("op", ...)` and getattr(client, "op") are AWS calls too."""
+    source = tmp_path / "pkg" / "mod.py"
+    source.parent.mkdir()
+    source.write_text(
+        "class A:\n"
+        "    def go(self, client):\n"
+        "        self._call('suspend_processes', AutoScalingGroupName='g')\n"
+        "        getattr(client, 'update_event_source_mapping')(UUID='u')\n"
+        "        self.describe('not an operation')\n"
+    )
+    calls = aws_calls(source.parent)
+    assert [c.name for c in calls] == ["self._call('suspend_processes')", "getattr('update_event_source_mapping')"]
+    findings = undeclared_calls(calls, {"lambda:UpdateEventSourceMapping"})
+    assert len(findings) == 1 and "autoscaling:SuspendProcesses" in findings[0]
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_no_wildcard_actions(role):
     assert wildcard_actions(policies.read(role)) == []
@@ -117,3 +135,21 @@ def test_every_statement_has_a_sid_and_is_explained_in_the_readme(role):
     for statement in policies.read(role)["Statement"]:
         assert statement.get("Sid"), statement
         assert f"`{statement['Sid']}`" in readme, f"policies/README.md does not explain {statement['Sid']}"
+
+
+def test_the_read_only_role_only_reads_and_names_no_wildcard_action():
+    """policies/readonly.json is HoldfastReadOnly's, assumed from the organization's admin
+    account for `holdfast status --all-accounts`: reads only, of the ledger and Holdfast's parameters."""
+    document = policies.read("readonly")
+    assert wildcard_actions(document) == []
+    assert [a for a in granted(document) if is_write(a)] == []
+    assert {a.split(":")[0] for a in granted(document)} <= set(SERVICE_PREFIX.values())
+    readme = (Path(policies.POLICIES_DIR) / "README.md").read_text()
+    for statement in document["Statement"]:
+        assert f"`{statement['Sid']}`" in readme, statement["Sid"]
+
+
+def test_a_write_in_the_read_only_policy_is_reported():
+    document = copy.deepcopy(policies.read("readonly"))
+    document["Statement"][0]["Action"].append("dynamodb:PutItem")
+    assert [a for a in granted(document) if is_write(a)] == ["dynamodb:PutItem"]

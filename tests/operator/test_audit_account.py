@@ -59,6 +59,9 @@ def account(clients, aws_semantics):
         RoleName="fn",
         AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
     )["Role"]["Arn"]
+    # The owner let the role send to its queues (Lambda checks a destination against the role).
+    clients("iam").put_role_policy(RoleName="fn", PolicyName="send", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "arn:aws:sqs:*:*:*"}]}))
     lam = clients("lambda")
     code = _zip()
     for name, retry_mode in [("fn-no-config", None), ("fn-safe", "standard"), ("fn-own-config", "adaptive"), ("fn-legacy", "legacy")]:

@@ -1,5 +1,5 @@
 """Doubles for the race tests: a scripted verdict, an in-memory engine that keeps the
-engine contract (contracts.md §3), and a stepper that runs a controller's tick in a
+engine interface (holdfast.engine.Engine: engage, relax), and a stepper that runs a controller's tick in a
 thread and lets it pass one AWS call at a time.
 
 Why an in-memory engine here: the race tests are about the plan ledger and the guard,

@@ -14,6 +14,13 @@ TARGETS_ALLOWED = 'must be a list of {"account": 12 digits, "region": e.g. "us-e
 SELECTOR_ALLOWED = (
     "must be a tag `KEY=VALUE`, key 1–128 and value 0–256 characters of letters, digits, spaces and _ . : / = + - @"
 )
+ORG = {
+    "org_organizational_unit_ids": ["ou-ab12-cd345678"],
+    "org_regions": ["us-east-1", "eu-west-1"],
+    "org_admin_account": "111111111111",
+    "org_id": "o-a1b2c3d4e5",
+}
+KNOWN = "(known: the regions of the aws, aws-cn and aws-us-gov partitions)"
 PROCESSES = "Launch, Terminate, AddToLoadBalancer, AlarmNotification, AZRebalance, HealthCheck, InstanceRefresh, ReplaceUnhealthy, ScheduledActions"
 
 RULES = {
@@ -115,7 +122,90 @@ RULES = {
         {"log_retention_days": 10},
         f"holdfast.log_retention_days = 10: must be one of {', '.join(map(str, LOG_RETENTION_DAYS))}",
     ),
+    "org: OU id of the wrong shape": (
+        {**ORG, "org_organizational_unit_ids": ["ou-12"]},
+        'holdfast.org_organizational_unit_ids = "ou-12": each must be an OU id such as ou-ab12-cd345678, or a root id such as r-ab12',
+    ),
+    "org: an account id is not an OU": (
+        {**ORG, "org_organizational_unit_ids": ["123456789012"]},
+        'holdfast.org_organizational_unit_ids = "123456789012": each must be an OU id such as ou-ab12-cd345678, or a root id such as r-ab12',
+    ),
+    "org: unknown region": (
+        {**ORG, "org_regions": ["us-east-1", "eu-central-9"]},
+        f'holdfast.org_regions = "eu-central-9": unknown region; the eu-central regions are eu-central-1, eu-central-2 {KNOWN}',
+    ),
+    "org: a typo in a region": (
+        {**ORG, "org_regions": ["us-est-1"]},
+        f'holdfast.org_regions = "us-est-1": unknown region; did you mean \'us-east-1\' or \'us-west-1\'? {KNOWN}',
+    ),
+    "org: a region is not a zone": (
+        {**ORG, "org_regions": ["us-east-1a"]},
+        f'holdfast.org_regions = "us-east-1a": unknown region; that is an Availability Zone of \'us-east-1\' {KNOWN}',
+    ),
+    "org: an unknown region with nothing close": (
+        {**ORG, "org_regions": ["mars"]},
+        f'holdfast.org_regions = "mars": unknown region {KNOWN}',
+    ),
+    "org: admin account of 11 digits": (
+        {**ORG, "org_admin_account": "11111111111"},
+        'holdfast.org_admin_account = "11111111111": must be an AWS account id of 12 digits, or null',
+    ),
+    "org: admin account as a number": (
+        {**ORG, "org_admin_account": 111111111111},
+        "holdfast.org_admin_account = 111111111111: must be an AWS account id of 12 digits, or null",
+    ),
+    "org: organization id": ({**ORG, "org_id": "ou-ab12"}, 'holdfast.org_id = "ou-ab12": must be an organization id such as o-a1b2c3d4e5, or null'),
+    "org: call as": ({**ORG, "org_call_as": "ADMIN"}, 'holdfast.org_call_as = "ADMIN": must be one of SELF, DELEGATED_ADMIN'),
+    "org: concurrency": ({**ORG, "org_max_concurrent_percentage": 0}, "holdfast.org_max_concurrent_percentage = 0: must be an integer from 1 to 100"),
+    "org: failure tolerance": (
+        {**ORG, "org_failure_tolerance_percentage": 101},
+        "holdfast.org_failure_tolerance_percentage = 101: must be an integer from 0 to 100",
+    ),
+    "org: retain is a boolean": (
+        {**ORG, "org_retain_stacks_on_account_removal": "yes"},
+        'holdfast.org_retain_stacks_on_account_removal = "yes": must be true or false',
+    ),
+    "game day: alarm name": ({"game_day_stop_alarm": ""}, 'holdfast.game_day_stop_alarm = "": must be a CloudWatch alarm name (1–255 printable characters) or null'),
+    "game day: duration": ({"game_day_stop_alarm": "slo", "game_day_duration_minutes": 181}, "holdfast.game_day_duration_minutes = 181: must be an integer from 1 to 180"),
+    "game day: lambda errors is a boolean": (
+        {"game_day_stop_alarm": "slo", "game_day_lambda_errors": 1},
+        "holdfast.game_day_lambda_errors = 1: must be true or false",
+    ),
+    "game day: bucket name": (
+        {"game_day_stop_alarm": "slo", "game_day_lambda_config_bucket": "My_Bucket"},
+        'holdfast.game_day_lambda_config_bucket = "My_Bucket": must be an S3 bucket name (3–63 lowercase letters, digits, dots, hyphens), or null',
+    ),
     # across keys
+    "org: regions without OUs": (
+        {"org_regions": ["us-east-1"]},
+        "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_regions is set",
+    ),
+    "org: OUs without regions": (
+        {**ORG, "org_regions": []},
+        "holdfast.org_regions = []: must name at least one region when org_organizational_unit_ids is set",
+    ),
+    "org: regions of two partitions": (
+        {**ORG, "org_regions": ["us-east-1", "us-gov-west-1"]},
+        'holdfast.org_regions = ["us-east-1", "us-gov-west-1"]: must all be in one partition, not aws, aws-us-gov',
+    ),
+    "org: OUs without the admin account": (
+        {k: v for k, v in ORG.items() if k != "org_admin_account"},
+        "holdfast.org_admin_account = null: required when org_organizational_unit_ids is set: the account that deploys the StackSet",
+    ),
+    "org: OUs without the organization id": (
+        {k: v for k, v in ORG.items() if k != "org_id"},
+        "holdfast.org_id = null: required when org_organizational_unit_ids is set: the organization's id (o-…)",
+    ),
+    "game day: settings without the stop alarm": (
+        {"game_day_duration_minutes": 30},
+        "holdfast.game_day_stop_alarm = null: required when game_day_duration_minutes is set: "
+        "FIS needs a stop condition, the alarm that ends the rehearsal when it hurts",
+    ),
+    "game day: lambda errors without the extension's bucket": (
+        {"game_day_stop_alarm": "slo", "game_day_lambda_errors": True},
+        "holdfast.game_day_lambda_config_bucket = null: required when game_day_lambda_errors is true: "
+        "the FIS Lambda extension's configuration bucket",
+    ),
     "cap steps above the floor": (
         {"esm_floor": 10, "esm_cap_steps": [5, 20]},
         "holdfast.esm_cap_steps = [5, 20]: each step must be above esm_floor (10)",
@@ -175,3 +265,10 @@ def test_off_is_accepted_where_it_is_allowed_and_ec2_is_always_watched():
     )
     assert (s.nlb_dns_failover_minimum_healthy_count, s.nlb_routing_minimum_healthy_percentage) == ("off", "off")
     assert s.health_services == ("EC2", "DYNAMODB")
+
+
+def test_a_whole_org_is_accepted():
+    settings = Settings.from_mapping({**ORG, "org_organizational_unit_ids": ["ou-ab12-cd345678", "r-ab12"]})
+    assert settings.org_regions == ("us-east-1", "eu-west-1")
+    assert settings.org_organizational_unit_ids == ("ou-ab12-cd345678", "r-ab12")
+    assert Settings.from_json(settings.to_json()) == settings

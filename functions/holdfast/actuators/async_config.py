@@ -1,11 +1,36 @@
-"""Lambda async invoke configs: shorter event age, fewer retries, a place for what expires.
+"""Lambda async invoke configs: fewer retries, and a shorter event age only where what
+expires is kept.
+
+One resource per *qualifier that has a config*: each version and alias has its own
+event invoke config, and events sent to `fn:live` follow `live`'s, not the function's
+(ListFunctionEventInvokeConfigs lists them all, one call per selected function). The
+unqualified config ($LATEST's) is the function's ARN, and is engaged whether or not it
+exists yet; `arn:...:function:fn:live` is alias `live`'s. A qualifier without a config
+of its own is not one of them.
 
 Keys (None = not set, so Lambda's default applies: 21,600 s and 2 retries):
-`config` (whether the function has an event invoke config at all), `max_age`,
+`config` (whether the qualifier has an event invoke config at all), `max_age`,
 `max_retries`, `on_failure` (the on-failure destination ARN). `OnSuccess` is read
-but never managed. Engaging lowers age and retries to the settings (an owner value
-already lower stays) and sets Holdfast's expired-events queue as the on-failure
-destination only when the owner has none.
+but never managed.
+
+Engaging never drops an event silently:
+- retries are lowered to the setting (an owner value already lower stays);
+- the event age is shortened only where an expired event is kept: the owner has an
+  on-failure destination, or Holdfast's expired-events queue is attached as one; or
+  where the owner opted in to discarding them, with the tag
+  `holdfast:expired-events=discard` on the function (OPT_IN);
+- Holdfast's queue is attached only when the owner has no destination. Lambda checks,
+  when a destination is written, that the *function's execution role* may send to it
+  (InvalidParameterValueException otherwise). When it refuses, or no queue is known,
+  only the retries are bounded, the owner's event age is kept, and the outcome says
+  why, with the IAM statement that lets the role deliver (`notes["destination"]`).
+
+The write-ahead record of a qualifier lives on its function's tags (Lambda tags
+functions only, not versions or aliases): `holdfast:original` / `holdfast:applied` for
+the unqualified config, `holdfast:original:<qualifier>` / `holdfast:applied:<qualifier>`
+for a version or alias (a qualifier too long for a 128-character key is named by a hash,
+`@<16 hex>`). Each record takes two of the function's 50 tags: one that has no room is
+not engaged, and the outcome says so (nothing is changed without its record).
 
 The API shapes the writes: PutFunctionEventInvokeConfig replaces the whole config,
 UpdateFunctionEventInvokeConfig changes only what it names but answers
@@ -17,17 +42,48 @@ owner's destinations and any drift survive.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
 from typing import Any, Mapping
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from holdfast.aws import destination_refused, error_text
 from holdfast.core import kinds
+from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Resource
+from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError
 from holdfast.iam import uses
-from holdfast.core.model import Candidate, Resource
 from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
 from holdfast.actuators.selection import tagged
 
 DEFAULT_MAX_AGE = 21600
 DEFAULT_MAX_RETRIES = 2
 MANAGED = ("config", "max_age", "max_retries", "on_failure")
+# The owner's opt-in to a shorter event age with no destination: expired events are dropped.
+OPT_IN_KEY, OPT_IN_DISCARD = "holdfast:expired-events", "discard"
+LATEST = "$LATEST"
+MAX_TAGS = 50           # per Lambda function (Lambda quotas: tags per resource)
+MAX_KEY = 128           # characters in a tag key
+
+
+def record_keys(qualifier: str | None) -> tuple[str, str]:
+    """The tag keys that carry the record of one qualifier's config on its function."""
+    if qualifier in (None, LATEST):
+        return ORIGINAL_KEY, APPLIED_KEY
+    name = qualifier
+    if len(f"{ORIGINAL_KEY}:{qualifier}") > MAX_KEY:
+        # "@" is allowed in tag keys and never in an alias name ([a-zA-Z0-9-_]+): no collision.
+        name = "@" + hashlib.sha256(qualifier.encode()).hexdigest()[:16]
+    return f"{ORIGINAL_KEY}:{name}", f"{APPLIED_KEY}:{name}"
+
+
+def split(arn: str) -> tuple[str, str | None]:
+    """(the function's unqualified ARN, the qualifier or None)."""
+    parts = arn.split(":")
+    if len(parts) > 7 and parts[7] not in ("", LATEST):
+        return ":".join(parts[:7]), parts[7]
+    return ":".join(parts[:7]), None
 
 
 def _destination(config: Mapping[str, Any], which: str) -> str | None:
@@ -51,56 +107,163 @@ def _request(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def grant(role_arn: str, queue_arn: str, kms_key: str | None) -> dict[str, Any]:
+    """What lets a function's execution role deliver expired events to `queue_arn`: the
+    policy statements, and the AWS CLI command that attaches them as an inline policy.
+
+    SendMessage on the queue; with a customer-managed KMS key on the queue, also
+    kms:GenerateDataKey and kms:Decrypt on that key, which a producer needs (SQS Developer
+    Guide, "Key management"). The AWS managed key (alias/aws/sqs) needs no statement."""
+    statements: list[dict[str, Any]] = [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": queue_arn}]
+    if kms_key and kms_key != "alias/aws/sqs":
+        partition, region, account = queue_arn.split(":")[1], queue_arn.split(":")[3], queue_arn.split(":")[4]
+        kms = {"Effect": "Allow", "Action": ["kms:GenerateDataKey", "kms:Decrypt"]}
+        if kms_key.startswith("arn:"):
+            kms["Resource"] = kms_key
+        elif kms_key.startswith("alias/"):
+            # An alias in Resource does not name the key; the condition does (kms:ResourceAliases).
+            kms.update(Resource=f"arn:{partition}:kms:{region}:{account}:key/*",
+                       Condition={"ForAnyValue:StringEquals": {"kms:ResourceAliases": kms_key}})
+        else:
+            kms["Resource"] = f"arn:{partition}:kms:{region}:{account}:key/{kms_key}"
+        statements.append(kms)
+    document = {"Version": "2012-10-17", "Statement": statements}
+    role_name = role_arn.rsplit("/", 1)[-1]
+    command = (f"aws iam put-role-policy --role-name {role_name} --policy-name holdfast-expired-events "
+               f"--policy-document '{json.dumps(document, separators=(',', ':'))}'")
+    return {"role": role_arn, "policy": document, "command": command}
+
+
 class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     spec = kinds.ASYNC
     service = "lambda"
     lambda_limited = True
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[str, Any]] = {}     # arn -> why a destination was not attached
+        self._kms: tuple[str | None] | None = None      # the expired-events queue's KMS key, once read
+
+    # ---- discovery -------------------------------------------------------------------
+
+    @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli"))
     def candidates(self) -> list[Candidate]:
-        return [Candidate(arn, tags) for arn, tags in sorted(tagged(self.clients, self.settings, "lambda:function").items())]
+        """Each selected function's unqualified config, and every qualifier that has one."""
+        client = self.clients("lambda")
+        found = []
+        for arn, tags in sorted(tagged(self.clients, self.settings, "lambda:function").items()):
+            try:
+                configs = [c for page in client.get_paginator("list_function_event_invoke_configs").paginate(FunctionName=arn)
+                           for c in page.get("FunctionEventInvokeConfigs", [])]
+            except client.exceptions.ResourceNotFoundException:
+                continue  # deleted since the tagging index listed it
+            by_qualifier = {split(c["FunctionArn"])[1]: c for c in configs}
+            found.append(Candidate(arn, (tags, by_qualifier.pop(None, None), None)))
+            found += [Candidate(f"{arn}:{q}", (tags, c, q)) for q, c in by_qualifier.items()]
+        return sorted(found, key=lambda c: c.arn)
 
     def read(self, candidate: Candidate) -> Resource | None:
-        return self._resource(candidate.arn, candidate.listed)
+        tags, config, qualifier = candidate.listed
+        return self._resource(candidate.arn, qualifier, config, tags)
 
     @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")
+        function, qualifier = split(arn)
         try:
-            tags = client.get_function(FunctionName=arn).get("Tags", {})
+            tags = client.get_function(FunctionName=function).get("Tags", {})
         except client.exceptions.ResourceNotFoundException:
             return None
-        return self._resource(arn, tags)
+        try:
+            config = client.get_function_event_invoke_config(
+                FunctionName=function, **({"Qualifier": qualifier} if qualifier else {}))
+        except client.exceptions.ResourceNotFoundException:
+            if qualifier is not None and not self._qualifier_exists(function, qualifier):
+                return None  # the alias or version is gone, and its config with it
+            config = None
+        return self._resource(arn, qualifier, config, tags)
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
-    def _resource(self, arn: str, tags: Mapping[str, str]) -> Resource:
+    @uses("lambda:GetFunction", by=("reconciler", "cli"))
+    def _qualifier_exists(self, function: str, qualifier: str) -> bool:
         client = self.clients("lambda")
         try:
-            config = client.get_function_event_invoke_config(FunctionName=arn)
+            client.get_function(FunctionName=function, Qualifier=qualifier)
+            return True
         except client.exceptions.ResourceNotFoundException:
-            config = None  # no config (or the function is gone: the first write will say so)
+            return False
+
+    def _resource(self, arn: str, qualifier: str | None, config: Mapping[str, Any] | None,
+                  tags: Mapping[str, str]) -> Resource:
         current = {
             "config": config is not None,
             "max_age": (config or {}).get("MaximumEventAgeInSeconds"),
             "max_retries": (config or {}).get("MaximumRetryAttempts"),
             "on_failure": _destination(config or {}, "OnFailure"),
             "on_success": _destination(config or {}, "OnSuccess"),
+            # The owner's opt-in (a tag on the function), read with the config: not written.
+            "discard_expired": tags.get(OPT_IN_KEY) == OPT_IN_DISCARD,
         }
-        return make_resource(self.kind, arn, arn.split(":")[6], current, tags)
+        original, applied = record_keys(qualifier)
+        record_tags = {k: tags[t] for k, t in ((ORIGINAL_KEY, original), (APPLIED_KEY, applied)) if t in tags}
+        function = split(arn)[0]
+        name = function.split(":")[6] + (f":{qualifier}" if qualifier else "")
+        ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags)}
+        return make_resource(self.kind, arn, name, current, record_tags, ref)
+
+    # ---- the posture -----------------------------------------------------------------
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         s = self.settings
         changes: dict[str, Any] = {}
-        max_age = current.get("max_age")
-        if (DEFAULT_MAX_AGE if max_age is None else max_age) > s.async_max_event_age_seconds:
-            changes["max_age"] = s.async_max_event_age_seconds
         max_retries = current.get("max_retries")
         if (DEFAULT_MAX_RETRIES if max_retries is None else max_retries) > s.async_max_retry_attempts:
             changes["max_retries"] = s.async_max_retry_attempts
-        if current.get("on_failure") is None and self.expired_queue_arn:
+        kept = current.get("on_failure") is not None      # expired events go to the owner's destination
+        if not kept and self.expired_queue_arn:
             changes["on_failure"] = self.expired_queue_arn
+            kept = True
+        max_age = current.get("max_age")
+        if (kept or current.get("discard_expired")) and (DEFAULT_MAX_AGE if max_age is None else max_age) > s.async_max_event_age_seconds:
+            changes["max_age"] = s.async_max_event_age_seconds
         if changes and not current.get("config"):
             changes["config"] = True
         return changes
+
+    def plan(self, resource: Resource) -> Outcome:
+        outcome = super().plan(resource)
+        self._note_unkept(resource, outcome)
+        return outcome
+
+    def engage(self, resource: Resource) -> Outcome:
+        outcome = super().engage(resource)
+        with self._lock:
+            held = self._held.pop(resource.arn, None)
+        if held is not None:
+            # Lambda refused Holdfast's destination: only what was written is reported.
+            outcome.changes = {k: v for k, v in outcome.changes.items() if k in held["written"]}
+            outcome.notes["destination"] = held["note"]
+            if not held["written"] and outcome.action == ENGAGED:
+                outcome.action = ALREADY
+        else:
+            self._note_unkept(resource, outcome)
+        return outcome
+
+    def _note_unkept(self, resource: Resource, outcome: Outcome) -> None:
+        """Say why an event age was kept: no destination could be attached."""
+        current = resource.current
+        if current.get("on_failure") or self.expired_queue_arn or current.get("discard_expired"):
+            return
+        age = current.get("max_age") or DEFAULT_MAX_AGE
+        if age > self.settings.async_max_event_age_seconds:
+            outcome.notes["destination"] = {
+                "why": ("no expired-events queue is known (Holdfast's stack publishes it in SSM under "
+                        "/holdfast/<stack>/expired-queue-arn; or pass --expired-queue-arn): event age kept at "
+                        f"{age} s so no event is dropped; retries bounded"),
+                "opt_in": f"tag the function {OPT_IN_KEY}={OPT_IN_DISCARD} to shorten the age and drop what expires",
+            }
+
+    # ---- writes ----------------------------------------------------------------------
 
     @uses(
         "lambda:PutFunctionEventInvokeConfig",
@@ -109,16 +272,82 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         by=("reconciler", "cli"),
     )
     def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
+        try:
+            self._send(resource, values, restoring=restoring)
+        except ClientError as err:
+            if restoring or values.get("on_failure") != self.expired_queue_arn or not destination_refused(err):
+                raise
+            # Lambda will not attach Holdfast's queue: bound the retries only, keep the age
+            # (unless the owner opted in to dropping expired events), and say what to grant.
+            fallback = {k: v for k, v in values.items()
+                        if k not in ("on_failure", "max_age") or (k == "max_age" and resource.current.get("discard_expired"))}
+            if set(fallback) <= {"config"}:
+                fallback = {}
+            if fallback:
+                self._send(resource, fallback, restoring=False)
+            note = {"why": f"Lambda refused the expired-events queue as on-failure destination ({error_text(err)}): "
+                           f"event age kept at {resource.current.get('max_age') or DEFAULT_MAX_AGE} s, retries bounded",
+                    **self._grant(resource)}
+            with self._lock:
+                self._held[resource.arn] = {"written": set(fallback) - {"config"}, "note": note}
+
+    def _send(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
         current = resource.current
         target = {**current, **values}
         whole = _request(target)
+        where = {"FunctionName": resource.ref["function"]}
+        if resource.ref.get("qualifier"):
+            where["Qualifier"] = resource.ref["qualifier"]
         if not target["config"] and not whole:
-            self._call("delete_function_event_invoke_config", FunctionName=resource.arn)
+            self._call("delete_function_event_invoke_config", **where)
         elif restoring or not current["config"]:
-            self._call("put_function_event_invoke_config", FunctionName=resource.arn, **whole)
+            self._call("put_function_event_invoke_config", **where, **whole)
         else:
             changed = _request(values)
             if "on_failure" in values:
                 # DestinationConfig is one member: name both destinations so OnSuccess stays.
                 changed["DestinationConfig"] = whole["DestinationConfig"]
-            self._call("update_function_event_invoke_config", FunctionName=resource.arn, **changed)
+            self._call("update_function_event_invoke_config", **where, **changed)
+
+    @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
+    def _grant(self, resource: Resource) -> dict[str, Any]:
+        """The statement the function's role needs; best effort (a read that fails leaves
+        the statement without the role or the key, and says so)."""
+        queue = self.expired_queue_arn
+        try:
+            role = self.clients("lambda").get_function(FunctionName=resource.ref["function"])["Configuration"]["Role"]
+        except (ClientError, BotoCoreError, KeyError):
+            role = "<the function's execution role>"
+        if self._kms is None:
+            try:
+                sqs = self.clients("sqs")
+                parts = queue.split(":")
+                url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+                attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"]).get("Attributes", {})
+                self._kms = (attributes.get("KmsMasterKeyId"),)
+            except (ClientError, BotoCoreError):
+                self._kms = (None,)
+        return grant(role, queue, self._kms[0])
+
+    # ---- the record, on the function's tags ------------------------------------------
+
+    def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
+        original, applied = record_keys(resource.ref.get("qualifier"))
+        named = {original: tags[ORIGINAL_KEY], applied: tags[APPLIED_KEY]}
+        have = set(resource.ref.get("tag_keys") or ())
+        if len(have | set(named)) > MAX_TAGS:
+            raise TagError(f"{resource.ref['function']} has {len(have)} tags: no room for the two of this record "
+                           f"(Lambda allows {MAX_TAGS} per function); nothing changed")
+        super()._tag(_Function(resource), named)
+
+    def _untag(self, resource: Resource, keys: list[str]) -> None:
+        original, applied = record_keys(resource.ref.get("qualifier"))
+        mapping = {ORIGINAL_KEY: original, APPLIED_KEY: applied}
+        super()._untag(_Function(resource), [mapping.get(k, k) for k in keys])
+
+
+class _Function:
+    """The function that carries a qualifier's record, as the tag writes see it."""
+
+    def __init__(self, resource: Resource):
+        self.arn = resource.ref["function"]

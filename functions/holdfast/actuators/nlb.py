@@ -13,7 +13,9 @@ An attribute missing from DescribeTargetGroupAttributes counts as its AWS defaul
 stores none until one is set; AWS always returns them). All four are set in one
 ModifyTargetGroupAttributes call, which AWS validates as a whole, so the engaged
 values — validated at synth to keep dns_failover >= routing — never pass through an
-invalid mix. Only TCP, UDP, TLS and TCP_UDP target groups (network load balancers).
+invalid mix. Target groups of network load balancers: TCP, UDP, TLS, TCP_UDP, QUIC and
+TCP_QUIC. A selected target group of another protocol (an ALB's HTTP/HTTPS, a Gateway
+Load Balancer's GENEVE) is `skipped` and reported, never silently passed over.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, Mapping
 
 from holdfast.core import kinds
 from holdfast.iam import uses
-from holdfast.core.model import Candidate, Resource
+from holdfast.core.model import SKIPPED, Candidate, Outcome, Resource
 from holdfast.actuators.tagged import TaggedActuator, make_resource
 from holdfast.actuators.selection import tagged
 
@@ -33,7 +35,7 @@ ATTRIBUTES = {
     "routing_count": (PREFIX + "unhealthy_state_routing.minimum_healthy_targets.count", "1"),
     "routing_pct": (PREFIX + "unhealthy_state_routing.minimum_healthy_targets.percentage", "off"),
 }
-NLB_PROTOCOLS = ("TCP", "UDP", "TLS", "TCP_UDP")
+NLB_PROTOCOLS = ("TCP", "UDP", "TLS", "TCP_UDP", "QUIC", "TCP_QUIC")
 NOT_FOUND = ("TargetGroupNotFound", "TargetGroupNotFoundException")
 
 
@@ -55,11 +57,32 @@ class NlbActuator(TaggedActuator):
             except client.exceptions.TargetGroupNotFoundException:
                 # One of the batch was deleted since the listing: look at each alone.
                 groups = [g for arn in arns[i : i + 20] for g in self._describe(arn)]
-            out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups if self._nlb(g))
+            out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups)
         return sorted(out, key=lambda c: c.arn)
 
     def read(self, candidate: Candidate) -> Resource | None:
-        return self._resource(*candidate.listed)
+        group, tags = candidate.listed
+        if not self._nlb(group):
+            # Selected but not a Network Load Balancer's: reported by engage and plan.
+            return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], {}, tags,
+                                 {"protocol": group.get("Protocol")})
+        return self._resource(group, tags)
+
+    def _not_nlb(self, resource: Resource) -> Outcome | None:
+        protocol = resource.ref.get("protocol")
+        if protocol is None:
+            return None
+        return Outcome(self.kind, resource.arn, SKIPPED, notes={"protocol": {
+            "why": (f"protocol {protocol}: not a Network Load Balancer's target group; Holdfast engages NLB target "
+                    f"groups ({', '.join(NLB_PROTOCOLS)}) only"),
+            "fix": "remove the selector tag from it, or protect its load balancer's failover by hand",
+        }})
+
+    def plan(self, resource: Resource) -> Outcome:
+        return self._not_nlb(resource) or super().plan(resource)
+
+    def engage(self, resource: Resource) -> Outcome:
+        return self._not_nlb(resource) or super().engage(resource)
 
     @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTags",
           "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))

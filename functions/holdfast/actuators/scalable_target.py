@@ -1,31 +1,58 @@
-"""Application Auto Scaling targets: dynamic scale-in suspended while engaged.
+"""Application Auto Scaling targets of ECS services: dynamic scale-in suspended while engaged.
 
 Key `DynamicScalingInSuspended` (bool). The owner's other two flags
 (DynamicScalingOutSuspended, ScheduledScalingSuspended) are read and always sent back
 unchanged: RegisterScalableTarget takes SuspendedState as one object, so every write
 names all three.
 
-RegisterScalableTarget also *creates* a target that does not exist, so each write first
-checks the target is still there: Holdfast must never register a target its owner
-deleted. Targets are selected by their own tag (ListTagsForResource, one call each:
-the tagging API does not list them) or, for ECS, by their service's tag.
+Three rules of RegisterScalableTarget shape the writes (Application Auto Scaling API
+reference, RegisterScalableTarget):
+- It *creates* a target that does not exist, so each write first checks the target is
+  still there: Holdfast must never register a target its owner deleted.
+- Its caller must hold the target service's own permissions (for ECS,
+  ecs:DescribeServices and ecs:UpdateService), or every write is a ValidationException.
+  Holdfast serves the `ecs` namespace only (NAMESPACES): its policy grants those two and
+  limits RegisterScalableTarget to `application-autoscaling:service-namespace` = ecs.
+  Spot Fleet, EMR and SageMaker targets would each need their service's write
+  permissions too; `holdfast audit` still lists them, with the commands to pause them.
+- "If you call the RegisterScalableTarget API to update an existing scalable target,
+  Application Auto Scaling retrieves the current capacity of the resource. If it's
+  below the minimum capacity or above the maximum capacity, Application Auto Scaling
+  adjusts the capacity ... even if you don't include the MinCapacity or MaxCapacity".
+  A service an operator scaled above its maximum during an event would be scaled in
+  by Holdfast's "protective" write. So each write first reads the service's desired
+  count (DescribeServices), and a service outside [MinCapacity, MaxCapacity] is
+  `skipped` and reported, engage and restore alike (a restore skipped leaves the
+  record: `holdfast release` finishes it once the capacity is back in range).
+
+Targets are selected by their own tag (ListTagsForResource, one call each: the tagging
+API does not list them) or by their service's tag.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from botocore.exceptions import ClientError
+
 from holdfast.core import kinds
-from holdfast.iam import uses
-from holdfast.core.model import Candidate, Resource
-from holdfast.actuators.tagged import TaggedActuator, make_resource
 from holdfast.core.errors import Vanished
+from holdfast.core.model import SKIPPED, Candidate, Guard, Outcome, Resource
+from holdfast.iam import uses
+from holdfast.actuators.tagged import TaggedActuator, make_resource
 from holdfast.actuators.selection import selected, tagged
 
 KEY = "DynamicScalingInSuspended"
 FLAGS = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
-# Namespaces whose scale-in removes compute while new capacity cannot be launched.
-NAMESPACES = ("ecs", "ec2", "elasticmapreduce", "sagemaker")
+# The namespaces Holdfast can write (see the module doc); the audit reads more.
+NAMESPACES = ("ecs",)
+
+
+class OutOfBounds(ClientError):
+    """The service's capacity is outside the target's bounds: a write would move it."""
+
+    def __init__(self, message: str):
+        super().__init__({"Error": {"Code": "HoldfastCapacityOutOfBounds", "Message": message}}, "RegisterScalableTarget")
 
 
 class ScalableTargetActuator(TaggedActuator):
@@ -34,7 +61,7 @@ class ScalableTargetActuator(TaggedActuator):
 
     @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli"))
     def candidates(self) -> list[Candidate]:
-        """Every target in NAMESPACES; selected already when its ECS service carries the selector."""
+        """Every ECS target; selected already when its service carries the selector."""
         services = {arn.split(":", 5)[5] for arn in tagged(self.clients, self.settings, "ecs:service")}
         found = [
             Candidate(t["ScalableTargetARN"], t, selected=t["ServiceNamespace"] == "ecs" and t["ResourceId"] in services)
@@ -71,20 +98,83 @@ class ScalableTargetActuator(TaggedActuator):
     def _resource(self, target: Mapping[str, Any], tags: Mapping[str, str]) -> Resource:
         state = target.get("SuspendedState") or {}
         ref = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
+        bounds = {"min": target.get("MinCapacity"), "max": target.get("MaxCapacity")}
         return make_resource(self.kind, target["ScalableTargetARN"], target["ResourceId"],
-                             {f: bool(state.get(f, False)) for f in FLAGS}, tags, ref)
+                             {f: bool(state.get(f, False)) for f in FLAGS}, tags, {**ref, "bounds": bounds})
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         return {} if current.get(KEY) else {KEY: True}
 
-    @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:RegisterScalableTarget",
-          by=("reconciler", "cli"))
-    def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
+    # ---- the capacity rule -----------------------------------------------------------
+
+    def plan(self, resource: Resource) -> Outcome:
+        if self.posture(resource.current):
+            skipped = self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
+            if skipped is not None:
+                return skipped
+        return super().plan(resource)
+
+    def engage(self, resource: Resource) -> Outcome:
+        if self.posture(resource.current):
+            skipped = self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
+            if skipped is not None:
+                return skipped
+        return super().engage(resource)
+
+    def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
+        if resource.record is not None or self.ledger.get(resource.arn) is not None:
+            skipped = self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
+            if skipped is not None:
+                return skipped
+        return super().relax(resource, target, guard)
+
+    def _skip_if_out_of_bounds(self, resource: Resource, bounds: Mapping[str, Any]) -> Outcome | None:
+        try:
+            problem = self._out_of_bounds(resource, bounds)
+        except ClientError:
+            return None  # the write's own check reads again and reports what fails
+        if problem is None:
+            return None
+        return Outcome(self.kind, resource.arn, SKIPPED, error=problem, notes={"capacity": {
+            "why": problem,
+            "fix": (f"bring the service back inside [{bounds.get('min')}, {bounds.get('max')}] or raise the target's "
+                    f"bounds (aws application-autoscaling register-scalable-target --service-namespace ecs "
+                    f"--resource-id {resource.ref['ResourceId']} --scalable-dimension {resource.ref['ScalableDimension']} "
+                    f"--max-capacity N), then `holdfast release {resource.arn}` if it is engaged"),
+        }})
+
+    @uses("ecs:DescribeServices", by=("reconciler", "cli"))
+    def _out_of_bounds(self, resource: Resource, bounds: Mapping[str, Any]) -> str | None:
+        """Why a register would change the service's capacity; None when it would not."""
         ref = resource.ref
-        still = self._targets((ref["ServiceNamespace"],), ResourceIds=[ref["ResourceId"]],
-                              ScalableDimension=ref["ScalableDimension"])
-        if not any(t["ScalableTargetARN"] == resource.arn for t in still):
+        if ref.get("ServiceNamespace") != "ecs" or ref.get("ScalableDimension") != "ecs:service:DesiredCount":
+            return None
+        _, cluster, service = ref["ResourceId"].split("/", 2)
+        found = self.clients("ecs").describe_services(cluster=cluster, services=[service]).get("services", [])
+        if not found:
+            return None  # gone: the write's existence check says so
+        desired = found[0].get("desiredCount")
+        low, high = bounds.get("min"), bounds.get("max")
+        if desired is None or low is None or high is None or low <= desired <= high:
+            return None
+        return (f"service {service} runs {desired} tasks, outside the target's [{low}, {high}]: re-registering the "
+                f"target would {'scale it in' if desired > high else 'scale it out'} to {high if desired > high else low}")
+
+    # RegisterScalableTarget requires its caller to hold the target service's own
+    # permissions (ECS: DescribeServices and UpdateService): declared here, though
+    # UpdateService is never called directly.
+    @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:RegisterScalableTarget",
+          "ecs:DescribeServices", "ecs:UpdateService", by=("reconciler", "cli"))
+    def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
+        ref = {k: resource.ref[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
+        still = [t for t in self._targets((ref["ServiceNamespace"],), ResourceIds=[ref["ResourceId"]],
+                                          ScalableDimension=ref["ScalableDimension"])
+                 if t["ScalableTargetARN"] == resource.arn]
+        if not still:
             raise Vanished()
+        problem = self._out_of_bounds(resource, {"min": still[0].get("MinCapacity"), "max": still[0].get("MaxCapacity")})
+        if problem is not None:
+            raise OutOfBounds(problem)   # the bounds moved since the read: the next walk skips it
         state = {f: bool({**resource.current, **values}.get(f)) for f in FLAGS}
         self.clients("application-autoscaling").register_scalable_target(**ref, SuspendedState=state)
 

@@ -28,7 +28,7 @@ from holdfast.cli.context import Context, UsageError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # Command modules, in the order `holdfast --help` lists them.
-COMMAND_MODULES = ("resources", "detect", "control", "audit", "drain")
+COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,6 +45,9 @@ GLOBAL_OPTIONS = (
     (("--ledger-table",), {"help": "ledger DynamoDB table (default: holdfast-ledger)"}),
     (("--selector",), {"help": "opt-in tag KEY=VALUE (default: the settings' selector)"}),
     (("--settings",), {"help": "JSON file whose `holdfast` object (or the whole document) holds the settings"}),
+    (("--expired-queue-arn",), {"help": "Holdfast's expired-events queue, the on-failure destination of async configs "
+                                          "(default: the deployed stack's, from SSM /holdfast/<stack>/expired-queue-arn; "
+                                          "`none`: no destination, event ages kept)"}),
     (("--json",), {"action": "store_true", "help": "print one JSON document on stdout"}),
 )
 

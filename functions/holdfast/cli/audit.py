@@ -3,7 +3,10 @@
 Read-only. Lists, per resource, the settings that make recovery from a regional
 impairment worse (holdfast.audit_rules has the rules) and, for each mechanism Holdfast
 engages, the AWS CLI commands that pause it and resume it. With --json:
-{"findings": [{"kind", "resource", "problem", "pause_command", "resume_command"}]}.
+{"findings": [{"kind", "resource", "problem", "pause_command", "resume_command"[, "fix_command"]}]}.
+With the expired-events queue known (found as `engage` finds it), it also lists the
+selected functions whose execution role may not send to that queue
+(iam:SimulatePrincipalPolicy, one call per role), with the command that grants it.
 Exit 0 when the audit ran (findings are not failures), 1 when some resources could
 not be read (each is named on stderr), 2 on usage errors.
 """
@@ -26,7 +29,8 @@ def register(sub) -> None:
 
 
 def run(ctx, args) -> int:
-    result = audit.run(ctx.clients, ctx.settings, progress=ctx.progress)
+    queue, _ = ctx.use_expired_queue()
+    result = audit.run(ctx.clients, ctx.settings, progress=ctx.progress, expired_queue_arn=queue)
     ctx.progress("")
     ctx.emit(result.to_dict(), render(result))
     for what in result.unreadable:
@@ -38,6 +42,11 @@ def render(result: audit.AuditResult) -> str:
     if not result.findings:
         return "no findings"
     lines = [table(["kind", "resource", "problem"], [[f.kind, f.name, f.problem] for f in result.findings])]
+    fixes = [f for f in result.findings if f.fix_command]
+    if fixes:
+        lines += ["", "to fix:"]
+        for f in fixes:
+            lines += ["", f"{f.kind} {f.name}", f"  {f.fix_command}"]
     commands = [f for f in result.findings if f.pause_command]
     if commands:
         lines += ["", "pause during an event, resume afterwards:"]

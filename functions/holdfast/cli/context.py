@@ -12,14 +12,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
-from holdfast.aws import Clients
+from botocore.exceptions import BotoCoreError, ClientError
+
+from holdfast.aws import Clients, error_code, error_text
+from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
 from holdfast.runtime import Runtime
 from holdfast.settings import CONTEXT_KEY, Settings
 
-# Honoured for compatibility with earlier releases; `--expired-queue-arn` is the option.
-EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
+# Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
+# to SSM at <parameter prefix>/expired-queue-arn, the prefix being /holdfast/<stack name>
+# by default (holdfast.cdk.construct). A queue named this is found too.
+PARAMETER_ROOT = "/holdfast"
+EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+EXPIRED_QUEUE_NAME = "holdfast-expired-events"
+NO_QUEUE = "none"
 
 
 class UsageError(Exception):
@@ -47,6 +55,8 @@ def load_settings_file(path: str | None) -> Settings:
 class Context:
     runtime: Runtime
     json: bool
+    # --expired-queue-arn as given (None: find the deployed stack's; "none": use no queue).
+    expired_queue_option: str | None = None
     # Looked up when a Context is made, not at import, so redirected streams (tests) are honoured.
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
@@ -65,9 +75,18 @@ class Context:
             table=args.ledger_table or DEFAULT_TABLE,
             clock=SystemClock(),
             controller_id=f"cli:{operator_name()}",
-            expired_queue_arn=os.environ.get(EXPIRED_QUEUE_ENV) or None,
         )
-        return cls(runtime=runtime, json=args.json)
+        return cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None))
+
+    def use_expired_queue(self) -> tuple[str | None, str]:
+        """Find the expired-events queue (for the commands that engage), put it in the
+        runtime and say where it came from. See `find_expired_queue`."""
+        arn, found_by = find_expired_queue(self.clients, self.expired_queue_option)
+        self.runtime = self.runtime.but(expired_queue_arn=arn)
+        if arn is None and not self.json:
+            self.warn(f"{found_by}: async configs get bounded retries only, and keep their event age "
+                      "(tag a function holdfast:expired-events=discard to shorten it without a destination)")
+        return arn, found_by
 
     @property
     def settings(self) -> Settings:
@@ -114,3 +133,46 @@ def operator_name() -> str:
         return getpass.getuser()
     except (KeyError, OSError):  # no user name in a container
         return "unknown"
+
+
+@uses("ssm:GetParametersByPath", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("cli",))
+def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None, str]:
+    """(the expired-events queue's ARN or None, how it was found or why not).
+
+    In order: `--expired-queue-arn ARN` (`none`: no queue); the SSM parameter a deployed
+    stack writes (`/holdfast/<stack>/expired-queue-arn`; several stacks in one region is
+    a usage error naming them, to choose with the option); a queue named
+    `holdfast-expired-events`. An answer of AccessDenied, or no answer, moves on to the
+    next way and is said in the result."""
+    if option is not None:
+        if option.lower() == NO_QUEUE:
+            return None, "--expired-queue-arn none"
+        if not option.startswith("arn:") or option.split(":")[2:3] != ["sqs"] or option.count(":") != 5:
+            raise UsageError(f"--expired-queue-arn {option!r} is not an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)")
+        return option, "--expired-queue-arn"
+    notes = []
+    try:
+        found = {}
+        pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
+        for page in pages:
+            for parameter in page.get("Parameters", []):
+                if parameter["Name"].endswith("/" + EXPIRED_QUEUE_PARAMETER):
+                    found[parameter["Name"]] = parameter["Value"]
+        if len(found) > 1:
+            listed = ", ".join(f"{name} = {value}" for name, value in sorted(found.items()))
+            raise UsageError(f"several Holdfast stacks publish an expired-events queue here ({listed}); "
+                             "choose one with --expired-queue-arn")
+        if found:
+            (name, value), = found.items()
+            return value, f"SSM parameter {name}"
+        notes.append(f"no SSM parameter {PARAMETER_ROOT}/*/{EXPIRED_QUEUE_PARAMETER}")
+    except (ClientError, BotoCoreError) as err:
+        notes.append(f"SSM parameters unreadable ({error_text(err)})")
+    try:
+        sqs = clients("sqs")
+        url = sqs.get_queue_url(QueueName=EXPIRED_QUEUE_NAME)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        return arn, f"queue {EXPIRED_QUEUE_NAME}"
+    except (ClientError, BotoCoreError) as err:
+        notes.append(f"no queue {EXPIRED_QUEUE_NAME} ({error_code(err) or type(err).__name__})")
+    return None, "no expired-events queue found: " + "; ".join(notes)

@@ -78,7 +78,7 @@ def advance(ctx: Context, args, clock=None) -> int:
     now = (clock or ctx.runtime.clock).now()
     try:
         ledger_control.request_advance(dynamodb, ctx.ledger_table, generation, by=_operator(), now=now)
-    except (errors.PlanConflict, errors.LedgerUnavailable) as err:
+    except (errors.PlanConflict, errors.LedgerUnavailable, errors.Contention) as err:
         ctx.warn(f"not advanced: {err}")
         return EXIT_FAILED
     doc = {"command": "advance", "generation": generation, "stage": current.label, "by": _operator(), "at": now.isoformat()}

@@ -79,14 +79,16 @@ def ledger_init(ctx: Context, args) -> int:
 
 def plan(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
+    queue = ctx.use_expired_queue()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
-    return _finish(ctx, "plan", report, reachable)
+    return _finish(ctx, "plan", report, reachable, queue=queue)
 
 
 def engage(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
+    queue = ctx.use_expired_queue()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
-    return _finish(ctx, "engage", report, reachable)
+    return _finish(ctx, "engage", report, reachable, queue=queue)
 
 
 def resume(ctx: Context, args) -> int:
@@ -167,7 +169,7 @@ def _check_ledger(ctx: Context) -> bool:
 
 # ---- output -----------------------------------------------------------------------------
 
-def _finish(ctx: Context, command: str, report, ledger_reachable: bool) -> int:
+def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=None) -> int:
     """Print the report, name every failure, and choose the exit code."""
     ctx.progress("")  # clears the progress line
     if report.refused:
@@ -186,9 +188,18 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool) -> int:
             "summary": summary,
             "api_calls": dict(report.api_calls),
             "api_calls_by_operation": dict(ctx.clients.calls),
+            **({"expired_queue": {"arn": queue[0], "found_by": queue[1]}} if queue else {}),
         },
         _walk_text(command, report.outcomes, summary, ledger_available),
     )
+    if not ctx.json:
+        for o in report.outcomes:
+            for topic, note in o.notes.items():
+                ctx.warn(f"{o.action}: {o.kind} {o.arn}: {note.get('why', note)}")
+                if note.get("command"):
+                    ctx.warn(f"  to fix: {note['command']}")
+                elif note.get("fix"):
+                    ctx.warn(f"  to fix: {note['fix']}")
     for f in failed:
         ctx.warn(f"failed: {f['kind']} {f['arn']}: {f['error']}")
     if not report.complete:

@@ -13,4 +13,5 @@ observed, what was saved, the settings and `now`, and returns plain data:
 - tags.py      the write-ahead tag codec
 - signals.py, classify.py, detector.py   events -> signals -> verdict
 - drain.py     backlog and drain-time arithmetic
+- drain_control.py  the feedback cap controller of the drain stage
 """

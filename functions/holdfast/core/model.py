@@ -44,6 +44,7 @@ VANISHED = "vanished"        # the resource no longer exists: reported and forgo
 FAILED = "failed"            # an API error; the next run retries
 REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan moved on
 PLANNED = "planned"          # recommend mode / `plan`: would change, did not
+SKIPPED = "skipped"          # left alone on purpose: a write AWS would reject or that would harm (see notes)
 
 
 Guard = Callable[[], None]
@@ -95,6 +96,9 @@ class Outcome:
     drift: dict[str, Any] = field(default_factory=dict)     # key -> {"original", "applied", "current"}
     error: str | None = None
     ledger_written: bool | None = None   # False: ran without the ledger (tag only)
+    # What the operator should know about an outcome that is not a failure, by topic
+    # (e.g. "destination": why an async config was engaged without one, and the grant).
+    notes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}

@@ -15,9 +15,13 @@ Pure: no boto3, no clock. Four sources feed it:
   (scale-in, EC2 status checks, a user's request) are ignored.
 - AWS Health events (`aws.health`, "AWS Health Event") for a service in
   settings.health_services, category `issue`, affecting this region. The affected
-  region is `detail.eventRegion`; the event's own `region` is only where it was
-  delivered (public events also arrive from a backup region). The id is
-  `<eventArn>#<communicationId>`, so the backup region's copy is the same signal.
+  region is `detail.eventRegion` (the eventArn's region only when an event lacks it);
+  the event's own `region` is only where it was delivered. AWS Health sends each
+  public event to the affected region and to a backup region (us-west-2 for most
+  regions, us-east-1 for us-west-2), so this region's bus receives other regions'
+  backup copies (ignored here: their eventRegion is not this region), while the backup
+  copies of this region's events go to the other bus. The id is
+  `<eventArn>#<communicationId>`, so a redelivered copy is the same signal.
 - Probe results (probes.py) and polled scaling activities (polling.py).
 
 Which region is "this region" is the caller's knowledge (the Lambda's AWS_REGION, the

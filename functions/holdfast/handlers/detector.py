@@ -5,7 +5,7 @@ nothing; the reconciler's tick reads what it recorded and evaluates.
 
 - Idempotent per event: the ledger put is conditional on a key derived from the
   signal (the activity id; eventArn + communicationId for Health), so EventBridge's
-  at-least-once redelivery and the Health backup region's copy store one item.
+  at-least-once redelivery and a second copy of one Health communication store one item.
   Powertools' Idempotency utility would add a second table write for what the
   conditional put already guarantees, so it is not used.
 - A malformed, unknown or out-of-scope event is logged with its reason and counted

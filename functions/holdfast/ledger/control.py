@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import condition_failed, failure_kind
-from holdfast.core.errors import LedgerUnavailable, PlanConflict
+from holdfast.aws import condition_failed, contended, failure_kind
+from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import key, still_current
@@ -90,4 +90,6 @@ def request_advance(dynamodb, table: str, generation: int, *, by: str, now: date
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             raise PlanConflict(f"plan generation {generation} is no longer current") from err
+        if contended(err):
+            raise Contention(f"the plan is busy (another controller's transaction): try again") from err
         raise LedgerUnavailable(f"cannot record the advance in {table}: {failure_kind(err)}") from err

@@ -30,8 +30,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import condition_failed, failure_kind
-from holdfast.core.errors import LedgerUnavailable, PlanConflict
+from holdfast.aws import condition_failed, contended, failure_kind
+from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict
 from holdfast.core.policy import Plan
 from holdfast.iam import uses
 from holdfast.ledger import PK, TTL_ATTRIBUTE
@@ -129,6 +129,10 @@ def write(dynamodb, table: str, plan: Plan, *, controller_id: str, now: datetime
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             raise PlanConflict(f"generation {plan.generation} lost: the plan is no longer generation {previous}") from err
+        if contended(err):
+            # Another controller's transaction held the plan item (overlapping ticks): the
+            # ledger is fine; re-read next tick.
+            raise Contention(f"plan generation {plan.generation} not written: another transaction held the plan") from err
         raise LedgerUnavailable(f"cannot write plan generation {plan.generation}: {failure_kind(err)}") from err
 
 
@@ -147,6 +151,10 @@ def _update_current(dynamodb, table: str, generation: int, expression: str, valu
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             return False
+        if contended(err):
+            # A single write met another controller's open transaction on the plan item
+            # (DynamoDB's TransactionConflict, which botocore does not retry): contention.
+            raise Contention(f"plan generation {generation} busy: another transaction held the plan") from err
         raise LedgerUnavailable(f"cannot update plan generation {generation}: {failure_kind(err)}") from err
 
 

@@ -9,7 +9,7 @@ Item families (see ledger/__init__.py):
 
 - Idempotent: `record` is a conditional put (attribute_not_exists), so EventBridge's
   at-least-once delivery, the polling fallback finding an activity the event already
-  reported, and the Health backup region's copy each store one item. A signal's key
+  reported, and a second copy of one Health communication each store one item. A signal's key
   is a function of the signal alone (its time and id), never of when it arrived.
 - Health issues stay open for hours and may have opened before any window we read, so
   they live in one small partition that `recent` reads whole.

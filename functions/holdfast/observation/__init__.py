@@ -48,8 +48,13 @@ def collect(runtime, now: datetime, previous: Verdict | None, *,
     fresh = probes.run(quick, settings, clients.region, now, resolver=resolver)
     logger.info("probes: success ratio %s", probes.success_ratio(fresh))
     try:
-        # Through the probes' quick clients: a fallback must not spend the tick retrying.
-        fresh += polling.poll(quick("autoscaling"), settings, now - timedelta(minutes=settings.detect_window_minutes))
+        # Its own bounded client (polling.CONFIG) and time budget: a fallback must hold in a
+        # bad hour without spending the tick retrying.
+        polled = polling.poll(clients.with_config(polling.CONFIG)("autoscaling"), settings,
+                              now - timedelta(minutes=settings.detect_window_minutes), monotonic=runtime.clock.monotonic)
+        if polled.truncated:
+            logger.warning("polling fallback stopped at its budget: %d launch results read; the next tick reads the window again", len(polled))
+        fresh += polled
     except (ClientError, BotoCoreError) as err:
         logger.warning("polling fallback failed this tick: %s", err)
 

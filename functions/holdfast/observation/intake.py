@@ -4,7 +4,7 @@ through it too).
 
 - Idempotent per event: the ledger put is conditional on a key derived from the
   signal (the activity id; eventArn + communicationId for Health), so EventBridge's
-  at-least-once redelivery and the Health backup region's copy store one item.
+  at-least-once redelivery and a second copy of one Health communication store one item.
 - A malformed, unknown or out-of-scope event is an outcome with its reason, never an
   exception. A launch failure the classifier cannot read is recorded as `unknown` (it
   never counts toward impairment) and counted in the metric LaunchFailuresUnknown. An unreachable ledger raises LedgerUnavailable: the one failure a retry fixes.

@@ -12,7 +12,7 @@ the demo and other tools drive it, so the document's shape is a contract:
 - events: one entry per non-blank line, in file order. A line that is not JSON, or an
   event without its source's documented shape, is `malformed` and its reason starts
   with `line N:`; the replay goes on. A redelivered event id, or a Health
-  communication already seen (the backup region's copy), is `ignored` as a duplicate.
+  communication already seen (a redelivery, or a file that merges two regions' buses), is `ignored` as a duplicate.
   `launch` (a successful launch, the recovery evidence) and `elb-termination` (an
   instance replaced after failing its ELB health check) extend the issue's list. An
   `unknown` launch failure's reason starts with `line N:` and quotes its message: it

@@ -3,10 +3,11 @@
 - detector: invoked by the EventBridge signal rules; records signals in the ledger.
 - reconciler: invoked by the schedule; moves the account toward the desired posture.
 
-Both run the `holdfast` package from functions/ (no Docker, no bundling: the package
-has no dependency the runtime and the Powertools layer do not bring). Each role's
-policy is policies/<role>.json with its placeholders filled (`stacks.policies`); the
-log, trace and dead-letter permissions that running a function needs are added by CDK.
+Both run the installed `holdfast` package (`holdfast.cdk.code`: no Docker, no bundling:
+the package has no dependency the runtime and the Powertools layer do not bring). Each
+role's policy is holdfast/cdk/policies/<role>.json with its placeholders filled
+(`holdfast.cdk.role_policies`); the log, trace and dead-letter permissions that running
+a function needs are added by CDK.
 
 Choices:
 - X-Ray active tracing: a tick's time splits between Lambda start-up and AWS calls,
@@ -33,12 +34,8 @@ from constructs import Construct
 
 from holdfast.settings import LOG_RETENTION_DAYS, Settings
 
-from stacks import policies
-
-FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
-# The asset holds only what runs in Lambda: the controllers' code. The CLI runs on an
-# operator's machine; the demo and test support live outside the package (dev/).
-ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc", "holdfast/cli"]
+from holdfast.cdk import code
+from holdfast.cdk import role_policies as policies
 
 # AWS's public Powertools layer, resolved at deploy time from the public SSM parameter
 # Powertools publishes per release, so the layer is exactly the version requirements.txt
@@ -72,7 +69,7 @@ class Controllers(Construct):
             "Powertools",
             ssm.StringParameter.value_for_string_parameter(self, POWERTOOLS_LAYER_PARAMETER),
         )
-        self._code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDE)
+        self._code = lambda_.Code.from_asset(str(code.asset_dir()), exclude=code.ASSET_EXCLUDE)
         self._settings = settings
         self._environment = {**environment, "POWERTOOLS_METRICS_NAMESPACE": "Holdfast"}
         self._policy_values = policy_values

@@ -5,9 +5,12 @@
   terminations, of which the detector keeps those caused by a failed ELB health check
   (the October pattern across groups and zones).
   Events carry no tags, so the rule could not filter on the selector anyway.
-- AWS Health issues for the configured services in this region. Public events also
-  arrive from a backup region; they carry the affected region, so the `region` filter
-  keeps them, and the detector deduplicates.
+- AWS Health issues for the configured services affecting this region, matched on
+  `detail.eventRegion` (the impaired region), not on the event's `region` (where it was
+  delivered). AWS Health sends each public event to the affected region's bus and to a
+  backup region's bus (us-west-2 for most regions, us-east-1 for us-west-2): the copies
+  of *this* region's events go elsewhere, while this bus receives other regions' backup
+  copies, which the `eventRegion` filter keeps from invoking the detector at all.
 - The reconciler's schedule.
 
 Every target has a dead-letter queue and a retry policy: a signal EventBridge cannot
@@ -55,12 +58,12 @@ class Signals(Construct):
         self.health_rule = events.Rule(
             self,
             "HealthIssues",
-            description="Holdfast: AWS Health issues for the configured services in this region",
+            description="Holdfast: AWS Health issues for the configured services affecting this region",
             event_pattern=events.EventPattern(
                 source=["aws.health"],
                 detail_type=["AWS Health Event"],
-                region=[Stack.of(self).region],
-                detail={"service": list(settings.health_services), "eventTypeCategory": ["issue"]},
+                detail={"service": list(settings.health_services), "eventTypeCategory": ["issue"],
+                        "eventRegion": [Stack.of(self).region]},
             ),
             targets=[signal_target],
         )

@@ -1,4 +1,4 @@
-"""The controllers' IAM policies, from policies/<role>.json.
+"""The controllers' IAM policies, from holdfast/cdk/policies/<role>.json (package data).
 
 The JSON documents are the reviewable source of truth: tests/iam compares their
 actions with the `@uses` declarations in the code. They carry placeholders such as
@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from aws_cdk import aws_iam as iam
 
-POLICIES_DIR = Path(__file__).resolve().parent.parent / "policies"
+POLICIES_DIR = Path(__file__).resolve().parent / "policies"
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 
 

@@ -1,0 +1,224 @@
+"""`Holdfast`: the whole of Holdfast as one construct, for a stack of your own.
+
+    from holdfast.cdk import Holdfast
+    from holdfast.settings import Settings
+
+    holdfast = Holdfast(self, "Holdfast", settings=Settings.from_mapping({"mode": "recommend"}))
+    holdfast.grant_expired_events_destination(my_function)
+
+The construct composes the parts in `holdfast.cdk.constructs` and wires what crosses
+between them: the values filled into the IAM policy documents, the controllers'
+environment (the HOLDFAST_* variables `holdfast.handlers` reads), and the topic's key
+for the reconciler, which announces stage changes. It publishes the expired-events
+queue's ARN in SSM Parameter Store, where `holdfast` on an operator's machine finds it
+without being told (`<parameter_prefix>/expired-queue-arn`).
+
+One Holdfast per account and region: the ledger table has a fixed name the CLI knows.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Stack, Token
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from holdfast.ledger import DEFAULT_TABLE
+from holdfast.settings import ENV_VAR, Settings
+
+from holdfast.cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
+from holdfast.cdk.suppressions import acknowledge
+
+PARAMETER_ROOT = "/holdfast"
+EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+_PARAMETER_PREFIX = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+# What Lambda needs to deliver an async invocation record to an SQS on-failure
+# destination, with the function's execution role: SendMessage on the queue, and, when
+# the queue is encrypted with a KMS key, the key use a producer needs (SQS Developer
+# Guide, "Key management": producers need kms:GenerateDataKey and kms:Decrypt).
+SEND_ACTIONS = ("sqs:SendMessage",)
+KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
+
+
+class Holdfast(Construct):
+    """Holdfast's ledger, controllers, signals, queues, topic, dashboard and alarms.
+
+    Props (keyword-only, each with its default):
+
+    - ``settings`` (``Settings``, default ``Settings()``: every documented default):
+      validated settings, usually ``Settings.from_mapping(app.node.try_get_context("holdfast"))``.
+    - ``ledger_table_name`` (``str``, default ``"holdfast-ledger"``): the DynamoDB table;
+      the CLI finds the ledger under this name.
+    - ``expired_events_key`` (``kms.IKey | None``, default ``None``): a KMS key for the
+      expired-events queue. ``None`` keeps SSE-SQS, so owners' execution roles need no
+      KMS permission to deliver expired events.
+    - ``parameter_prefix`` (``str | None``, default ``/holdfast/<stack name>``): the SSM
+      path under which Holdfast publishes what the CLI must find.
+    - ``policies_dir`` (``Path | None``, default ``None``: the packaged
+      ``holdfast/cdk/policies``): a directory with your own ``<role>.json`` documents.
+    - ``acknowledge_nag_findings`` (``bool``, default ``True``): add Holdfast's cdk-nag
+      acknowledgements (each with its reason) when cdk-nag is installed.
+
+    Attributes: ``settings``, ``ledger`` (the table), ``expired_events_queue``,
+    ``dead_letter_queue``, ``topic``, ``topic_key``, ``detector``, ``reconciler``,
+    ``functions``, ``dashboard``, ``alarms``, ``expired_queue_parameter``, and the parts
+    (``ledger_part``, ``queues``, ``notifications``, ``controllers``, ``signals``,
+    ``monitoring``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings | None = None,
+        ledger_table_name: str = DEFAULT_TABLE,
+        expired_events_key: kms.IKey | None = None,
+        parameter_prefix: str | None = None,
+        policies_dir: Path | None = None,
+        acknowledge_nag_findings: bool = True,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if settings is not None and not isinstance(settings, Settings):
+            raise TypeError(
+                f"Holdfast: settings must be holdfast.settings.Settings (from Settings.from_mapping), not {type(settings).__name__}"
+            )
+        self.settings = settings = settings or Settings()
+        stack = Stack.of(self)
+        self.parameter_prefix = _parameter_prefix(parameter_prefix, stack, construct_id)
+
+        self.ledger_part = Ledger(self, "Ledger", table_name=ledger_table_name)
+        self.queues = Queues(self, "Queues", expired_events_key=expired_events_key)
+        self.notifications = Notifications(self, "Notifications", email=settings.notification_email)
+        table, topic, expired = self.ledger_part.table, self.notifications.topic, self.queues.expired_events
+
+        self.controllers = Controllers(
+            self,
+            "Controllers",
+            settings=settings,
+            environment={
+                ENV_VAR: settings.to_json(),
+                "HOLDFAST_LEDGER_TABLE": table.table_name,
+                "HOLDFAST_EXPIRED_QUEUE_ARN": expired.queue_arn,
+                "HOLDFAST_TOPIC_ARN": topic.topic_arn,
+            },
+            policy_values={
+                "Partition": stack.partition,
+                "Region": stack.region,
+                "Account": stack.account,
+                "SelectorKey": settings.selector_key,
+                "SelectorValue": settings.selector_value,
+                "LedgerTableArn": table.table_arn,
+                "ExpiredQueueArn": expired.queue_arn,
+                "TopicArn": topic.topic_arn,
+            },
+            dead_letters=self.queues.dead_letters,
+            policies_dir=policies_dir,
+        )
+        self.notifications.grant_publish(self.controllers.reconciler)
+
+        self.signals = Signals(
+            self,
+            "Signals",
+            settings=settings,
+            detector=self.controllers.detector,
+            reconciler=self.controllers.reconciler,
+            dead_letters=self.queues.dead_letters,
+        )
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            functions={"Detector": self.controllers.detector, "Reconciler": self.controllers.reconciler},
+            dead_letters=self.queues.dead_letters,
+            expired_events=expired,
+            topic=topic,
+        )
+        self.expired_queue_parameter = ssm.StringParameter(
+            self,
+            "ExpiredQueueArnParameter",
+            parameter_name=f"{self.parameter_prefix}/{EXPIRED_QUEUE_PARAMETER}",
+            string_value=expired.queue_arn,
+            description="Holdfast: the expired-events queue (the on-failure destination for owners' async functions)",
+        )
+
+        self.ledger = table
+        self.expired_events_queue = expired
+        self.dead_letter_queue = self.queues.dead_letters
+        self.topic = topic
+        self.topic_key = self.notifications.key
+        self.detector = self.controllers.detector
+        self.reconciler = self.controllers.reconciler
+        self.functions = self.controllers.functions
+        self.dashboard = self.monitoring.dashboard
+        self.alarms = self.monitoring.alarms
+        if acknowledge_nag_findings:
+            acknowledge(functions=self.controllers.functions, dead_letters=self.queues.dead_letters,
+                        expired_events=self.queues.expired_events)
+
+    # ---- grants for users' own functions -------------------------------------------
+
+    def expired_events_statements(self) -> list[iam.PolicyStatement]:
+        """The statements an execution role needs for Lambda to deliver an expired event
+        to Holdfast's queue; for a role CDK cannot change (add them where you manage it)."""
+        statements = [iam.PolicyStatement(actions=list(SEND_ACTIONS), resources=[self.expired_events_queue.queue_arn])]
+        key = self.queues.expired_events_key
+        if key is not None:
+            statements.append(iam.PolicyStatement(actions=list(KEY_ACTIONS), resources=[key.key_arn]))
+        return statements
+
+    def grant_expired_events_destination(self, fn_or_role: Any) -> list[iam.Grant]:
+        """Let a function of yours (or its execution role) deliver expired async events
+        to Holdfast's queue, so Holdfast can set that queue as its on-failure destination
+        while engaged (Lambda checks, when the destination is written, that the execution
+        role may send to it). One line per function:
+
+            holdfast.grant_expired_events_destination(my_function)
+        """
+        principal = _execution_role(fn_or_role)
+        grants = [
+            iam.Grant.add_to_principal(grantee=principal, actions=list(SEND_ACTIONS), resource_arns=[self.expired_events_queue.queue_arn])
+        ]
+        key = self.queues.expired_events_key
+        if key is not None:
+            grants.append(key.grant(principal, *KEY_ACTIONS))
+        for grant in grants:
+            if not grant.success:
+                raise ValueError(
+                    f"Holdfast: could not add the expired-events grant to {fn_or_role}: add "
+                    f"{[s.to_json() for s in self.expired_events_statements()]} to its execution role yourself"
+                )
+        return grants
+
+
+def _execution_role(fn_or_role: Any) -> iam.IGrantable:
+    """A function's execution role, or the role/grantable itself."""
+    if hasattr(fn_or_role, "function_arn"):
+        role = fn_or_role.role
+        if role is None:
+            raise ValueError(
+                f"Holdfast: function {fn_or_role.node.path} has no known execution role (an imported function?): "
+                "pass its role, e.g. iam.Role.from_role_arn(...), to grant_expired_events_destination"
+            )
+        return role
+    if hasattr(fn_or_role, "grant_principal"):
+        return fn_or_role
+    raise TypeError(
+        f"Holdfast: grant_expired_events_destination takes a Lambda function or an IAM role, not {type(fn_or_role).__name__}"
+    )
+
+
+def _parameter_prefix(prefix: str | None, stack: Stack, construct_id: str) -> str:
+    if prefix is None:
+        name = stack.stack_name if not Token.is_unresolved(stack.stack_name) else construct_id
+        prefix = f"{PARAMETER_ROOT}/{name}"
+    if not _PARAMETER_PREFIX.match(prefix):
+        raise ValueError(
+            f"Holdfast: parameter_prefix {prefix!r} must be an SSM path such as /holdfast/my-stack: "
+            "a leading '/', no trailing '/', letters, digits and _ . -"
+        )
+    return prefix

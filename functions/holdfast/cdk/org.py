@@ -1,0 +1,267 @@
+"""Holdfast in every account of an OU and every region named: a service-managed StackSet.
+
+Why StackSets with SERVICE_MANAGED permissions, not CDK Pipelines stages: the fan-out
+is AWS's own engine. CloudFormation deploys to every account of the OUs, and to each
+account that joins them later (automatic deployment), with its own concurrency and
+failure tolerance, and removes the stacks of an account that leaves; Organizations
+creates the execution roles. A pipeline would need a stage per account and region,
+re-synthesized and re-run whenever an account joins, a bootstrap (and a trust) in every
+account, and CodePipeline itself: exactly the home-made fan-out this should not be.
+
+What the admin deploys (`app.py` builds them when `org_organizational_unit_ids` is set):
+
+- `HoldfastOrgCode-<region>`, one per region, in the admin account: a bucket
+  `holdfast-code-<admin account>-<region>` holding the controllers' code, readable by
+  the organization's accounts only (`aws:PrincipalOrgID`). Lambda reads a function's
+  code from a bucket in the function's own region (any account), with the permissions
+  of whoever creates the function: in a member account, the StackSet's execution role.
+  A `BucketDeployment` (aws-cdk-lib) copies the zip from the admin account's CDK
+  bootstrap bucket of that region, unchanged (`extract=False`); old zips are kept
+  (`prune=False`), so a rollback finds the code it needs.
+- `HoldfastOrg`: the StackSet. Its template is `HoldfastMemberStack` synthesized once,
+  environment-agnostic (every `${AWS::AccountId}`/`${AWS::Region}` resolved in each
+  stack instance): the Holdfast stack, with its code in the bucket of its own region,
+  no CDK bootstrap check (member accounts are not bootstrapped), and the
+  `HoldfastReadOnly` role the admin account may assume for
+  `holdfast status --all-accounts`. IAM is global, so the role is created in the first
+  region of `org_regions` only (a template condition). The template goes to the admin
+  account's bootstrap bucket as a file asset and the StackSet reads it from there
+  (TemplateURL, up to 1 MB; TemplateBody would stop at 51,200 bytes).
+
+Each region's stack has its own ledger, as a single-account deploy does.
+
+Limits: the management account itself is never a target of a service-managed StackSet
+(deploy it with `HoldfastStack`); StackSets' operation preferences do not apply to
+automatic deployments to new accounts; changing the first region moves the read-only
+role, which a parallel operation may try to create before it is deleted elsewhere
+(run that update with one region at a time).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import App, Aws, CfnCondition, CfnOutput, DefaultStackSynthesizer, Fn, RemovalPolicy, Stack
+from aws_cdk import aws_cloudformation as cloudformation
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_s3_deployment as s3_deployment
+from constructs import Construct
+
+from holdfast.ledger import DEFAULT_TABLE
+from holdfast.settings import Settings
+
+from holdfast.cdk import code, role_policies, suppressions
+from holdfast.cdk.stack import HoldfastStack
+
+STACK_SET_NAME = "Holdfast"
+MEMBER_STACK_NAME = "Holdfast"
+READ_ONLY_ROLE_NAME = "HoldfastReadOnly"
+CODE_BUCKET_PREFIX = "holdfast-code"
+ORG_STACK = "HoldfastOrg"
+CODE_STACK = "HoldfastOrgCode"
+
+
+def code_bucket_name(admin_account: str, region: str) -> str:
+    """The bucket holding the controllers' code in `region` ("${AWS::Region}" in the member template)."""
+    return f"{CODE_BUCKET_PREFIX}-{admin_account}-{region}"
+
+
+def _require_org(settings: Settings) -> None:
+    if not settings.org_organizational_unit_ids:
+        raise ValueError(
+            "Holdfast org: holdfast.org_organizational_unit_ids is empty: name the OUs (or the root) to deploy to"
+        )
+
+
+class ReadOnlyAccess(Construct):
+    """`HoldfastReadOnly`: reads the ledger in every region and Holdfast's parameters,
+    assumable by the admin account (policies/readonly.json)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None,
+                 ledger_table_name: str = DEFAULT_TABLE) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        document = role_policies.document(
+            "readonly", {"Partition": stack.partition, "Account": stack.account, "LedgerTableName": ledger_table_name}
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=READ_ONLY_ROLE_NAME,
+            description="Holdfast: read-only view of this account's ledgers for the organization's admin account",
+            assumed_by=iam.AccountPrincipal(admin_account),
+            inline_policies={"readonly": document},
+        )
+        if condition is not None:
+            self.role.node.default_child.cfn_options.condition = condition
+        suppressions.add(
+            self.role,
+            suppressions.NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
+                reason="Read-only: the ledger table and Holdfast's parameters in every region the StackSet deploys "
+                "to (one role per account, IAM is global); no write, no other table or parameter.",
+            ),
+        )
+
+
+class HoldfastMemberStack(HoldfastStack):
+    """The stack each account and region of the organization gets (the StackSet's template)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
+        _require_org(settings)
+        synthesizer = DefaultStackSynthesizer(
+            file_assets_bucket_name=code_bucket_name(settings.org_admin_account, "${AWS::Region}"),
+            bucket_prefix="",
+            # Member accounts are not CDK-bootstrapped: no /cdk-bootstrap/... parameter to check.
+            generate_bootstrap_version_rule=False,
+        )
+        kwargs.setdefault("description", "Holdfast (organization StackSet instance): keeps automation safe during a regional EC2 impairment")
+        super().__init__(scope, construct_id, settings=settings, synthesizer=synthesizer, analytics_reporting=False, **kwargs)
+        self.role_region = settings.org_regions[0]
+        condition = CfnCondition(self, "IsReadOnlyRoleRegion", expression=Fn.condition_equals(Aws.REGION, self.role_region))
+        self.read_only = ReadOnlyAccess(self, "ReadOnly", admin_account=settings.org_admin_account, condition=condition)
+
+
+def synthesize_member_template(settings: Settings) -> dict:
+    """The member stack's template, synthesized in an app of its own (it is never a
+    deployable artifact of the org app; `cdk deploy --all` must not deploy it to the admin account)."""
+    app = App(outdir=tempfile.mkdtemp(prefix="holdfast-member-"), analytics_reporting=False)
+    HoldfastMemberStack(app, MEMBER_STACK_NAME, settings=settings)
+    return app.synth().get_stack_by_name(MEMBER_STACK_NAME).template
+
+
+class HoldfastOrgCodeStack(Stack):
+    """The controllers' code in one region, readable by the organization's accounts."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
+        _require_org(settings)
+        kwargs.setdefault("description", "Holdfast: the controllers' code for the organization's accounts in this region")
+        super().__init__(scope, construct_id, **kwargs)
+        self.bucket = s3.Bucket(
+            self,
+            "Code",
+            bucket_name=code_bucket_name(settings.org_admin_account, self.region),
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        # Lambda fetches the code with the creator's credentials: the StackSet execution
+        # role of each member account. A policy that names the organization is not
+        # "public" to S3's Block Public Access.
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OrganizationAccountsReadCode",
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject"],
+                resources=[self.bucket.arn_for_objects("*")],
+                conditions={"StringEquals": {"aws:PrincipalOrgID": settings.org_id}},
+            )
+        )
+        self.deployment = s3_deployment.BucketDeployment(
+            self,
+            "Deploy",
+            sources=[s3_deployment.Source.asset(str(code.asset_dir()), exclude=code.ASSET_EXCLUDE)],
+            destination_bucket=self.bucket,
+            extract=False,
+            prune=False,
+            retain_on_delete=True,
+        )
+        suppressions.add(
+            self.bucket,
+            suppressions.NagPackSuppression(
+                id="AwsSolutions-S1",
+                reason="Holds one code zip per Holdfast release, written only by this stack's deployment; "
+                "CloudTrail records reads and writes, server access logs would add a bucket per region for nothing.",
+            ),
+        )
+        suppressions.add(
+            self,
+            suppressions.NagPackSuppression(
+                id="AwsSolutions-IAM4",
+                reason="CDK's BucketDeployment handler uses AWSLambdaBasicExecutionRole for its logs.",
+            ),
+            suppressions.NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                reason="CDK's BucketDeployment handler reads its source asset and writes the code bucket's objects "
+                "(object-level wildcards on those two buckets only).",
+            ),
+            suppressions.NagPackSuppression(
+                id="AwsSolutions-L1",
+                reason="CDK's BucketDeployment handler runtime is chosen by aws-cdk-lib, pinned in requirements.txt.",
+            ),
+            apply_to_children=True,
+        )
+        CfnOutput(self, "CodeBucketName", value=self.bucket.bucket_name)
+
+
+class HoldfastOrgStack(Stack):
+    """The StackSet: Holdfast in every account of the OUs and every region named."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
+        _require_org(settings)
+        kwargs.setdefault("description", "Holdfast: the organization's StackSet (every account of the OUs, every region named)")
+        super().__init__(scope, construct_id, **kwargs)
+        self.settings = settings
+        self.member_template = synthesize_member_template(settings)
+        template_dir = Path(tempfile.mkdtemp(prefix="holdfast-stackset-"))
+        template_file = template_dir / "holdfast-member.template.json"
+        template_file.write_text(json.dumps(self.member_template, indent=1, sort_keys=True))
+        self.template_asset = s3_assets.Asset(self, "MemberTemplate", path=str(template_file))
+
+        self.stack_set = cloudformation.CfnStackSet(
+            self,
+            "StackSet",
+            stack_set_name=STACK_SET_NAME,
+            description="Holdfast in every account of the organization's OUs, one stack per region",
+            permission_model="SERVICE_MANAGED",
+            call_as=settings.org_call_as,
+            auto_deployment=cloudformation.CfnStackSet.AutoDeploymentProperty(
+                enabled=True, retain_stacks_on_account_removal=settings.org_retain_stacks_on_account_removal
+            ),
+            # Non-conflicting operations run at once, conflicting ones queue, instead of failing.
+            managed_execution={"Active": True},
+            capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+            operation_preferences=cloudformation.CfnStackSet.OperationPreferencesProperty(
+                # SOFT: the concurrency is MaxConcurrentPercentage, not lowered to the
+                # failure tolerance + 1 as the default (STRICT) does.
+                concurrency_mode="SOFT_FAILURE_TOLERANCE",
+                max_concurrent_percentage=settings.org_max_concurrent_percentage,
+                failure_tolerance_percentage=settings.org_failure_tolerance_percentage,
+                region_concurrency_type="PARALLEL",
+            ),
+            stack_instances_group=[
+                cloudformation.CfnStackSet.StackInstancesProperty(
+                    deployment_targets=cloudformation.CfnStackSet.DeploymentTargetsProperty(
+                        organizational_unit_ids=list(settings.org_organizational_unit_ids)
+                    ),
+                    regions=list(settings.org_regions),
+                )
+            ],
+            template_url=self.template_asset.http_url,
+        )
+        CfnOutput(self, "StackSetName", value=STACK_SET_NAME)
+        CfnOutput(self, "ReadOnlyRoleName", value=READ_ONLY_ROLE_NAME,
+                  description=f"Assumable from {settings.org_admin_account} in every account (created in {settings.org_regions[0]})")
+
+
+def org_stacks(app: Construct, settings: Settings) -> tuple[HoldfastOrgStack, list[HoldfastOrgCodeStack]]:
+    """The admin account's stacks: the code bucket of each region, then the StackSet."""
+    from aws_cdk import Environment
+
+    admin, regions = settings.org_admin_account, settings.org_regions
+    code_stacks = [
+        HoldfastOrgCodeStack(app, f"{CODE_STACK}-{region}", settings=settings, env=Environment(account=admin, region=region))
+        for region in regions
+    ]
+    org = HoldfastOrgStack(app, ORG_STACK, settings=settings, env=Environment(account=admin, region=regions[0]))
+    for stack in code_stacks:
+        org.add_stack_dependency(stack, "the StackSet's functions read their code from these buckets")
+    return org, code_stacks

@@ -1,0 +1,444 @@
+"""The drain's cap controller as a table of pure decisions (holdfast.core.drain_control)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from holdfast.core import drain_control as dc
+from holdfast.core.drain_control import ALARM, CRITICAL, CUT, HOLD, INSUFFICIENT_DATA, OK, RAISE, RESTORE, START, WARNING
+
+T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
+FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2)
+
+
+def m(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def dp(minute: float, value: float) -> dc.Datapoint:
+    return dc.Datapoint(m(minute), value)
+
+
+def alarms(state_slo=OK, state_warn=OK, at=0, at_warn=None):
+    return (
+        dc.Alarm("db-latency-slo", state_slo, None if at is None else m(at), CRITICAL),
+        dc.Alarm("db-latency-warning", state_warn, None if (at_warn if at_warn is not None else at) is None else m(at_warn if at_warn is not None else at), WARNING),
+    )
+
+
+def reading(*, age=(0, 9000.0), downstream=None, errors=(0, 0.0), throttles=(0, 0.0), visible=(0, 180000.0)):
+    def point(x):
+        return None if x is None else dp(*x)
+
+    return dc.Reading(point(age), point(visible), point(errors), point(throttles), alarms() if downstream is None else downstream)
+
+
+def state(cap=16, *, history=None, prior=2, step=2, **kw):
+    return dc.CapState(cap=cap, step=step, history=history or ((m(0), cap),), prior_cap=prior, **kw)
+
+
+# ---- start -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "facts, current, cap, step, why",
+    [
+        (FACTS, 2, 16, 2, "pre-event concurrency"),                                              # not the floor
+        (dc.Facts(pre_event_concurrency=15.2), 2, 16, 2, "pre-event concurrency"),               # whole batches, up
+        (dc.Facts(pre_event_concurrency=40, reserved_concurrency=24), 2, 24, 3, "reserved"),      # never above reserved
+        (dc.Facts(pre_event_concurrency=40, owner_cap=10), 2, 10, 2, "owner's own cap"),          # nor the owner's cap
+        (dc.Facts(pre_event_concurrency=None), 2, 2, 1, "no pre-event ConcurrentExecutions"),     # missing: clear reason
+        (dc.Facts(pre_event_concurrency=1), 2, 2, 1, "pre-event concurrency"),                    # never below the cap in force
+        (dc.Facts(pre_event_concurrency=2000), 2, 1000, 125, "Lambda's ceiling"),
+    ],
+)
+def test_start(facts, current, cap, step, why):
+    d = dc.start(facts, current, m(0))
+    assert (d.action, d.cap, d.state.step, d.restore) == (START, cap, step, False)
+    assert d.state.history == ((m(0), cap),) and d.state.prior_cap == current
+    assert any(why in r for r in d.reasons), d.reasons
+
+
+def test_start_keeps_an_owner_cap_below_the_floor():
+    d = dc.start(dc.Facts(pre_event_concurrency=16, owner_cap=3), 3, m(0), dc.Constants(floor=5))
+    assert d.cap == 3 and d.ceiling == 3
+
+
+# ---- raise and hold ----------------------------------------------------------------
+
+
+def test_raise_on_fresh_ok_with_the_queue_behind():
+    d = dc.decide(state(16), FACTS, reading(downstream=alarms(at=1)), m(3))
+    assert (d.action, d.cap) == (RAISE, 18)
+    assert d.state.history == ((m(0), 16), (m(3), 18))
+    assert "raise to 18" in d.reasons[-1]
+
+
+def test_hold_until_a_datapoint_measured_at_the_current_cap():
+    # The newest datapoints began before the cap took effect (CloudWatch lag): no evidence yet.
+    d = dc.decide(state(16), FACTS, reading(downstream=alarms(at=-1)), m(2))
+    assert (d.action, d.cap) == (HOLD, 16)
+    assert any("measured at cap 16" in r for r in d.reasons) and d.waiting_on
+
+
+def test_hold_on_a_warning():
+    d = dc.decide(state(16), FACTS, reading(downstream=alarms(state_warn=ALARM, at=1)), m(3))
+    assert (d.action, d.cap) == (HOLD, 16)
+    assert any("warning db-latency-warning in ALARM" in r for r in d.reasons)
+
+
+@pytest.mark.parametrize(
+    "errors, throttles, why",
+    [((1, 3.0), (1, 0.0), "Errors 3 above the pre-event 0"), ((1, 0.0), (1, 12.0), "throttled (12)")],
+)
+def test_hold_on_errors_or_throttles(errors, throttles, why):
+    d = dc.decide(state(16), FACTS, reading(downstream=alarms(at=1), errors=errors, throttles=throttles), m(3))
+    assert (d.action, d.cap) == (HOLD, 16) and any(why in r for r in d.reasons), d.reasons
+
+
+def test_errors_at_their_pre_event_level_do_not_hold():
+    facts = replace(FACTS, baseline_errors=3.0)
+    d = dc.decide(state(16), facts, reading(downstream=alarms(at=1), errors=(1, 3.0)), m(3))
+    assert d.action == RAISE
+
+
+def test_without_downstream_alarms_errors_at_the_current_cap_are_the_evidence():
+    d = dc.decide(state(16), FACTS, reading(downstream=(), errors=(1, 0.0)), m(3))
+    assert (d.action, d.cap) == (RAISE, 18) and "no downstream alarm named" in d.reasons[-1]
+    d = dc.decide(state(16), FACTS, reading(downstream=(), errors=(-1, 0.0)), m(3))
+    assert d.action == HOLD and any("Errors on a datapoint measured at cap 16" in r for r in d.reasons)
+
+
+def test_a_rising_backlog_age_never_stops_a_raise():
+    # The age is an input, never a gate: older and older, the cap still rises on OK evidence.
+    s, caps = state(16), []
+    for i in range(1, 8):
+        d = dc.decide(s, FACTS, reading(age=(3 * i - 1, 9000.0 + 600 * i), downstream=alarms(at=3 * i - 1)), m(3 * i))
+        s = d.state
+        caps.append(d.cap)
+    assert caps == [18, 20, 22, 24, 26, 28, 30]
+
+
+# ---- cut ---------------------------------------------------------------------------
+
+
+def test_cut_multiplicatively_on_an_alarm():
+    d = dc.decide(state(24), FACTS, reading(downstream=alarms(state_slo=ALARM, state_warn=ALARM, at=1)), m(3))
+    assert (d.action, d.cap) == (CUT, 16)            # int(24 × 0.7)
+    assert d.state.acted_through == m(1) and d.state.alarmed_cap == 24
+    assert "measured at cap 24: cut to 16" in d.reasons[0]
+
+
+def test_cut_once_per_datapoint():
+    s = dc.decide(state(24), FACTS, reading(downstream=alarms(state_slo=ALARM, at=1)), m(3)).state
+    for minute in (4, 5, 6):   # the same datapoint, tick after tick
+        d = dc.decide(s, FACTS, reading(downstream=alarms(state_slo=ALARM, at=1)), m(minute))
+        assert (d.action, d.cap) == (HOLD, 16), d.reasons
+        assert "already acted on" in d.reasons[0]
+        s = d.state
+
+
+def test_two_alarms_on_one_datapoint_cut_once():
+    both = (dc.Alarm("latency", ALARM, m(1)), dc.Alarm("errors", ALARM, m(1)))
+    d = dc.decide(state(30), FACTS, reading(downstream=both), m(3))
+    assert (d.action, d.cap) == (CUT, 21)
+    assert dc.decide(d.state, FACTS, reading(downstream=both), m(4)).cap == 21
+
+
+def test_attribution_across_the_lag():
+    # cap 20 from 0, 24 from 5; an alarm on the datapoint of minute 5 arrives at minute 8.
+    s = state(24, history=((m(0), 20), (m(5), 24)))
+    d = dc.decide(s, FACTS, reading(downstream=alarms(state_slo=ALARM, at=5)), m(8))
+    assert (d.action, d.cap) == (CUT, 16)
+    # Minutes 6 and 7 were measured at 24 as well, before the cut took effect: the cut from
+    # 24 is already in force, so no second cut, though each is a new datapoint.
+    for minute, now in ((6, 9), (7, 10)):
+        d = dc.decide(d.state, FACTS, reading(downstream=alarms(state_slo=ALARM, at=minute)), m(now))
+        assert (d.action, d.cap) == (HOLD, 16), d.reasons
+        assert "measured at cap 24" in d.reasons[0] and "no second cut" in d.reasons[0]
+    # Minute 8's period straddles the cut (made at 8:00 exactly, so 16 throughout): cut again.
+    d = dc.decide(d.state, FACTS, reading(downstream=alarms(state_slo=ALARM, at=8)), m(11))
+    assert (d.action, d.cap) == (CUT, 11)
+
+
+def test_a_period_that_straddles_a_cut_is_blamed_on_the_higher_cap():
+    s = state(16, history=((m(0), 24), (m(5.5), 16)))
+    d = dc.decide(s, FACTS, reading(downstream=alarms(state_slo=ALARM, at=5)), m(8))
+    assert (d.action, d.cap) == (HOLD, 16) and "measured at cap 24" in d.reasons[0]
+
+
+def test_an_alarm_measured_before_the_drain_began_cuts_to_the_floor():
+    d = dc.decide(state(16, prior=2), FACTS, reading(downstream=alarms(state_slo=ALARM, at=-3)), m(1))
+    assert (d.action, d.cap) == (CUT, 2) and "measured at cap 2" in d.reasons[0]
+
+
+def test_after_a_cut_raises_stop_below_the_cap_that_alarmed_for_a_while():
+    s = dc.decide(state(24, history=((m(0), 22), (m(3), 24))), FACTS, reading(downstream=alarms(state_slo=ALARM, at=3)), m(6)).state
+    assert s.cap == 16
+    caps = []
+    for i in range(1, 10):   # to minute 33, within 30 minutes of the cut at 6
+        now = 6 + 3 * i
+        s2 = dc.decide(s, FACTS, reading(age=(now - 2, 9000.0), downstream=alarms(at=now - 2)), m(now))
+        s = s2.state
+        caps.append(s2.cap)
+    assert max(caps) == 23 and caps[:4] == [18, 20, 22, 23]
+    # Thirty minutes after the cut, one probe at the cap that alarmed.
+    d = dc.decide(s, FACTS, reading(age=(36, 9000.0), downstream=alarms(at=36)), m(36 + 1))
+    assert (d.action, d.cap) == (RAISE, 25)
+
+
+# ---- ceilings and the owner's cap --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "facts, cap, action, new, why",
+    [
+        (dc.Facts(16, reserved_concurrency=24), 24, HOLD, 24, "at the function's reserved concurrency (24)"),
+        (dc.Facts(16, reserved_concurrency=24), 23, RAISE, 24, "raise to 24"),
+        (dc.Facts(16), 999, RAISE, 1000, "raise to 1000"),
+        (dc.Facts(16), 1000, HOLD, 1000, "at the Lambda's ceiling (1000)"),
+        (dc.Facts(16, owner_cap=10), 10, HOLD, 10, "at the owner's own cap (10)"),
+        (dc.Facts(16, owner_cap=10), 9, RAISE, 10, "raise to 10"),
+        (dc.Facts(16, reserved_concurrency=12), 20, CUT, 12, "above the function's reserved concurrency (12)"),   # lowered since
+        (dc.Facts(16, owner_cap=8), 20, CUT, 8, "above the owner's own cap (8)"),
+        (dc.Facts(16, reserved_concurrency=0), 16, CUT, 2, "Lambda's minimum cap"),
+    ],
+)
+def test_ceilings(facts, cap, action, new, why):
+    d = dc.decide(state(cap), facts, reading(downstream=alarms(at=1)), m(3))
+    assert (d.action, d.cap) == (action, new), d.reasons
+    assert any(why in r for r in d.reasons), d.reasons
+    assert d.cap <= d.ceiling
+
+
+def test_an_alarm_with_a_lowered_ceiling_takes_the_lower_of_both():
+    d = dc.decide(state(30), dc.Facts(16, reserved_concurrency=25), reading(downstream=alarms(state_slo=ALARM, at=1)), m(3))
+    assert (d.action, d.cap) == (CUT, 21)   # int(30 × 0.7) < 25
+
+
+# ---- restore -----------------------------------------------------------------------
+
+
+def caught_up(minute, age=5.0, **kw):
+    return reading(age=(minute, age), visible=(minute, 3.0), downstream=alarms(at=minute), **kw)
+
+
+def test_restore_only_after_the_age_is_at_baseline_for_the_period():
+    s = state(26)
+    for minute in range(1, 15):   # 14 datapoints, 14 minutes at baseline: not yet
+        d = dc.decide(s, FACTS, caught_up(minute), m(minute + 2))
+        assert (d.action, d.restore) == (HOLD, False), d.reasons
+        assert "caught up" in d.reasons[-1]
+        s = d.state
+    d = dc.decide(s, FACTS, caught_up(15), m(17))
+    assert (d.action, d.restore) == (RESTORE, True)
+    assert d.state.restored
+    # Sticky: the drain of this mapping is over.
+    d = dc.decide(d.state, FACTS, reading(age=(16, 9000.0)), m(18))
+    assert (d.action, d.restore) == (RESTORE, True)
+
+
+def test_a_datapoint_behind_restarts_the_restore_period():
+    s = state(26)
+    for minute in range(1, 11):
+        s = dc.decide(s, FACTS, caught_up(minute), m(minute + 2)).state
+    s = dc.decide(s, FACTS, caught_up(11, age=300.0), m(13)).state   # behind again
+    assert s.caught_up_since is None
+    for minute in range(12, 26):
+        d = dc.decide(s, FACTS, caught_up(minute), m(minute + 2))
+        assert not d.restore
+        s = d.state
+    assert dc.decide(s, FACTS, caught_up(26), m(28)).restore
+
+
+@pytest.mark.parametrize("age, restores", [(2 + 10, True), (2 + 10.5, False), (60, False)])
+def test_caught_up_means_within_the_slack_of_the_baseline(age, restores):
+    s = state(26)
+    for minute in range(1, 17):
+        d = dc.decide(s, FACTS, caught_up(minute, age=age), m(minute + 2))
+        s = d.state
+    assert d.restore is restores
+
+
+def test_a_warning_blocks_the_restore():
+    s = state(26)
+    for minute in range(1, 20):
+        d = dc.decide(s, FACTS, reading(age=(minute, 3.0), downstream=alarms(state_warn=ALARM, at=minute)), m(minute + 2))
+        assert not d.restore and d.action == HOLD
+        s = d.state
+
+
+def test_a_missing_alarm_stops_raises_but_not_the_restore():
+    gone = (dc.Alarm("db-latency-slo", None), dc.Alarm("db-latency-warning", OK, None, WARNING))
+    d = dc.decide(state(16), FACTS, reading(downstream=gone), m(3))
+    assert d.action == HOLD and any("does not exist" in r for r in d.reasons)
+    s = state(16)
+    for minute in range(1, 17):
+        d = dc.decide(s, FACTS, reading(age=(minute, 1.0), downstream=gone), m(minute + 2))
+        s = d.state
+        if d.restore:
+            break
+    assert d.restore and minute == 15 and any("does not exist" in r for r in d.reasons)
+
+
+# ---- missing and bad input ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "r, why",
+    [
+        (reading(age=None), "ApproximateAgeOfOldestMessage is missing"),
+        (reading(age=(-20, 9000.0)), "ApproximateAgeOfOldestMessage is stale"),
+        (reading(downstream=alarms(state_slo=INSUFFICIENT_DATA, at=1)), "db-latency-slo has INSUFFICIENT_DATA"),
+        (reading(downstream=(dc.Alarm("db-latency-slo", None),)), "alarm db-latency-slo does not exist"),
+        (reading(downstream=(dc.Alarm("db-latency-slo", ALARM, None),)), "no datapoint time"),
+    ],
+)
+def test_a_missing_metric_holds_with_its_reason(r, why):
+    d = dc.decide(state(16), FACTS, r, m(3))
+    assert (d.action, d.cap, d.restore) == (HOLD, 16, False)
+    assert any(why in x for x in d.reasons), d.reasons
+    assert d.waiting_on
+
+
+def test_missing_inputs_never_stall_the_drain_once_they_return():
+    s = state(16)
+    for minute in range(1, 6):
+        s = dc.decide(s, FACTS, reading(age=None), m(minute)).state
+    d = dc.decide(s, FACTS, reading(downstream=alarms(at=5)), m(7))
+    assert (d.action, d.cap) == (RAISE, 18)
+
+
+def test_missing_baseline_age_means_within_the_slack_of_zero():
+    facts = replace(FACTS, baseline_age_seconds=None)
+    s = state(16)
+    for minute in range(1, 17):
+        d = dc.decide(s, facts, caught_up(minute, age=10.0), m(minute + 2))
+        s = d.state
+    assert d.restore
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: dc.Facts(pre_event_concurrency=-1), "pre_event_concurrency"),
+        (lambda: dc.Facts(16, reserved_concurrency=-2), "reserved_concurrency"),
+        (lambda: dc.Facts(16, owner_cap=1), "owner_cap"),
+        (lambda: dc.Facts(16, owner_cap=1001), "owner_cap"),
+        (lambda: dc.Alarm("x", "ALARMING"), "is not one of"),
+        (lambda: dc.Alarm("x", OK, severity="critical"), "severity"),
+        (lambda: dc.Datapoint(T0, float("nan")), "finite"),
+        (lambda: dc.Constants(cut_factor=1.0), "cut_factor"),
+        (lambda: dc.Constants(floor=1), "floor"),
+        (lambda: dc.Constants(raise_fraction=0), "raise_fraction"),
+        (lambda: dc.CapState(cap=5, step=1, history=((T0, 4),), prior_cap=2), "not the last"),
+        (lambda: dc.CapState(cap=5, step=1, history=(), prior_cap=2), "at least"),
+        (lambda: dc.CapState(cap=5, step=1, history=((m(1), 4), (m(0), 5)), prior_cap=2), "time order"),
+        (lambda: dc.start(FACTS, 0, T0), "current cap"),
+        (lambda: dc.CapState.from_dict({"cap": 3}), "malformed"),
+    ],
+)
+def test_bad_input_is_a_clear_error(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_state_round_trips_as_plain_data():
+    s = dc.decide(state(24, history=((m(0), 20), (m(5), 24))), FACTS, reading(downstream=alarms(state_slo=ALARM, at=5)), m(8)).state
+    raw = s.to_dict()
+    import json
+
+    assert dc.CapState.from_dict(json.loads(json.dumps(raw))) == s
+
+
+def test_history_is_pruned_but_attribution_of_old_datapoints_stays_conservative():
+    c = dc.Constants(history_seconds=600, stale_seconds=300)
+    s = state(16)
+    for i in range(1, 10):
+        s = dc.decide(s, FACTS, reading(downstream=alarms(at=3 * i - 1), age=(3 * i - 1, 9000.0)), m(3 * i), c).state
+    assert len(s.history) < 10 and s.history[0][0] >= m(27) - timedelta(seconds=600) - timedelta(minutes=3)
+    assert s.cap_during(m(0), m(1)) == s.prior_cap
+
+
+# ---- the drain's start on the consumer's own evidence -------------------------------
+
+
+@pytest.mark.parametrize(
+    "r, back, why",
+    [
+        (reading(downstream=alarms(at=1), errors=(1, 0.0)), True, "dependency back"),
+        (reading(downstream=alarms(at=-5), errors=(1, 0.0)), False, "from before the hold"),
+        (reading(downstream=alarms(state_slo=ALARM, at=1), errors=(1, 0.0)), False, "is ALARM"),
+        (reading(downstream=alarms(state_slo=INSUFFICIENT_DATA, at=1)), False, "INSUFFICIENT_DATA"),
+        (reading(downstream=alarms(at=1), errors=(1, 7.0)), False, "Errors 7 above"),
+        (reading(downstream=alarms(at=1), errors=None), True, "judged on the downstream alarms"),
+        (reading(downstream=(), errors=(1, 0.0)), True, "function Errors at the pre-event level"),
+        (reading(downstream=(), errors=None), False, "no evidence"),
+        (reading(downstream=(dc.Alarm("db", None),), errors=(1, 0.0)), False, "is missing"),
+    ],
+)
+def test_dependency_back(r, back, why):
+    ok, reasons = dc.dependency_back(FACTS, r, since=m(0), now=m(3))
+    assert ok is back and any(why in x for x in reasons), reasons
+
+
+# ---- invariants over arbitrary readings ---------------------------------------------
+
+states = st.sampled_from([OK, ALARM, INSUFFICIENT_DATA, None])
+minutes = st.integers(min_value=-30, max_value=40)
+
+
+@st.composite
+def readings(draw):
+    def maybe(value_strategy):
+        return draw(st.one_of(st.none(), st.tuples(minutes, value_strategy)))
+
+    downstream = tuple(
+        dc.Alarm(name, draw(states), draw(st.one_of(st.none(), minutes.map(m))), severity)
+        for name, severity in (("slo", CRITICAL), ("warn", WARNING))[: draw(st.integers(0, 2))]
+    )
+    return reading(
+        age=maybe(st.floats(0, 20000)),
+        downstream=downstream,
+        errors=maybe(st.floats(0, 10)),
+        throttles=maybe(st.floats(0, 10)),
+        visible=maybe(st.floats(0, 1e6)),
+    )
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(readings(), min_size=1, max_size=12), st.sampled_from([None, 12, 40]), st.sampled_from([None, 5, 30]))
+def test_invariants(seq, reserved, owner):
+    facts = dc.Facts(16, reserved_concurrency=reserved, owner_cap=owner, baseline_age_seconds=2)
+    d = dc.start(facts, 2, m(0))
+    cut_for: set[datetime] = set()
+    for i, r in enumerate(seq):
+        now = m(3 * (i + 1))
+        before = d.state
+        d = dc.decide(before, facts, r, now)
+        top, _ = dc.ceiling(facts)
+        assert dc.LAMBDA_MIN_CAP <= d.cap <= top or (owner is not None and d.cap == owner)
+        assert d.reasons
+        if d.cap > before.cap:
+            # A raise only on OK evidence measured at the cap before it.
+            assert d.action == RAISE and all(a.state == OK and a.measured_at >= before.in_force_since for a in r.downstream)
+            assert not d.restore
+        if d.action == CUT and d.cap < min(before.cap, top):
+            stamp = max(a.measured_at for a in r.downstream if a.state == ALARM and a.severity == CRITICAL and a.measured_at)
+            assert stamp not in cut_for   # never twice for one datapoint
+            cut_for.add(stamp)
+        assert dc.CapState.from_dict(d.state.to_dict()) == d.state
+
+
+def test_the_module_is_pure():
+    tree = ast.parse(Path(dc.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+    assert imported <= {"__future__", "dataclasses", "datetime", "math", "typing"}, imported
+    assert ".now(" not in Path(dc.__file__).read_text()

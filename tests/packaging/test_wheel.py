@@ -1,0 +1,96 @@
+"""The wheel: the function code, the construct and its policies in one package; a CDK app
+that has only the wheel synthesizes Holdfast from it, with the construct kept out of the
+Lambda asset.
+
+The wheel is built from a copy of the sources (pyproject.toml and functions/), with the
+venv's own setuptools and no network (`--no-build-isolation`), once for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    source = tmp_path_factory.mktemp("source")
+    shutil.copy(ROOT / "pyproject.toml", source)
+    shutil.copytree(ROOT / "functions", source / "functions", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    out = tmp_path_factory.mktemp("dist")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(source), "-w", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (built,) = out.glob("holdfast-*.whl")
+    return built
+
+
+def test_the_wheel_holds_the_function_code_the_construct_and_its_policies(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {
+        "holdfast/handlers/detector.py",
+        "holdfast/handlers/reconciler.py",
+        "holdfast/reconciler.py",
+        "holdfast/settings.py",
+        "holdfast/cdk/__init__.py",
+        "holdfast/cdk/construct.py",
+        "holdfast/cdk/org.py",
+        "holdfast/cdk/game_day.py",
+        "holdfast/cdk/policies/detector.json",
+        "holdfast/cdk/policies/reconciler.json",
+        "holdfast/cdk/policies/readonly.json",
+        "holdfast/cdk/policies/README.md",
+    } <= names
+    # One copy of the policies: the wheel's are the repository's.
+    for role in ("detector", "reconciler", "readonly"):
+        packaged = json.loads(zipfile.ZipFile(wheel).read(f"holdfast/cdk/policies/{role}.json"))
+        assert packaged == json.loads((ROOT / "functions/holdfast/cdk/policies" / f"{role}.json").read_text())
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    text = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "Provides-Extra: cdk" in text and "aws-cdk-lib" in text
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+SYNTH_FROM_THE_WHEEL = """
+import json, sys, zipfile
+from pathlib import Path
+import aws_cdk as cdk
+import holdfast
+from holdfast.cdk import Holdfast
+assert holdfast.__file__.startswith(sys.argv[1]), holdfast.__file__
+app = cdk.App(outdir=sys.argv[2])
+stack = cdk.Stack(app, "UsersOwn", env=cdk.Environment(account="123456789012", region="eu-west-1"))
+Holdfast(stack, "Holdfast")
+assembly = app.synth()
+template = assembly.get_stack_by_name("UsersOwn").template
+keys = {r["Properties"]["Code"]["S3Key"] for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"}
+(key,) = keys
+asset = Path(sys.argv[2]) / ("asset." + key.removesuffix(".zip"))
+print(json.dumps(sorted(str(p.relative_to(asset)) for p in asset.rglob("*") if p.is_file())))
+"""
+
+
+def test_a_cdk_app_with_only_the_wheel_synthesizes_holdfast_and_its_asset_leaves_the_construct_out(wheel, tmp_path):
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", SYNTH_FROM_THE_WHEEL, str(site), str(tmp_path / "cdk.out")],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    files = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"holdfast/handlers/detector.py", "holdfast/handlers/reconciler.py", "holdfast/settings.py"} <= set(files)
+    assert not [f for f in files if f.startswith(("holdfast/cdk/", "holdfast/cli/"))]
+    assert not [f for f in files if f.endswith(".dist-info") or ".dist-info/" in f]
