@@ -348,8 +348,10 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
             f"({', '.join(f'{n} {SHORT[k]}' for k, n in selected.items())}) across {', '.join(fleet.zones)}, "
             f"plus {sum(len(v) for v in fleet.unselected.values())} unselected; snapshot taken.")
 
-        drift_target = next(arn for arn in fleet.selected["esm"]
-                            if ((before[arn] or {}).get("ScalingConfig") or {}).get("MaximumConcurrency", 0) > DRIFT_CAP)
+        # The first mapping (by its consumer's name, stable across runs) capped above DRIFT_CAP.
+        drift_target = min((arn for arn in fleet.selected["esm"]
+                            if ((before[arn] or {}).get("ScalingConfig") or {}).get("MaximumConcurrency", 0) > DRIFT_CAP),
+                           key=lambda arn: int(before[arn]["FunctionArn"].rsplit("-", 1)[-1]))
         groups = [fleet.handles[arn] for arn in fleet.selected["asg"]]
         account = holdfast.account_id()
         steps = scenario.build(
@@ -478,4 +480,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is written; freeing the embedded AWS's state object by object would take
+    # the interpreter longer than the event's last hour took to replay.
+    os._exit(status)

@@ -101,8 +101,8 @@ HEALTH_OPENED = IMPAIRMENT + timedelta(minutes=23)
 TICKS = [
     (START, 5, 4.0, "before the event: a tick per 5 min"),
     (IMPAIRMENT - timedelta(minutes=3), 1, 24.0, "the onset: a tick a minute, as deployed"),
-    (IMPAIRMENT + timedelta(minutes=7), 20, 2.0, "the DynamoDB phase and the collapse: a tick per 20 min"),
-    (LAUNCHES_RESUME - timedelta(minutes=3), 15, 3.0, "mixed launches, network propagation: a tick per 15 min"),
+    (IMPAIRMENT + timedelta(minutes=7), 30, 1.5, "the DynamoDB phase and the collapse: a tick per 30 min"),
+    (LAUNCHES_RESUME - timedelta(minutes=3), 20, 2.0, "mixed launches, network propagation: a tick per 20 min"),
     (THROTTLES_RELAX - timedelta(minutes=3), 5, 11.0, "the recovery: a tick per 5 min"),
 ]
 

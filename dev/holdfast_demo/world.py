@@ -177,9 +177,9 @@ class World:
         p = unhealthy_probability(t)
         total = 0
         for tg in self.target_groups:
-            bad = 0
+            bad, name = 0, tg.split("/")[1]   # the name, not the ARN's random id: the same night every run
             for zone in self.zones:
-                down = sum(_chance("tg", tg, zone, k, t) < p for k in range(TARGETS_PER_ZONE))
+                down = sum(_chance("tg", name, zone, k, t) < p for k in range(TARGETS_PER_ZONE)) if p else 0
                 bad += down
                 healthy = TARGETS_PER_ZONE - down
                 for which, tally, threshold in (("with", self.actual, state.dns_failover.get(tg)),
