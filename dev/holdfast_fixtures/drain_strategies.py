@@ -1,6 +1,6 @@
 """Drain strategies for the recovery model, each driven by Holdfast's real code.
 
-- `Ladder`: the stage policy as shipped (holdfast.policy.decide and posture, default
+- `Ladder`: the stage policy as shipped (holdfast.core.policy.decide and posture, default
   Settings), fed a synthetic launch verdict: impaired through the outage, recovering
   `recover_quiet_minutes` after the last capacity-class failure (its end), with a
   successful launch a minute after it. Every walk finishes within its tick, so the plan

@@ -50,6 +50,9 @@ One place holds every departure from moto that Holdfast depends on; the tests
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
+- STS AssumeRole of a role that does not exist answers AccessDenied in AWS; moto assumes
+  any ARN (`assume_role_needs_the_role`, a context of its own: only the fleet view's
+  tests assume roles).
 
 - CloudWatch GetMetricData (API reference): at most 500 MetricDataQueries a call, each
   Id unique and matching `[a-z][a-zA-Z0-9_]*` ("the first character must be a lowercase
@@ -578,3 +581,40 @@ def _load_balancer_arns(stack: ExitStack) -> None:
 
     stack.enter_context(mock.patch.object(elbv2_models.ELBv2Backend, "create_load_balancer", create_load_balancer))
     stack.enter_context(mock.patch.object(elbv2_models, "make_arn_for_load_balancer", make_arn_for_load_balancer))
+
+
+@contextmanager
+def assume_role_needs_the_role() -> Iterator[None]:
+    """STS AssumeRole as AWS answers it for a role that does not exist: AccessDenied.
+
+    Moto assumes any role ARN, existing or not ("the role does not need to exist"). AWS
+    answers `AccessDenied` ("User: <caller> is not authorized to perform: sts:AssumeRole
+    on resource: <role>") both when the role is missing and when its trust policy does
+    not name the caller (STS API Reference, AssumeRole, Errors; IAM User Guide,
+    "Troubleshoot IAM roles"). This restores the first case; moto evaluates no trust
+    policy, so the second is not emulated.
+    """
+    from moto.iam.models import iam_backends
+    from moto.sts.exceptions import STSClientError
+    from moto.sts.models import STSBackend
+
+    original = STSBackend.assume_role
+
+    def assume_role(self, region_name, role_session_name, role_arn, *args, **kwargs):
+        account, partition = role_arn.split(":")[4], role_arn.split(":")[1]
+        try:
+            iam_backends[account][partition].get_role_by_arn(role_arn)
+        except Exception:
+            raise STSClientError(
+                "AccessDenied",
+                f"User: arn:{partition}:iam::{self.account_id}:user/moto is not authorized to perform: "
+                f"sts:AssumeRole on resource: {role_arn}",
+            ) from None
+        return original(self, region_name, role_session_name, role_arn, *args, **kwargs)
+
+    import warnings
+
+    with mock.patch.object(STSBackend, "assume_role", assume_role), warnings.catch_warnings():
+        # STS's model has no AccessDenied shape (AWS answers it all the same); moto warns.
+        warnings.filterwarnings("ignore", message=r"Exception\(STSClientError\) with code AccessDenied")
+        yield

@@ -8,13 +8,17 @@ top of the SDK's. AWS_ENDPOINT_URL and AWS_REGION are honoured as boto3 honours 
 
 from __future__ import annotations
 
+import contextvars
 import threading
-from collections import Counter
-from typing import Any
+from collections import Counter, defaultdict
+from typing import Any, Callable
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
+# What the calls made in this context are for (a kind's walk); see Clients.tagged.
+CALL_TAG: contextvars.ContextVar[str | None] = contextvars.ContextVar("holdfast_call_tag", default=None)
 
 DEFAULT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -43,6 +47,15 @@ class Clients:
         self._lock = threading.Lock()
         # API calls made through these clients, by "service:Operation"; the CLI reports them.
         self.calls: Counter[str] = Counter()
+        # The same calls by the tag in force when they were made (CALL_TAG: the engine tags
+        # each kind's walk), so walks running at once are still counted apart.
+        self.tagged: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        # Called with (service, client) for every client made (holdfast.budget.Governor.govern).
+        self._on_client: list[Callable[[str, Any], None]] = []
+
+    @property
+    def config(self) -> Config:
+        return self._config
 
     @property
     def region(self) -> str:
@@ -63,12 +76,26 @@ class Clients:
                     kwargs["endpoint_url"] = self._endpoint_url
                 client = self._session.client(service, **kwargs)
                 client.meta.events.register("before-call", self._count)
+                for hook in self._on_client:
+                    hook(service, client)
                 self._clients[service] = client
             return client
 
-    def _count(self, model, **_: Any) -> None:
+    def on_client(self, hook: Callable[[str, Any], None]) -> None:
+        """Run `hook(service, client)` on every client made so far and every one made later."""
         with self._lock:
-            self.calls[f"{model.service_model.service_name}:{model.name}"] += 1
+            self._on_client.append(hook)
+            made = list(self._clients.items())
+        for service, client in made:
+            hook(service, client)
+
+    def _count(self, model, **_: Any) -> None:
+        op = f"{model.service_model.service_name}:{model.name}"
+        tag = CALL_TAG.get()
+        with self._lock:
+            self.calls[op] += 1
+            if tag is not None:
+                self.tagged[tag][op] += 1
 
     def account_id(self) -> str:
         return self("sts").get_caller_identity()["Account"]
@@ -76,7 +103,9 @@ class Clients:
     def with_config(self, config: Config) -> "Clients":
         """Clients from the same session and endpoint with another config (the probes'
         short timeouts and single attempt)."""
-        return Clients(self._session, endpoint_url=self._endpoint_url, config=config)
+        other = Clients(self._session, endpoint_url=self._endpoint_url, config=config)
+        other._on_client = list(self._on_client)
+        return other
 
 
 # ---- AWS errors, translated here and nowhere else -------------------------------------

@@ -23,6 +23,8 @@ retries it. None = from the start; a kind that finished without failure has None
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,12 +37,16 @@ from holdfast.actuators import REGISTRY
 from holdfast.core.kinds import KINDS, kind_of
 from holdfast.core.model import FAILED, Candidate, Guard, Outcome, Resource, no_guard
 from holdfast.actuators.tagged import make_resource
-from holdfast.aws import error_text
+from holdfast.aws import CALL_TAG, error_text
 from holdfast.ratelimit import TokenBucket
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.runtime import Runtime
 
 WRITERS = 8
+# The service whose rate budget each kind's calls spend: kinds of different services are
+# walked at once, kinds of one service one after another.
+SERVICE_OF = {"asg": "autoscaling", "esm": "lambda", "async": "lambda", "nlb": "elasticloadbalancing",
+              "scalable-target": "application-autoscaling"}
 
 Progress = Callable[[str], None]
 Deadline = Callable[[], bool]
@@ -81,24 +87,52 @@ class _Run:
     def __init__(self, clients, ledger, progress: Progress | None, deadline: Deadline | None, writers: int = WRITERS):
         self.clients = clients
         self.writers = writers
+        self._lock = threading.Lock()   # kinds of different services report at once
         self.ledger = ledger
         self.progress = progress or (lambda _msg: None)
         self.deadline = deadline or (lambda: False)
         self.report = Report()
 
     def kind(self, kind: str, body: Callable[[], None]) -> None:
-        """Run one kind's part, counting its calls; a failed listing is that kind's FAILED outcome."""
-        before = Counter(self.clients.calls)
+        """Run one kind's part, counting its calls; a failed listing is that kind's FAILED outcome.
+        Its calls are tagged with the kind (aws.CALL_TAG), so kinds walked at once are
+        counted apart."""
+        token = CALL_TAG.set(kind)
+        before = Counter(self.clients.tagged.get(kind, {}))
         try:
             body()
         except (ClientError, BotoCoreError) as err:
-            self.report.outcomes.append(Outcome(kind, f"discover:{kind}", FAILED, error=error_text(err)))
+            with self._lock:
+                self.report.outcomes.append(Outcome(kind, f"discover:{kind}", FAILED, error=error_text(err)))
         finally:
-            made = Counter(self.clients.calls) - before
-            # A kind can be walked more than once in one run (discover, then engage): add up.
-            merged = Counter(self.report.operations.get(kind, {})) + made
-            self.report.operations[kind] = dict(sorted(merged.items()))
-            self.report.api_calls[kind] = sum(merged.values())
+            CALL_TAG.reset(token)
+            made = Counter(self.clients.tagged.get(kind, {})) - before
+            with self._lock:
+                # A kind can be walked more than once in one run (discover, then engage): add up.
+                merged = Counter(self.report.operations.get(kind, {})) + made
+                self.report.operations[kind] = dict(sorted(merged.items()))
+                self.report.api_calls[kind] = sum(merged.values())
+
+    def services(self, kinds: Iterable[str], walk: Callable[[str], None]) -> None:
+        """Walk kinds of different services at once (each service has its own rate budget:
+        Auto Scaling, ELB and Application Auto Scaling beside Lambda), and the kinds of one
+        service one after another, in the order given (the most dangerous first)."""
+        lanes: dict[str, list[str]] = {}
+        for kind in kinds:
+            lanes.setdefault(SERVICE_OF[kind], []).append(kind)
+
+        def lane(members: list[str]) -> None:
+            for kind in members:
+                walk(kind)
+
+        if len(lanes) <= 1:
+            for members in lanes.values():
+                lane(members)
+            return
+        parent = contextvars.copy_context()
+        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+            for done in [pool.submit(parent.copy().run, lane, members) for members in lanes.values()]:
+                done.result()
 
     def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome | None]) -> list:
         """Walk `items`; per item, in order: its Outcome, None (nothing to report) or _SKIPPED."""
@@ -110,10 +144,12 @@ class _Run:
                 return _SKIPPED
             return work(item)
 
+        parent = contextvars.copy_context()   # the kind's call tag, in every writer thread
         with ThreadPoolExecutor(max_workers=self.writers) as pool:
-            for result in pool.map(one, items):
+            for result in pool.map(lambda item: parent.copy().run(one, item), items):
                 if isinstance(result, Outcome):
-                    self.report.outcomes.append(result)
+                    with self._lock:
+                        self.report.outcomes.append(result)
                 results.append(result)
                 done += 1
                 self.progress(f"{verb} {kind}: {done}/{len(items)}")
@@ -138,7 +174,9 @@ class Engine:
         self.runtime = runtime
         self.clients, self.settings = runtime.clients, runtime.settings
         self.ledger = ResourceLedger(runtime.clients("dynamodb"), runtime.table)
-        self.bucket = lambda_bucket or TokenBucket(runtime.settings.lambda_writes_per_second)
+        # Lambda calls are paced by the clients' rate budgets (runtime.govern); a bucket here
+        # is an extra, local limit (tests pass one that never waits).
+        self.bucket = lambda_bucket
         self.actuators = {
             k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger, lambda_bucket=self.bucket,
                            expired_queue_arn=runtime.expired_queue_arn)
@@ -167,10 +205,14 @@ class Engine:
         acts = self._acts(kinds)
         run = self._run()
         listed: dict[str, list[Candidate]] = {}
-        for kind, act in acts.items():
+
+        def list_kind(kind: str) -> None:
             run.progress(f"list {kind}")
             run.report.cursor[kind] = after.get(kind)  # a failed listing makes no progress
-            run.kind(kind, lambda: listed.__setitem__(kind, act.candidates()))
+            run.kind(kind, lambda: listed.__setitem__(kind, acts[kind].candidates()))
+
+        run.services(acts, list_kind)
+        listed = {k: listed[k] for k in acts if k in listed}   # the kinds' order, whichever listed first
         read, selected = _count_selected(acts, listed, self.settings.max_resources)
         if selected > self.settings.max_resources:
             run.report.refused = (
@@ -178,20 +220,22 @@ class Engine:
                 f"({self.settings.max_resources}); nothing was changed"
             )
             return run.finish()
-        for kind, candidates in listed.items():
+        def engage_kind(kind: str) -> None:
             act, start = acts[kind], after.get(kind)
-            todo = [c for c in candidates if start is None or c.arn > start]
+            todo = [c for c in listed[kind] if start is None or c.arn > start]
             work = act.plan if dry_run else act.engage
 
-            def one(c: Candidate, act=act, work=work) -> Outcome | None:
+            def one(c: Candidate) -> Outcome | None:
                 resource = read[c.arn] if c.arn in read else act.read(c)
                 return None if resource is None else work(resource)
 
-            def walk(kind=kind, todo=todo, one=one, start=start):
+            def walk() -> None:
                 results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
                 run.report.cursor[kind] = _cursor(todo, results, start)
 
             run.kind(kind, walk)
+
+        run.services(listed, engage_kind)
         return run.finish()
 
     def relax(self, *, kinds: Iterable[str] | None = None,
@@ -205,8 +249,11 @@ class Engine:
         acts = self._acts(kinds)
         run = self._run()
         records = self.ledger.records()
-        for kind, act in acts.items():
-            def walk(kind=kind, act=act):
+
+        def relax_kind(kind: str) -> None:
+            act = acts[kind]
+
+            def walk() -> None:
                 run.progress(f"discover {kind}")
                 engaged = {r.arn: r for r in act.discover() if r.record is not None}
                 orphans = [rec.arn for rec in records if rec.kind == kind and rec.arn not in engaged]
@@ -222,7 +269,10 @@ class Engine:
                     return act.relax(resource, target, guard)
 
                 run.each("relax", kind, list(engaged.values()) + orphans, _safe(kind, one))
+
             run.kind(kind, walk)
+
+        run.services(acts, relax_kind)
         return run.finish()
 
     def release(self, arn: str) -> Outcome:

@@ -36,3 +36,23 @@ class Runtime:
     def but(self, **changes) -> "Runtime":
         """The same runtime with some fields replaced (another controller id, settings...)."""
         return replace(self, **changes)
+
+
+def govern(clients: Clients, settings: Settings, *, table: str | None, member: str):
+    """Put every call these clients make through the account's rate budgets (holdfast.budget):
+    Lambda's control plane at `settings.lambda_writes_per_second` (AWS allows about 15/s for
+    all of it, reads included), GetFunction apart, and Auto Scaling, ELB, Application Auto
+    Scaling and the tagging API each on its own; a throttle slows the budget and is retried,
+    never surfaced before the walk's deadline. With a ledger table, the shares of the
+    account's budget are leases in it (ledger/budget_board.py), so two controllers, or a
+    tick and an operator's command, stay under the quota together. The leases go through
+    clients of their own, so the calls a command reports are its own. Returns the Governor."""
+    from holdfast.budget import DEFAULT_SPECS, BudgetSpec, Budgets, Governor
+    from holdfast.ledger.budget_board import LedgerShareBoard
+
+    specs = {**DEFAULT_SPECS, "lambda": BudgetSpec(float(settings.lambda_writes_per_second))}
+    options = {}
+    if table:
+        board_clients = clients.with_config(clients.config)
+        options = {"board": LedgerShareBoard(board_clients("dynamodb"), table), "member": member}
+    return Governor(Budgets(specs, **options)).govern(clients)

@@ -219,7 +219,7 @@ class Settings:
     )
     lambda_writes_per_second: float = field(
         default=10.0,
-        metadata=_doc("Client-side rate for Lambda control-plane writes; AWS allows about 15/s for all of them together (1–15)."),
+        metadata=_doc("Client-side rate for Lambda control-plane calls, reads included; AWS allows about 15/s for all of them together, so the default leaves room for the account's own deploys (1–15)."),
     )
     max_resources: int = field(
         default=5000,

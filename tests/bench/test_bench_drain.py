@@ -8,7 +8,7 @@ Three scenarios (holdfast_fixtures.recovery_model): the seeds' arithmetic withou
 a database with a knee at 30 req/s (1,800 msg/min), timeouts and one retry; the same
 with the knee at 40 req/s. Three strategies, each driven by Holdfast's real code:
 
-- the fixed ladder: holdfast.policy.decide / posture with default Settings (floor 2,
+- the fixed ladder: holdfast.core.policy.decide / posture with default Settings (floor 2,
   steps 5, 20, 100, 300, then the owner's value — here no cap; 10 min holds; the launch
   verdict's 15 min quiet window) and no gating alarm;
 - the controller: holdfast.core.drain_control with its default Constants;

@@ -59,10 +59,14 @@ $PY tests/e2e/e2e.py snapshot --prefix "$RUN" > "$OUT/before.json"
 
 $PY tests/e2e/e2e.py provoke --prefix "$RUN" --selector "$SELECTOR" --minutes "$DURATION_MINUTES" > "$OUT/provoke.log" 2>&1 &
 PROVOKER=$!
-.venv/bin/holdfast --region "$HOLDFAST_E2E_REGION" drill --yes --json --report "$OUT/drill" | tee "$OUT/drill.json"
+# The stack publishes its settings (<prefix>/settings), which the drill reads; --settings is
+# this run's context too, so a stack deployed before that parameter existed still drills.
+echo "$CONTEXT" > "$OUT/settings.json"
+.venv/bin/holdfast --region "$HOLDFAST_E2E_REGION" --settings "$OUT/settings.json" drill --yes --json \
+  --stack-name "$STACK" --out "$OUT" | tee "$OUT/drill.json"
 wait "$PROVOKER" || true
 PROVOKER=
 
 $PY tests/e2e/e2e.py snapshot --prefix "$RUN" > "$OUT/after.json"
 $PY tests/e2e/e2e.py compare "$OUT/before.json" "$OUT/after.json"
-echo "e2e: passed; drill report in $OUT/drill.md"
+echo "e2e: passed; drill report in $OUT/drill-report.md"

@@ -54,7 +54,7 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
         for c in foreign.holdfast.node.find_all()
         if isinstance(c, CfnResource)
     }
-    assert len(holdfast_ids) == 31 and all(k.startswith("Holdfast") for k in holdfast_ids)
+    assert len(holdfast_ids) == 32 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
     consumer = _role_statements(t, "ConsumerServiceRole")
@@ -85,10 +85,21 @@ def test_with_a_key_of_the_users_the_grant_adds_what_an_sqs_producer_needs_on_th
 
 def test_the_expired_events_queue_arn_is_published_where_the_cli_looks(foreign):
     for template, name in ((foreign.template, "/holdfast/OrdersService/expired-queue-arn"), (foreign.key_template, "/holdfast/keyed/expired-queue-arn")):
-        (parameter,) = template.find_resources("AWS::SSM::Parameter").values()
+        parameters = template.find_resources("AWS::SSM::Parameter").values()
+        (parameter,) = [p for p in parameters if p["Properties"]["Name"].endswith("/expired-queue-arn")]
         queue_id = _logical_id(template, "AWS::SQS::Queue", "HoldfastQueuesExpiredEvents")
         assert parameter["Properties"]["Name"] == name
         assert parameter["Properties"]["Value"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+
+
+def test_the_deployed_settings_are_published_where_the_drill_reads_them(foreign):
+    from holdfast.cli.drill import SETTINGS_PARAMETER
+    from holdfast.settings import Settings
+
+    parameters = foreign.template.find_resources("AWS::SSM::Parameter").values()
+    (parameter,) = [p for p in parameters if p["Properties"]["Name"] == f"/holdfast/OrdersService/{SETTINGS_PARAMETER}"]
+    assert Settings.from_json(parameter["Properties"]["Value"]) == foreign.holdfast.settings
+    assert len(parameter["Properties"]["Value"]) <= 4096  # a standard parameter
 
 
 def test_holdfasts_own_resources_have_no_unacknowledged_nag_findings_in_a_foreign_stack(foreign):
@@ -163,7 +174,7 @@ LOGICAL_IDS_BEFORE_THE_CONSTRUCT = {
 def test_the_stack_keeps_the_logical_ids_it_had_before_the_construct(synthesized):
     ids = set(synthesized.template.to_json()["Resources"])
     assert LOGICAL_IDS_BEFORE_THE_CONSTRUCT <= ids
-    assert ids - LOGICAL_IDS_BEFORE_THE_CONSTRUCT == {"ExpiredQueueArnParameterD32586A0"}
+    assert ids - LOGICAL_IDS_BEFORE_THE_CONSTRUCT == {"ExpiredQueueArnParameterD32586A0", "SettingsParameter5C8DE5DF"}
 
 
 def test_the_stack_outputs_the_expired_events_queue_and_its_parameter(synthesized):

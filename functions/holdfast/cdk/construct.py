@@ -36,6 +36,7 @@ from holdfast.cdk.suppressions import acknowledge
 
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+SETTINGS_PARAMETER = "settings"
 _PARAMETER_PREFIX = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 # What Lambda needs to deliver an async invocation record to an SQS on-failure
 # destination, with the function's execution role: SendMessage on the queue, and, when
@@ -144,6 +145,15 @@ class Holdfast(Construct):
             parameter_name=f"{self.parameter_prefix}/{EXPIRED_QUEUE_PARAMETER}",
             string_value=expired.queue_arn,
             description="Holdfast: the expired-events queue (the on-failure destination for owners' async functions)",
+        )
+        # What `holdfast drill` reads to learn the deployed mode (it never drills a mode=off
+        # account) and the settings its checks use; about 1.3 KB, inside a standard parameter's 4 KB.
+        self.settings_parameter = ssm.StringParameter(
+            self,
+            "SettingsParameter",
+            parameter_name=f"{self.parameter_prefix}/{SETTINGS_PARAMETER}",
+            string_value=settings.to_json(),
+            description="Holdfast: the deployed settings (read by holdfast drill)",
         )
 
         self.ledger = table

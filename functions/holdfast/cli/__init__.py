@@ -28,7 +28,7 @@ from holdfast.cli.context import Context, UsageError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # Command modules, in the order `holdfast --help` lists them.
-COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain")
+COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +49,9 @@ GLOBAL_OPTIONS = (
                                           "(default: the deployed stack's, from SSM /holdfast/<stack>/expired-queue-arn; "
                                           "`none`: no destination, event ages kept)"}),
     (("--json",), {"action": "store_true", "help": "print one JSON document on stdout"}),
+    (("--rate-budget",), {"choices": ("auto", "on", "off"), "default": "auto",
+                          "help": "pace every call within the account's API rate budgets, retrying throttles "
+                                  "(auto: on, except against a loopback --endpoint-url such as a local moto)"}),
 )
 
 

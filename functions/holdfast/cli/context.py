@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import getpass
+from urllib.parse import urlparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
@@ -18,7 +19,7 @@ from holdfast.aws import Clients, error_code, error_text
 from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
-from holdfast.runtime import Runtime
+from holdfast.runtime import Runtime, govern
 from holdfast.settings import CONTEXT_KEY, Settings
 
 # Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
@@ -76,6 +77,8 @@ class Context:
             clock=SystemClock(),
             controller_id=f"cli:{operator_name()}",
         )
+        if _budgeted(getattr(args, "rate_budget", "auto"), args.endpoint_url):
+            govern(clients, settings, table=runtime.table, member=runtime.controller_id)
         return cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None))
 
     def use_expired_queue(self) -> tuple[str | None, str]:
@@ -176,3 +179,11 @@ def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None
     except (ClientError, BotoCoreError) as err:
         notes.append(f"no queue {EXPIRED_QUEUE_NAME} ({error_code(err) or type(err).__name__})")
     return None, "no expired-events queue found: " + "; ".join(notes)
+
+
+def _budgeted(choice: str, endpoint_url: str | None) -> bool:
+    """AWS's quotas are AWS's: against a loopback endpoint (a local moto) there are none to keep."""
+    if choice != "auto":
+        return choice == "on"
+    host = (urlparse(endpoint_url).hostname or "").lower() if endpoint_url else ""
+    return not (host in ("localhost", "::1") or host.startswith("127."))

@@ -33,6 +33,7 @@ from holdfast.core.model import ALREADY, VANISHED, Outcome
 from holdfast.iam import uses
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
+from holdfast.cli import accounts
 from holdfast.cli.context import Context, UsageError, table
 
 from holdfast.cli import EXIT_FAILED, EXIT_OK
@@ -62,7 +63,9 @@ def register(sub) -> None:
     p.add_argument("resource_arn", metavar="RESOURCE_ARN")
     p.set_defaults(func=release)
 
-    p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift")
+    p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift; "
+                                      "with --all-accounts, every account's and region's plan")
+    accounts.add_arguments(p)
     p.set_defaults(func=status)
 
 
@@ -124,6 +127,10 @@ def release(ctx: Context, args) -> int:
 
 
 def status(ctx: Context, args) -> int:
+    if getattr(args, "all_accounts", False):
+        return accounts.status_all(ctx, args)
+    if getattr(args, "accounts", None) or getattr(args, "regions", None):
+        raise UsageError("--accounts and --regions go with --all-accounts")
     ledger_available = _check_ledger(ctx)
     rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]

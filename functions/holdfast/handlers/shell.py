@@ -13,7 +13,7 @@ from typing import Mapping
 
 from holdfast.aws import Clients
 from holdfast.ledger import DEFAULT_TABLE
-from holdfast.runtime import Runtime
+from holdfast.runtime import Runtime, govern
 from holdfast.settings import ENV_VAR, Settings
 
 LEDGER_TABLE_ENV = "HOLDFAST_LEDGER_TABLE"
@@ -23,7 +23,7 @@ EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
 
 def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -> Runtime:
     env = os.environ if env is None else env
-    return Runtime(
+    runtime = Runtime(
         clients=Clients(),
         settings=Settings.from_json(env.get(ENV_VAR)),
         table=env.get(LEDGER_TABLE_ENV, DEFAULT_TABLE),
@@ -31,3 +31,6 @@ def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -
         topic_arn=env.get(TOPIC_ENV) or None,
         expired_queue_arn=env.get(EXPIRED_QUEUE_ENV) or None,
     )
+    # Every call within the account's rate budgets, shared with the other controllers.
+    govern(runtime.clients, runtime.settings, table=runtime.table, member=controller_id)
+    return runtime

@@ -10,6 +10,7 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `HEALTH`                    | `<eventArn>#<commId>`      | ledger.signals      |
 | `PLAN`                      | `CURRENT` / `GEN#<gen:012>`| ledger.plan         |
 | `CONTROL`                   | `PAUSE`                    | ledger.plan         |
+| `BUDGET`                    | `<budget>#<controller>`    | ledger.budget_board |
 
 Old plans and signals leave by TTL only; nothing deletes the active plan or the
 original record of an engaged resource (DESIGN.md invariant 5).

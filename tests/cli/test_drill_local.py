@@ -1,0 +1,121 @@
+"""`holdfast drill` on a local endpoint: the embedded moto server, the console script in a
+subprocess, fast mode (short holds through --settings).
+
+GIVEN a fleet of every kind with hard owner states, WHEN the drill injects the launch
+failures FIS would cause and runs the real reconciler to the end, THEN it reports the
+time to full posture and from the experiment's end to normal, every resource is exactly
+as before (checked here independently, through the demo's fuller snapshot), and the
+report is written. A second drill on the same endpoint works too (it must not be
+confused by the first one's ledger, written on a faster clock), and a resource that
+does not come back (an owner's change, kept) is named and fails it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from unittest import mock
+
+from holdfast.cli import main
+from holdfast.cli.drill import LocalDrill
+from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger.table import ensure_table
+from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.conftest import REGION
+from holdfast_demo.fleet import build_fleet, snapshot
+
+HOLDFAST = Path(sys.executable).with_name("holdfast")
+# Fast mode: one-minute holds and a three-minute detection window, so the whole rehearsal
+# is about fifteen ticks of the drill clock.
+FAST = {"hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3}
+
+
+def _drill(server, settings: Path, out: Path, *extra: str, json_output: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(HOLDFAST), "--endpoint-url", server.url, "--region", REGION, "--settings", str(settings),
+         *(["--json"] if json_output else []), "drill", "--duration-minutes", "2", "--out", str(out), *extra],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def _t(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_a_drill_on_the_embedded_endpoint_engages_recovers_and_restores_exactly(moto_server, aws_semantics, tmp_path):
+    moto_server.reset()
+    clients = moto_server.clients()
+    fleet = build_fleet(clients, asgs=3, esms=3, asyncs=4, nlbs=2, services=3)
+    ensure_table(clients("dynamodb"), DEFAULT_TABLE)
+    before = snapshot(clients, fleet)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(FAST))
+
+    done = _drill(moto_server, settings, tmp_path / "one", json_output=False)
+
+    # The console prints the two times and the restore result.
+    assert done.returncode == 0, done.stderr[-3000:]
+    print("\n" + done.stdout)
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert lines[0].startswith(f"drill PASSED on {moto_server.url} ({REGION}, account 123456789012, mode auto)")
+    assert "first failure -> full posture: 1 min (drill clock; 1 tick)" in lines
+    assert any(line.startswith("experiment end -> normal:") and "min (drill clock;" in line for line in lines)
+    assert any(line.startswith("restore:") and line.endswith("no write-ahead record left on a tag or in the ledger")
+               for line in lines)
+    report = json.loads((tmp_path / "one" / "drill-report.json").read_text())
+    assert report["result"] == "passed" and report["problems"] == []
+    assert report["target"]["where"] == moto_server.url and report["mode"] == "auto"
+    selected = {k: len(v) for k, v in fleet.selected.items()}
+    assert report["selected"] == selected
+    f = report["figures"]
+    # The first tick comes one schedule period (1 min) after the first failure and engages everything.
+    assert (f["minutes_to_full_posture"], f["ticks_to_full_posture"], f["hold_generation"]) == (1.0, 1, 1)
+    # The experiment lasts --duration-minutes on the drill clock; the recovery is what the settings make it.
+    assert (_t(f["experiment_end_at"]) - _t(f["first_failure_at"])).total_seconds() == 120
+    assert f["minutes_end_to_normal"] == (_t(f["normal_at"]) - _t(f["experiment_end_at"])).total_seconds() / 60
+    stages = [e["stage"] for e in report["timeline"]]
+    assert stages.index("hold") < stages.index("drain step 0") < stages.index("capacity") < len(stages) - 1
+    assert stages[-1] == "normal"
+    # From the end: the last failure came a minute before it, and the verdict stays impaired
+    # for the detection window (3 min) after it, so +2 min; then the hold and each of the
+    # eight stages after it (drain steps 0-4, fresh-work, routing, capacity) hold 1 min: +9.
+    assert f["minutes_end_to_normal"] == 2 + 9
+    restore = report["restore"]
+    assert restore["exact"] is True and restore["not_restored"] == []
+    assert restore["resources"] == restore["restored"] == sum(selected.values())
+    # Independently of the drill's own check: every resource, selected or not, as before.
+    assert snapshot(clients, fleet) == before
+    md = (tmp_path / "one" / "drill-report.md").read_text()
+    assert "**first failure → full posture** | **1 min" in md and "exact:" in md
+
+    # A second drill on the same endpoint, during which an owner sets their own cap on a
+    # held mapping (invariant 2: kept). The drill names it as not back, and exits 1.
+    mapping = next(a for a in fleet.selected["esm"] if "ScalingConfig" not in before[a])
+    changed = []
+    original_inject = LocalDrill.inject
+
+    def inject(self, rt, at, wave, *, ok, groups=None):
+        if not changed and self.posture_at is not None:
+            clients("lambda").update_event_source_mapping(UUID=fleet.handles[mapping], ScalingConfig={"MaximumConcurrency": 7})
+            changed.append(at)
+        return original_inject(self, rt, at, wave, ok=ok, groups=groups)
+
+    with mock.patch.object(LocalDrill, "inject", inject):
+        code = main(["--endpoint-url", moto_server.url, "--region", REGION, "--settings", str(settings), "--json",
+                     "drill", "--duration-minutes", "2", "--out", str(tmp_path / "two")])
+
+    second = json.loads((tmp_path / "two" / "drill-report.json").read_text())
+    assert changed and code == 1 and second["result"] == "failed"
+    # Its clock starts after everything the first drill wrote; its generations follow on.
+    assert _t(second["figures"]["first_failure_at"]) > _t(f["normal_at"])
+    assert second["figures"]["hold_generation"] == report["timeline"][-1]["generation"] + 1
+    assert second["figures"]["minutes_to_full_posture"] == 1.0
+    rows = second["restore"]["not_restored"]
+    assert [r["arn"] for r in rows] == [mapping]
+    assert "MaximumConcurrency" in rows[0]["problem"] and "7" in rows[0]["problem"]
+    assert rows[0]["owner_change_reported"]  # Holdfast reported the owner's change it kept
+    assert mapping in (tmp_path / "two" / "drill-report.md").read_text()
+    assert snapshot(clients, fleet) == {**before, mapping: {**before[mapping], "ScalingConfig": {"MaximumConcurrency": 7}}}
