@@ -11,24 +11,38 @@ Stages follow the recovery order (DESIGN.md, "Default recovery plan"):
 
 - A stage advances when its posture walk is complete, its hold has passed (time in
   stage counted from the later of entering it, the verdict turning `recovering` and
-  the last capacity-class failure), the verdict is `recovering` or `normal`, and every
-  gating alarm is OK. A missing alarm or INSUFFICIENT_DATA is not OK.
-- routing -> capacity also needs launches normal for `capacity_hold_minutes` and at
-  least one successful launch after the last capacity failure.
-- A gating alarm in ALARM steps back one stage (in drain, one cap step); after a step
-  back the next one waits a full hold, so a slow alarm cannot walk the plan to hold.
+  the last regional capacity failure above the recovery share, `verdict.last_failing`:
+  a lone group's failures are routine and restart no hold), the verdict is
+  `recovering` or `normal`, the built-in gate of the stage it moves to is open
+  (holdfast.core.gates), and every gating alarm is OK. A missing alarm or
+  INSUFFICIENT_DATA is not OK.
+- The built-in gates read evidence derived from the selected fleet, no alarm needed:
+  each drain step (hold -> drain, one cap step to the next, drain -> fresh-work) the
+  consumers' errors, throttles and backlog age (`drain`, below); fresh-work -> routing
+  the selected target groups' health, ELB health-check terminations and launch health;
+  routing -> capacity launches healthy for `capacity_hold_minutes`. The advance's
+  reasons carry what each gate saw, each line starting `evidence: `.
+- The drain's steps are decided by a drain controller, `drain(plan, evidence, now,
+  settings) -> DrainMove` (advance, wait, or back). The default, `ladder`, is the fixed
+  ladder of `esm_cap_steps`, each step gated on the built-in drain evidence; a
+  controller that sets the caps itself slots in through `decide(..., drain=...)`.
+- A gating alarm in ALARM steps back one stage (in drain, one cap step), and so does the
+  drain controller answering `back`; after a step back the next one waits a full hold,
+  so a slow alarm cannot walk the plan to hold.
 - An `impaired` verdict returns to hold from any stage.
 - An operator `advance` for the current generation skips the time gates (hold and
-  capacity hold); the walk, the verdict and the alarms still gate. Pause is handled
-  by the reconciler, which then decides nothing.
+  capacity hold) and the built-in evidence; the walk, the verdict and the alarms still
+  gate. Pause is handled by the reconciler, which then decides nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from holdfast.core import gates as builtin
+from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE, ROUTING as ROUTING_EVIDENCE, DrainEvidence, Evidence
 from holdfast.core.kinds import KINDS, RELAXED_IN
 
 NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
@@ -82,6 +96,45 @@ class Decision:
     reasons: tuple[str, ...]
     # What still stands between this plan and the next stage (empty when it advanced).
     gates: tuple[str, ...] = field(default=())
+    # What the built-in gate of the next stage saw (also in `reasons` when it advanced).
+    evidence: tuple[str, ...] = field(default=())
+
+
+# ---- the drain controller ------------------------------------------------------------
+
+ADVANCE, WAIT, BACK = "advance", "wait", "back"
+
+
+@dataclass(frozen=True)
+class DrainMove:
+    """A drain controller's answer for the next drain step: advance, wait, or back."""
+
+    action: str
+    blocking: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+
+DrainController = Callable[["Plan", "DrainEvidence | None", datetime, Any], DrainMove]
+
+
+def ladder(plan: "Plan", evidence: DrainEvidence | None, now: datetime, settings) -> DrainMove:
+    """The fixed ladder (`esm_cap_steps`, one step per hold), each step gated on the
+    built-in drain evidence (holdfast.core.gates.drain_gate)."""
+    judged = builtin.drain_gate(evidence, now, settings)
+    action = BACK if judged.back else WAIT if judged.blocking else ADVANCE
+    return DrainMove(action, judged.blocking, judged.evidence)
+
+
+def evidence_needed(plan: "Plan | None", verdict) -> frozenset[str]:
+    """Which built-in evidence the next decision reads, so the shell reads only that (and
+    nothing while the verdict is impaired: no stage advances then)."""
+    if plan is None or verdict is None or verdict.state == IMPAIRED:
+        return frozenset()
+    if plan.stage in (HOLD, DRAIN):
+        return frozenset({DRAIN_EVIDENCE})
+    if plan.stage == FRESH_WORK:
+        return frozenset({ROUTING_EVIDENCE})
+    return frozenset()
 
 
 def posture(plan: Plan, settings) -> dict[str, Any]:
@@ -109,12 +162,16 @@ def decide(
     settings,
     *,
     advance_generation: int | None = None,
+    evidence: Evidence | None = None,
+    drain: DrainController = ladder,
 ) -> Decision:
-    """The next plan. `verdict` has .state, .since, .reasons, .last_capacity_failure and
-    .last_successful_launch; `alarms` maps each gating alarm name to its state (None
-    when the alarm does not exist)."""
+    """The next plan. `verdict` is a holdfast.core.detector.Verdict (its state, since,
+    reasons and the last times of each criterion); `alarms` maps each gating alarm name
+    to its state (None when the alarm does not exist); `evidence` is what the shell read
+    for the gates (`evidence_needed`); `drain` decides the drain's steps."""
     plan = plan or Plan(mode=settings.mode)
     state = verdict.state
+    evidence = evidence or Evidence()
 
     def new(stage: str, reasons: list[str], **changes) -> Decision:
         fresh = replace(
@@ -149,32 +206,52 @@ def decide(
     if plan.mode != settings.mode:
         return _same_stage(plan, settings, state)
 
+    skip_time = advance_generation == plan.generation
     alarm_gates, alarming = _alarm_gates(alarms, settings)
-    if alarming and plan.stage != HOLD:
+    judged = _judge(plan, verdict, evidence, now, settings, drain)
+    regressed = plan.stage == DRAIN and judged.back and not skip_time
+    if (alarming or regressed) and plan.stage != HOLD:
+        what = (f"alarm {', '.join(alarming)} in ALARM" if alarming
+                else "the drain's evidence got worse: " + "; ".join(judged.blocking))
         if plan.stepped_back and now - plan.entered_at < timedelta(minutes=settings.hold_minutes):
-            return stay([f"alarm {', '.join(alarming)} in ALARM; stepped back already, waiting a hold"], alarm_gates)
+            return stay([f"{what}; stepped back already, waiting a hold"], alarm_gates + list(judged.blocking))
         stage, step = _previous(plan, settings)
         return new(
             stage,
-            [f"alarm {', '.join(alarming)} in ALARM during {plan.label}: step back to {stage}{f' step {step}' if stage == DRAIN else ''}"],
+            [f"{what} during {plan.label}: step back to {stage}{f' step {step}' if stage == DRAIN else ''}"],
             drain_step=step,
             stepped_back=True,
         )
 
     gates = [f"{kind} walk not finished" for kind in posture(plan, settings) if kind not in plan.done]
-    skip_time = advance_generation == plan.generation
     started = _stage_clock(plan, verdict)
     if not skip_time and now - started < timedelta(minutes=settings.hold_minutes):
         left = timedelta(minutes=settings.hold_minutes) - (now - started)
         gates.append(f"hold: {_minutes(left)} left of {settings.hold_minutes} min")
     target, step = _next(plan, settings)
-    if target == CAPACITY:
-        gates += _capacity_gates(plan, verdict, now, settings, skip_time)
+    if not skip_time:
+        gates += judged.blocking
     gates += alarm_gates
     if gates:
-        return stay([f"{plan.label}: verdict {state}"], gates)
-    reasons = [f"{plan.label} passed: verdict {state}, alarms OK" + (", hold skipped by operator" if skip_time else "")]
-    return new(target, reasons + [f"advance to {target}{f' step {step}' if target == DRAIN else ''}"], drain_step=step)
+        return replace(stay([f"{plan.label}: verdict {state}"], gates), evidence=judged.evidence)
+    reasons = [f"{plan.label} passed: verdict {state}, alarms OK"
+               + (", hold skipped by operator, built-in evidence too" if skip_time else "")]
+    reasons += [f"evidence: {e}" for e in judged.evidence]
+    decision = new(target, reasons + [f"advance to {target}{f' step {step}' if target == DRAIN else ''}"], drain_step=step)
+    return replace(decision, evidence=judged.evidence)
+
+
+def _judge(plan: Plan, verdict, evidence: Evidence, now: datetime, settings, drain: DrainController) -> builtin.Judgement:
+    """The built-in gate of the stage the plan would move to next."""
+    if plan.stage in (HOLD, DRAIN):
+        move = drain(plan, evidence.drain, now, settings)
+        return builtin.Judgement(move.blocking if move.action != ADVANCE else (), move.evidence, move.action == BACK)
+    target, _ = _next(plan, settings)
+    if target == ROUTING:
+        return builtin.routing_gate(evidence.routing, verdict, now, settings)
+    if target == CAPACITY:
+        return builtin.capacity_gate(verdict, plan.impaired_at, now, settings)
+    return builtin.Judgement()
 
 
 def _same_stage(plan: Plan, settings, state: str) -> Decision:
@@ -200,25 +277,14 @@ def _alarm_gates(alarms: Mapping[str, str | None], settings) -> tuple[list[str],
 
 def _stage_clock(plan: Plan, verdict) -> datetime:
     """Time in stage counts from the latest of: entering it, the verdict turning
-    recovering, the last capacity-class failure."""
+    recovering, the last regional capacity failure above the recovery share (the same
+    criterion as the verdict's: a lone group's failures are routine)."""
     times = [plan.entered_at]
     if verdict.state == RECOVERING and verdict.since:
         times.append(verdict.since)
-    if verdict.last_capacity_failure:
-        times.append(verdict.last_capacity_failure)
+    if getattr(verdict, "last_failing", None):
+        times.append(verdict.last_failing)
     return max(times)
-
-
-def _capacity_gates(plan: Plan, verdict, now: datetime, settings, skip_time: bool) -> list[str]:
-    gates = []
-    failure, success = verdict.last_capacity_failure, verdict.last_successful_launch
-    if success is None or (failure is not None and success <= failure):
-        gates.append("capacity: no successful launch since the last capacity failure")
-    normal_since = max(t for t in (plan.impaired_at, failure) if t is not None)
-    needed = timedelta(minutes=settings.capacity_hold_minutes)
-    if not skip_time and now - normal_since < needed:
-        gates.append(f"capacity hold: launches normal {_minutes(now - normal_since)} of {settings.capacity_hold_minutes} min")
-    return gates
 
 
 def _next(plan: Plan, settings) -> tuple[str, int]:
