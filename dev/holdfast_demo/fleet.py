@@ -59,6 +59,8 @@ class Fleet:
     # scalable target resource id.
     handles: dict[str, str] = field(default_factory=dict)
     zones: list[str] = field(default_factory=list)  # the zones every group spans
+    # Selected target group ARN -> the Network Load Balancer it serves (a listener each).
+    load_balancers: dict[str, str] = field(default_factory=dict)
 
     def arns(self, kind: str | None = None) -> list[str]:
         kinds = KINDS if kind is None else (kind,)
@@ -227,7 +229,7 @@ class _Builder:
         self._add("async", arn, name, selected)
 
     @uses("elasticloadbalancing:CreateTargetGroup", "elasticloadbalancing:AddTags",
-          "elasticloadbalancing:ModifyTargetGroupAttributes", by=BY)
+          "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:CreateListener", by=BY)
     def nlb(self, i: int, selected: bool) -> None:
         net = self.network()
         tags = [{"Key": k, "Value": v} for k, v in OWNER_TAG.items()]
@@ -247,7 +249,21 @@ class _Builder:
             {"Key": "target_group_health.unhealthy_state_routing.minimum_healthy_targets.count", "Value": "2" if custom else "1"},
             {"Key": "target_group_health.unhealthy_state_routing.minimum_healthy_targets.percentage", "Value": "25" if custom else "off"},
         ])
+        if selected:
+            # Behind the fleet's NLB, so that its health has the metrics AWS publishes for it.
+            self.c("elbv2").create_listener(LoadBalancerArn=self.load_balancer(), Protocol="TCP", Port=8000 + i,
+                                            DefaultActions=[{"Type": "forward", "TargetGroupArn": arn}])
+            self.fleet.load_balancers[arn] = self.load_balancer()
         self._add("nlb", arn, arn, selected)
+
+    @uses("elasticloadbalancing:CreateLoadBalancer", by=BY)
+    def load_balancer(self) -> str:
+        if "nlb" not in self._shared:
+            net = self.network()
+            self._shared["nlb"] = self.c("elbv2").create_load_balancer(
+                Name=f"{self.prefix[:20]}-nlb", Subnets=net["subnets"], Type="network", Scheme="internal",
+            )["LoadBalancers"][0]["LoadBalancerArn"]
+        return self._shared["nlb"]
 
     @uses("ecs:CreateService", "ecs:TagResource", "application-autoscaling:RegisterScalableTarget", by=BY)
     def service(self, i: int, selected: bool) -> None:
@@ -273,6 +289,8 @@ class _Builder:
         # Shared pieces first, so the parallel builders never race to create them.
         if counts["asg"] or counts["nlb"]:
             self.network()
+        if counts["nlb"]:
+            self.load_balancer()
         if counts["esm"] or counts["async"]:
             self.role()
         if counts["async"] > 2:

@@ -60,7 +60,32 @@ One place holds every departure from moto that Holdfast depends on; the tests
   client error its API reference lists), Auto Scaling CreateOrUpdateTags LimitExceeded.
   (Moto's ELB AddTags already refuses past 10 tags, stricter than AWS's 50.)
 
-And one cost: moto's TransactWriteItems deep-copies every table it names, for its
+- CloudWatch GetMetricData (API reference): at most 500 MetricDataQueries a call, each
+  Id unique and matching `[a-z][a-zA-Z0-9_]*` ("the first character must be a lowercase
+  letter"), StartTime rounded down to the whole minute (data under 15 days old), and
+  results paginated with NextToken past MaxDatapoints (default 100,800), a query cut off
+  by a page answering StatusCode PartialData. moto takes any number of queries and any
+  Id, never paginates, and matches a metric by dimensions without its namespace. The
+  patch answers MetricStat queries (SampleCount, Sum, Average, Minimum, Maximum) itself,
+  matching namespace, name and the exact set of dimensions, as CloudWatch does; metric
+  math and Metrics Insights queries still go to moto.
+- Elastic Load Balancing ARNs: a Network Load Balancer's ARN is
+  `...:loadbalancer/net/<name>/<id>` (a Gateway Load Balancer's `gwy`, an Application
+  Load Balancer's `app`), and the `LoadBalancer` dimension of its CloudWatch metrics is
+  the part after `loadbalancer/` ("net/my-load-balancer/50dc6c495c0c9188", ELB's
+  CloudWatch metrics pages). moto names every load balancer `app/...`.
+- AWS services' own metrics (AWS/NetworkELB, AWS/SQS, AWS/Lambda, ...) are published by
+  the services; a caller cannot publish into a namespace that begins with "AWS/"
+  (PutMetricData: "you should not specify a namespace that begins with AWS/"; CloudWatch
+  answers InvalidParameterValue). moto accepts it; the patch refuses it, and
+  `publish_service_metrics(account, region, namespace, data)` writes datapoints as the
+  service itself would, for tests and the demo to emulate what AWS emits.
+
+And two costs. moto's DynamoDB answers go through its generic, shape-walking response
+serializer, about 3 ms an item: a Query of the few hundred signals the reconciler reads
+each tick took most of a second. The patch answers Query and Scan with moto's own result
+as JSON, as moto's DynamoDB did before that serializer (the result is the same document).
+And moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
 and the ledger holds thousands of signal items by the recovery, so each guard cost
 about 0.1 s and the copies piled up to gigabytes. The patch snapshots only the items a
@@ -261,6 +286,9 @@ def aws_semantics() -> Iterator[None]:
 
     with ExitStack() as stack:
         _cheap_transactions(stack)
+        _cheap_query_answers(stack)
+        _metric_data(stack)
+        _load_balancer_arns(stack)
         stack.enter_context(mock.patch.object(IamResponse, "simulate_principal_policy", simulate_principal_policy, create=True))
         stack.enter_context(mock.patch.object(ELBv2Backend, "create_target_group", create_target_group))
         stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "register_scalable_target", register_scalable_target))
@@ -320,6 +348,28 @@ def _tag_limits(stack: ExitStack) -> None:
 
     stack.enter_context(mock.patch.object(LambdaBackend, "tag_resource", tag_resource))
     stack.enter_context(mock.patch.object(AutoScalingBackend, "create_or_update_tags", create_or_update_tags))
+
+
+def _cheap_query_answers(stack: ExitStack) -> None:
+    import base64
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    def as_json(value):
+        if isinstance(value, (bytes, bytearray)):
+            return base64.b64encode(value).decode()
+        if isinstance(value, (set, frozenset)):
+            return sorted(value)
+        raise TypeError(f"not JSON: {type(value).__name__}")
+
+    for name in ("query", "scan"):
+        original = getattr(DynamoHandler, name)
+
+        def answer(self, _original=original):
+            # moto's own result (a dict of DynamoDB JSON), without the shape-walking serializer.
+            return json.dumps(_original(self).result, default=as_json)
+
+        stack.enter_context(mock.patch.object(DynamoHandler, name, answer))
 
 
 def _cheap_transactions(stack: ExitStack) -> None:
@@ -403,6 +453,183 @@ def publish_public_parameter(account: str, region: str, name: str, value: str) -
                                  description=None, allowed_pattern=None, keyid=None,
                                  last_modified_date=datetime.datetime.now(datetime.timezone.utc).timestamp(),
                                  version=1, data_type="text"))
+
+
+# ---- CloudWatch ---------------------------------------------------------------------------
+
+MAX_QUERIES = 500
+DEFAULT_MAX_DATAPOINTS = 100_800
+_QUERY_ID = r"[a-z][a-zA-Z0-9_]*"
+_INDEXES: dict[int, dict] = {}
+
+
+def publish_service_metrics(account: str, region: str, namespace: str, data: list[dict]) -> None:
+    """Datapoints an AWS service publishes: `data` holds {"MetricName", "Dimensions": [{"Name",
+    "Value"}], "Timestamp" (aware), "Value"}. Written straight into moto's CloudWatch (the
+    in-process backend that a moto server or mock_aws serves), as the service would."""
+    from moto.cloudwatch.models import MetricDatum, cloudwatch_backends
+
+    backend = cloudwatch_backends[account][region]
+    with _lock(backend):
+        backend.metric_data.extend(
+            MetricDatum(namespace, d["MetricName"], float(d["Value"]), d.get("Dimensions", []), d["Timestamp"], d.get("Unit"))
+            for d in data
+        )
+
+
+def _lock(backend) -> threading.Lock:
+    return _INDEXES.setdefault(id(backend), {"lock": threading.Lock(), "seen": 0, "series": {}})["lock"]
+
+
+def _series(backend) -> dict:
+    """(namespace, name, dimensions) -> [(timestamp, datum)] sorted, built incrementally from
+    moto's append-only list of datapoints."""
+    import bisect
+    from datetime import timezone
+
+    index = _INDEXES.setdefault(id(backend), {"lock": threading.Lock(), "seen": 0, "series": {}})
+    data = backend.metric_data
+    for datum in data[index["seen"]:]:
+        key = (datum.namespace, datum.name, frozenset((d.name, d.value) for d in datum.dimensions))
+        t = datum.timestamp if datum.timestamp.tzinfo else datum.timestamp.replace(tzinfo=timezone.utc)
+        bisect.insort(index["series"].setdefault(key, []), (t, id(datum), datum))
+    index["seen"] = len(data)
+    return index["series"]
+
+
+def _stat(stat: str, datums: list) -> float:
+    values, sums, counts, mins, maxs = [], 0.0, 0.0, [], []
+    for d in datums:
+        if hasattr(d, "value"):
+            sums, counts = sums + d.value, counts + 1
+            mins.append(d.value)
+            maxs.append(d.value)
+        else:  # a StatisticSet
+            sums, counts = sums + d.sum_stat, counts + d.sample_count
+            mins.append(d.min_stat)
+            maxs.append(d.max_stat)
+    return {"Sum": sums, "SampleCount": counts, "Average": sums / counts if counts else 0.0,
+            "Minimum": min(mins), "Maximum": max(maxs)}[stat]
+
+
+def _metric_data(stack: ExitStack) -> None:
+    import bisect
+    import re
+    from datetime import timedelta, timezone
+
+    from moto.cloudwatch.exceptions import InvalidParameterValue, ValidationError
+    from moto.cloudwatch.models import CloudWatchBackend
+    from moto.cloudwatch.responses import CloudWatchResponse
+    from moto.core.responses import ActionResult
+
+    original = CloudWatchResponse.get_metric_data
+    original_put = CloudWatchBackend.put_metric_data
+
+    def put_metric_data(self, namespace, metric_data):
+        if str(namespace).startswith("AWS/"):
+            raise InvalidParameterValue(f"The value {namespace} for parameter Namespace is invalid.")
+        with _lock(self):
+            return original_put(self, namespace, metric_data)
+
+    def get_metric_data(self):
+        params = self._get_params()
+        queries = params.get("MetricDataQueries", [])
+        if len(queries) > MAX_QUERIES:
+            raise ValidationError(f"The collection MetricDataQueries must not have a size greater than {MAX_QUERIES}.")
+        ids = [q.get("Id") or "" for q in queries]
+        for i in ids:
+            if not re.fullmatch(_QUERY_ID, i):
+                raise ValidationError(f"Invalid metric data query id {i!r}: letters, numbers and underscore, "
+                                      "the first character a lowercase letter.")
+        if len(set(ids)) != len(ids):
+            raise ValidationError("The values of MetricDataQueries.member.N.Id must be unique.")
+        if any("MetricStat" not in q for q in queries):
+            return original(self)
+        aware = lambda t: t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+        start = aware(params["StartTime"]).replace(second=0, microsecond=0)
+        end = aware(params["EndTime"])
+        if end <= start:
+            raise ValidationError("The parameter EndTime must be greater than StartTime.")
+        descending = (params.get("ScanBy") or "TimestampDescending") == "TimestampDescending"
+        limit = int(params.get("MaxDatapoints") or DEFAULT_MAX_DATAPOINTS)
+        skip = int(params.get("NextToken") or 0)
+        backend = self.cloudwatch_backend
+        with _lock(backend):
+            series = _series(backend)
+            results = []
+            for q in queries:
+                stat_q = q["MetricStat"]
+                metric = stat_q["Metric"]
+                key = (metric["Namespace"], metric["MetricName"],
+                       frozenset((d["Name"], d["Value"]) for d in metric.get("Dimensions", [])))
+                points = series.get(key, [])
+                period = timedelta(seconds=int(stat_q["Period"]))
+                stamps, values, t = [], [], start
+                while t < end:
+                    lo = bisect.bisect_left(points, (t,))
+                    hi = bisect.bisect_left(points, (t + period,))
+                    if hi > lo:
+                        stamps.append(t)
+                        values.append(_stat(stat_q["Stat"], [d for _, _, d in points[lo:hi]]))
+                    t += period
+                if descending:
+                    stamps.reverse()
+                    values.reverse()
+                results.append((q, stamps, values))
+        page, emitted, position, token = [], 0, 0, None
+        for q, stamps, values in results:
+            n = len(stamps)
+            if position + n <= skip:   # wholly on earlier pages
+                position += n
+                continue
+            first = max(0, skip - position)
+            room = limit - emitted
+            take = min(n - first, room)
+            cut = first + take < n
+            page.append({"Id": q["Id"], "Label": q.get("Label") or metric_label(q),
+                         "Timestamps": stamps[first:first + take], "Values": values[first:first + take],
+                         "StatusCode": "PartialData" if cut else "Complete"})
+            emitted += take
+            position += n
+            if cut:
+                token = str(skip + emitted)
+                break
+        body = {"MetricDataResults": page, "Messages": []}
+        if token:
+            body["NextToken"] = token
+        return ActionResult(body)
+
+    def metric_label(q) -> str:
+        return f"{q['MetricStat']['Metric']['MetricName']}"
+
+    stack.enter_context(mock.patch.object(CloudWatchResponse, "get_metric_data", get_metric_data))
+    stack.enter_context(mock.patch.object(CloudWatchBackend, "put_metric_data", put_metric_data))
+
+
+# ---- Elastic Load Balancing ----------------------------------------------------------------
+
+def _load_balancer_arns(stack: ExitStack) -> None:
+    from moto.elbv2 import models as elbv2_models
+
+    making = threading.local()
+    create = elbv2_models.ELBv2Backend.create_load_balancer
+    make_arn = elbv2_models.make_arn_for_load_balancer
+    prefixes = {"network": "net", "gateway": "gwy"}
+
+    def create_load_balancer(self, *args, **kwargs):
+        making.kind = kwargs.get("loadbalancer_type")
+        try:
+            return create(self, *args, **kwargs)
+        finally:
+            making.kind = None
+
+    def make_arn_for_load_balancer(*args, **kwargs):
+        arn = make_arn(*args, **kwargs)
+        prefix = prefixes.get(getattr(making, "kind", None) or "")
+        return arn.replace(":loadbalancer/app/", f":loadbalancer/{prefix}/", 1) if prefix else arn
+
+    stack.enter_context(mock.patch.object(elbv2_models.ELBv2Backend, "create_load_balancer", create_load_balancer))
+    stack.enter_context(mock.patch.object(elbv2_models, "make_arn_for_load_balancer", make_arn_for_load_balancer))
 
 
 @contextmanager

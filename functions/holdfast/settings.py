@@ -279,7 +279,23 @@ class Settings:
     )
     recover_quiet_minutes: int = field(
         default=15,
-        metadata=_doc("Recovered needs no capacity-class failure and healthy probes for this long (1–1440)."),
+        metadata=_doc("Recovered needs launches, probes and health checks quiet (below) for this long (1–1440)."),
+    )
+    detect_failure_share: float = field(
+        default=0.5,
+        metadata=_doc("Impaired by launches also needs those capacity-class failures to be at least this share of the window's capacity failures and successful launches (0.01–1)."),
+    )
+    recover_success_share: float = field(
+        default=0.9,
+        metadata=_doc("Recovery needs successful launches to be at least this share in every window for `recover_quiet_minutes` (failures from fewer groups or zones than impairment needs are routine and not counted), with successes from `detect_min_groups` groups in `detect_min_zones` zones (0.5–1)."),
+    )
+    drain_max_error_share: float = field(
+        default=0.05,
+        metadata=_doc("The drain stage ends only while each watched consumer function's Errors stay at or below this share of its Invocations over the hold (0–1); each mapping's cap is its own controller's."),
+    )
+    drain_max_throttle_share: float = field(
+        default=0.05,
+        metadata=_doc("… and its Throttles at or below this share of its invocation attempts (0–1)."),
     )
     health_services: tuple[str, ...] = field(
         default=("EC2",),
@@ -692,6 +708,10 @@ _CHECKS = {
     "detect_min_zones": _int(1, 10),
     "detect_window_minutes": _int(1, 120),
     "recover_quiet_minutes": _int(1, 1440),
+    "detect_failure_share": _number(0.01, 1),
+    "recover_success_share": _number(0.5, 1),
+    "drain_max_error_share": _number(0, 1),
+    "drain_max_throttle_share": _number(0, 1),
     "health_services": _str_list(_health_service, allowed="must be a list of AWS Health service names such as EC2"),
     "probe_endpoints": _str_list(_host, allowed="must be a list of host names"),
     "probe_api_services": _str_list(_choice(PROBE_API_SERVICES), allowed=f"must be a list of services ({', '.join(PROBE_API_SERVICES)})"),
@@ -733,6 +753,13 @@ def _check_whole(s: Settings) -> None:
                 dns,
                 f"must be `off` or at least nlb_routing_minimum_healthy_{unit} ({routing})",
             )
+    # Hysteresis: the share that holds an impairment is below the share that starts one.
+    if 1 - s.recover_success_share > s.detect_failure_share + 1e-9:
+        raise SettingsError(
+            "recover_success_share", s.recover_success_share,
+            f"must be at least 1 - detect_failure_share ({1 - s.detect_failure_share:g}), so that recovery needs fewer "
+            "failures than impairment",
+        )
     _check_org(s)
     _check_game_day(s)
     if "EC2" not in s.health_services:

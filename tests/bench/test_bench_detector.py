@@ -64,7 +64,7 @@ def timed(fn, repeat=5):
 def test_detector_over_10000_signals():
     impaired_before = Verdict(IMPAIRED, NOW - timedelta(hours=1), (), None, None)
     cases = [
-        ("capacity failures, normal -> impaired", window_of_signals(10_000, capacity_share=0.3, probes_failing=False), None),
+        ("capacity failures, normal -> impaired", window_of_signals(10_000, capacity_share=0.6, probes_failing=False), None),
         ("no capacity failure, impaired -> recovering", window_of_signals(10_000, capacity_share=0.0, probes_failing=False), impaired_before),
         ("configuration only, normal", window_of_signals(10_000, capacity_share=0.0, probes_failing=False), None),
     ]

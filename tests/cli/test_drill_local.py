@@ -81,11 +81,12 @@ def test_a_drill_on_the_embedded_endpoint_engages_recovers_and_restores_exactly(
     assert stages.index("hold") < stages.index("drain") < stages.index("capacity") < len(stages) - 1
     assert stages[-1] == "normal"
     # From the end: the last failure came a minute before it, and the verdict stays impaired
-    # for the detection window (3 min) after it, so +2 min; then the hold (1 min), the drain
-    # (2: moto publishes no queue metrics, so each mapping's drain starts with the stage and
-    # is given back the next tick, its queue empty for the 1-min restore period), the replay
-    # (1: nothing to replay, no hold of its own), fresh-work, routing and capacity (1 each): +7.
-    assert f["minutes_end_to_normal"] == 2 + 7
+    # for the detection window (3 min) after it, so up to +2 min; then the hold (1 min), the
+    # drain (2: moto publishes no queue metrics, so each mapping's drain starts with the stage
+    # and is given back the next tick, its queue empty for the 1-min restore period), the
+    # replay (1: nothing to replay, no hold of its own), fresh-work, routing and capacity
+    # (1 each): +7, a tick per stage still to lift after at most the quiet window.
+    assert 7 <= f["minutes_end_to_normal"] <= 2 + 7
     restore = report["restore"]
     assert restore["exact"] is True and restore["not_restored"] == []
     assert restore["resources"] == restore["restored"] == sum(selected.values())

@@ -104,3 +104,22 @@ def test_console_script_in_a_subprocess(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert [v["verdict"] for v in json.loads(proc.stdout)["verdicts"]] == ["impaired", "recovering", "normal"]
+
+
+def test_unknown_launch_failures_are_reported_and_never_impair(tmp_path, capsys):
+    odd = "The widget reticulator is unhappy. Launching EC2 instance failed."
+    lines = [json.dumps(launch(g, z, T0, message=odd)) for g, z in [("web", "us-east-1a"), ("api", "us-east-1b"),
+                                                                     ("etl", "us-east-1c"), ("bi", "us-east-1a")]]
+    lines.append(json.dumps(launch("db", "us-east-1b", T0, message="The device 'sda1' is used in more than one "
+                                                                    "block-device mapping. Launching EC2 instance failed.")))
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    code, doc = run_json(capsys, "detect", str(path), "--json")
+    assert code == 0 and doc["verdicts"] == []
+    assert [e["class"] for e in doc["events"]] == ["unknown"] * 4 + ["configuration"]
+    assert all(e["reason"].startswith(f"line {i + 1}:") and "reticulator" in e["reason"]
+               and "not counted toward impairment" in e["reason"] for i, e in enumerate(doc["events"][:4]))
+    assert main(["detect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "4 launch failures Holdfast cannot classify (never counted toward impairment):" in out
+    assert "verdict normal throughout" in out

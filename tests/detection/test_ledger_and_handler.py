@@ -145,3 +145,21 @@ def test_collect_without_a_ledger_still_sees_its_own_probes(clients):
     assert "dns:dynamodb.us-east-1.amazonaws.com" in verdict.reasons[0]
     healthy = collect(Runtime(clients, ONLY_DDB_DNS, "no-such-table"), T0, None, resolver=lambda h: ["1.2.3.4"])
     assert healthy.state == NORMAL
+
+
+def test_an_unclassifiable_launch_failure_is_recorded_unknown_and_counted(shell, clients, ledger_table, capsys):
+    from tests.detection.factory import launch
+
+    event = launch("web", "us-east-1a", T0, message="The widget reticulator is unhappy. Launching EC2 instance failed.")
+    result = handler_module.handler(event, Context())
+    assert (result["outcome"], result["class"]) == ("recorded", "unknown")
+    assert emitted_metrics(capsys) == {"SignalsRecorded": 1, "Signal-unknown": 1, "LaunchFailuresUnknown": 1}
+    handler_module.handler(event, Context())  # a redelivery is not counted twice
+    assert emitted_metrics(capsys) == {"SignalsDuplicate": 1}
+
+
+def test_a_health_check_termination_is_recorded(shell, clients, ledger_table, capsys):
+    result = handler_module.handler(fixture("terminate_elb_health_check"), Context())
+    assert (result["outcome"], result["class"]) == ("recorded", "elb-termination")
+    (item,) = items(clients, ledger_table)
+    assert item["klass"]["S"] == "elb-termination" and item["detail"]["M"]["instance"]["S"] == "i-0abcdef1234567890"

@@ -7,7 +7,8 @@ import pytest
 
 from holdfast.core.classify import CAPACITY, CONFIGURATION
 from holdfast.core.signals import (
-    HEALTH_CLOSED, HEALTH_OPEN, IGNORED, LAUNCHED, MALFORMED, POLLING, Signal, activity_signal, parse_event,
+    ELB_TERMINATION, HEALTH_CLOSED, HEALTH_OPEN, IGNORED, LAUNCHED, MALFORMED, POLLING, Signal, activity_signal,
+    parse_event,
 )
 from tests.detection.factory import REGION, SETTINGS, fixture, health, utc
 
@@ -57,7 +58,9 @@ def test_backup_region_copy_is_the_same_signal():
         (health("open", utc(2025, 10, 20), service="S3"), "S3, not one of EC2"),
         (health("open", utc(2025, 10, 20), category="scheduledChange"), "not an issue"),
         (health("upcoming", utc(2025, 10, 20)), "neither open nor closed"),
-        ({**fixture("launch_unsuccessful"), "detail-type": "EC2 Instance Terminate Successful"}, "not a launch result"),
+        ({**fixture("launch_unsuccessful"), "detail-type": "EC2 Instance Terminate Unsuccessful"}, "not a launch result"),
+        # A scale-in (the Cause says why it was terminated) is not a health-check replacement.
+        ({**fixture("launch_unsuccessful"), "detail-type": "EC2 Instance Terminate Successful"}, "not caused by an ELB health check"),
         ({**fixture("launch_unsuccessful"), "region": "eu-west-1"}, "launch in eu-west-1"),
         ({**fixture("launch_unsuccessful"), "source": "aws.ec2"}, "aws.ec2 is not a signal"),
     ],
@@ -162,3 +165,44 @@ def test_a_polled_activity_with_a_non_string_message_is_dropped_not_raised():
         "StatusMessage": 42, "Details": '{"Availability Zone": 5}',
     }
     assert activity_signal(activity) is None
+
+
+def test_a_termination_after_an_elb_health_check_failure_is_a_signal():
+    parsed = parse(fixture("terminate_elb_health_check"))
+    s = parsed.signal
+    assert (s.klass, s.group, s.zone, s.source) == (ELB_TERMINATION, "web", "us-east-1c", "aws.autoscaling")
+    assert s.id == "activity:87654321-4321-4321-4321-210987654421"
+    assert s.time == datetime(2025, 10, 20, 14, 4, 30, 250000, tzinfo=timezone.utc)
+    assert s.detail == {"instance": "i-0abcdef1234567890"}
+    assert parsed.report_class == ELB_TERMINATION and "ELB health check" in parsed.reason
+
+
+@pytest.mark.parametrize("cause", [
+    "At 2025-10-20T14:04:12Z an instance was taken out of service in response to an EC2 instance status checks failure.",
+    "At 2025-10-20T14:04:12Z a monitor alarm TargetTracking-web-AlarmLow was in state ALARM and triggered policy "
+    "shrinking the capacity from 3 to 2.",
+    None, 17,
+])
+def test_other_terminations_are_ignored(cause):
+    event = fixture("terminate_elb_health_check")
+    event["detail"]["Cause"] = cause
+    parsed = parse(event)
+    assert parsed.klass == IGNORED and parsed.signal is None
+
+
+def test_polled_health_check_termination_is_the_same_signal_as_its_event():
+    event = fixture("terminate_elb_health_check")
+    d = event["detail"]
+    activity = {
+        "ActivityId": d["ActivityId"], "AutoScalingGroupName": "web", "Description": d["Description"],
+        "Cause": d["Cause"], "StartTime": datetime(2025, 10, 20, 14, 4, 12, 911000, tzinfo=timezone.utc),
+        "EndTime": datetime(2025, 10, 20, 14, 4, 30, 250000, tzinfo=timezone.utc), "StatusCode": "Successful",
+        "Progress": 100, "Details": '{"Subnet ID":"subnet-34567890","Availability Zone":"us-east-1c"}',
+    }
+    polled, evented = activity_signal(activity), parse(event).signal
+    assert polled.source == POLLING
+    assert (polled.id, polled.time, polled.klass, polled.zone, polled.detail) == (
+        evented.id, evented.time, evented.klass, evented.zone, evented.detail)
+    assert activity_signal({**activity, "StatusCode": "InProgress"}) is None
+    assert activity_signal({**activity, "Cause": "At 2025-10-20T14:04:12Z an instance was taken out of service in "
+                                                "response to a user request."}) is None

@@ -493,3 +493,19 @@ def test_the_settings_defaults_are_the_controllers():
     c = dc.constants_from(tuned)
     assert (c.raise_fraction, c.start_steps_above, c.floor, c.restore_after_seconds) == (0.25, 0, 5, 1200)
 
+
+@pytest.mark.parametrize("errors, invocations, action", [
+    (3, 600, RAISE),     # 0.5 %: the pre-event 0.4 % at three times the throughput
+    (30, 600, HOLD),     # 5 %: the dependency is failing
+    (3, None, HOLD),     # no Invocations: the count, above the pre-event 1 a minute
+])
+def test_errors_are_judged_as_a_share_of_invocations_when_known(errors, invocations, action):
+    facts = dc.Facts(16, baseline_age_seconds=2, baseline_errors=1.0, baseline_error_share=0.004)
+    r = reading(errors=(1, float(errors)), downstream=())
+    if invocations is not None:
+        r = replace(r, invocations=dp(1, float(invocations)))
+    d = dc.decide(state(16), facts, r, m(3))
+    assert d.action == action, d.reasons
+    if action == HOLD:
+        assert any("Errors" in x and "above the pre-event" in x for x in d.reasons)
+

@@ -1,4 +1,8 @@
-"""The stage policy, table-driven: advances, gates, regressions and re-impairment at each stage."""
+"""The stage policy, table-driven: advances, gates, regressions and re-impairment at each stage.
+
+Unless a test says otherwise the built-in evidence is read and quiet (no consumer, no
+target group to judge): the gates under test are the policy's own. The gates' evidence
+is tested as pure functions in test_gates.py and through the policy at the end here."""
 
 from __future__ import annotations
 
@@ -8,9 +12,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from holdfast.core import policy
+from holdfast.core.evidence import Consumer, DrainEvidence, Evidence, RoutingEvidence, TargetHealth
 from holdfast.core.model import KINDS
 from holdfast.core.policy import (CAPACITY, CONTROL, DRAIN, ENGAGE, FRESH_WORK, HOLD, NORMAL, REPLAY, RESTORE, ROUTING, Plan,
-                                  decide, posture)
+                                  posture)
 from holdfast.settings import Settings
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
@@ -26,6 +31,18 @@ class V:
     reasons: tuple[str, ...] = ()
     last_capacity_failure: datetime | None = None
     last_successful_launch: datetime | None = T0 + timedelta(minutes=1)
+    last_failing: datetime | None = None
+    launches_unhealthy_at: datetime | None = None
+    last_health_check_terminations: datetime | None = None
+    failure_share: float | None = None
+
+
+QUIET_EVIDENCE = Evidence(drain=DrainEvidence(T0, T0 + timedelta(days=1)), routing=RoutingEvidence(T0, T0 + timedelta(days=1)))
+
+
+def decide(verdict, plan_, alarms, now, settings, **kw):
+    kw.setdefault("evidence", QUIET_EVIDENCE)
+    return policy.decide(verdict, plan_, alarms, now, settings, **kw)
 
 
 OK = {"backlog-age": "OK"}
@@ -122,8 +139,17 @@ def test_the_hold_counts_from_the_verdict_turning_recovering_and_the_last_failur
     late = V("recovering", since=T0 + timedelta(minutes=20))
     assert not decide(late, plan(HOLD), OK, T0 + timedelta(minutes=25), S).changed
     assert decide(late, plan(HOLD), OK, T0 + timedelta(minutes=30), S).changed
-    failed = V("recovering", last_capacity_failure=T0 + timedelta(minutes=40), last_successful_launch=T0 + timedelta(minutes=45))
+    failed = V("recovering", last_failing=T0 + timedelta(minutes=40), last_successful_launch=T0 + timedelta(minutes=45))
     assert not decide(failed, plan(HOLD), OK, T0 + timedelta(minutes=45), S).changed
+
+
+def test_a_lone_groups_routine_failures_restart_no_hold():
+    # Issue 11, finding 5: the verdict saw a capacity failure 2 minutes ago, from one sold-out
+    # group (not regional: last_failing is the regional criterion's, an hour old).
+    lone = V("recovering", last_capacity_failure=T0 + timedelta(minutes=58), last_failing=T0 - timedelta(hours=1))
+    for stage, step in STAGED:
+        d = decide(lone, plan(stage, step), OK, LATER, S)
+        assert d.changed, (stage, d.gates)
 
 
 def test_an_unfinished_walk_blocks_advancing():
@@ -138,8 +164,18 @@ def test_the_drain_in_hold_is_no_gate_of_the_hold():
     hold does not wait for them (its own gates are the launch verdict and the hold)."""
     d = decide(RECOVERING, plan(HOLD, done=frozenset(KINDS) - {"esm"}), OK, LATER, S)
     assert d.changed and d.plan.stage == DRAIN
+    assert any("under its own controller" in r for r in d.reasons), d.reasons
     d = decide(RECOVERING, plan(DRAIN, done=frozenset(KINDS) - {"esm"}), OK, LATER, S)
     assert not d.changed
+
+
+def test_the_drain_stage_ends_on_the_consumers_health_and_never_steps_back_on_it():
+    sick = Evidence(drain=DrainEvidence(T0, LATER, (Consumer(
+        mapping="arn:aws:lambda:us-east-1:123456789012:event-source-mapping:m", function="consumer", queue="orders",
+        errors=((LATER - timedelta(minutes=5), 50.0),), invocations=((LATER - timedelta(minutes=5), 100.0),),
+        throttles=(), age=((LATER - timedelta(minutes=9), 100.0), (LATER - timedelta(minutes=1), 900.0))),)))
+    d = decide(RECOVERING, plan(DRAIN), OK, LATER, S, evidence=sick)
+    assert not d.changed and any("errors 50.0%" in g for g in d.gates), d.gates   # waits, and does not step back
 
 
 def test_the_replay_waits_for_its_sources_and_has_no_hold_of_its_own():
@@ -153,12 +189,18 @@ def test_the_replay_waits_for_its_sources_and_has_no_hold_of_its_own():
 
 def test_capacity_waits_for_launches_normal_for_the_capacity_hold():
     routing = plan(ROUTING, impaired_at=T0)
-    recent = V("recovering", last_capacity_failure=T0 + timedelta(minutes=10), last_successful_launch=T0 + timedelta(minutes=11))
+    recent = V("recovering", launches_unhealthy_at=T0 + timedelta(minutes=10), last_successful_launch=T0 + timedelta(minutes=11))
     d = decide(recent, routing, OK, T0 + timedelta(minutes=35), S)
-    assert not d.changed and any(g.startswith("capacity hold: launches normal 25.0 min of 30") for g in d.gates), d.gates
-    assert decide(recent, routing, OK, T0 + timedelta(minutes=40), S).plan.stage == CAPACITY
+    assert not d.changed and any(g.startswith("capacity hold: launches healthy 25 of 30 min") for g in d.gates), d.gates
+    d = decide(recent, routing, OK, T0 + timedelta(minutes=40), S)
+    assert d.plan.stage == CAPACITY
+    assert any(r.startswith("evidence: launches healthy for 30 min") for r in d.reasons), d.reasons
     never = V("recovering", last_successful_launch=None)
-    assert "capacity: no successful launch since the last capacity failure" in decide(never, routing, OK, LATER, S).gates
+    assert ("capacity hold: no successful launch since the last regional capacity failures"
+            in decide(never, routing, OK, LATER, S).gates)
+    # A lone group's routine failures (not regional) do not hold capacity back.
+    lone = V("recovering", last_capacity_failure=LATER - timedelta(minutes=1), last_successful_launch=T0 + timedelta(minutes=2))
+    assert decide(lone, routing, OK, LATER, S).plan.stage == CAPACITY
 
 
 def test_operator_advance_skips_the_time_gates_of_this_generation_only():
@@ -166,7 +208,7 @@ def test_operator_advance_skips_the_time_gates_of_this_generation_only():
     assert not decide(RECOVERING, plan(ROUTING), OK, early, S).changed
     assert not decide(RECOVERING, plan(ROUTING), OK, early, S, advance_generation=6).changed
     d = decide(RECOVERING, plan(ROUTING), OK, early, S, advance_generation=7)
-    assert d.plan.stage == CAPACITY and "hold skipped by operator" in d.reasons[0]
+    assert d.plan.stage == CAPACITY and "hold skipped by operator, built-in evidence too" in d.reasons[0]
     # the walk and the alarms still gate
     assert not decide(RECOVERING, plan(ROUTING), {}, early, S, advance_generation=7).changed
     assert not decide(RECOVERING, plan(ROUTING, done=frozenset()), OK, early, S, advance_generation=7).changed

@@ -114,6 +114,15 @@ RULES = {
     "detect zones": ({"detect_min_zones": 11}, "holdfast.detect_min_zones = 11: must be an integer from 1 to 10"),
     "detect window": ({"detect_window_minutes": 121}, "holdfast.detect_window_minutes = 121: must be an integer from 1 to 120"),
     "recover quiet": ({"recover_quiet_minutes": 0}, "holdfast.recover_quiet_minutes = 0: must be an integer from 1 to 1440"),
+    "detect failure share": ({"detect_failure_share": 0}, "holdfast.detect_failure_share = 0: must be a number from 0.01 to 1"),
+    "recover success share": ({"recover_success_share": 0.4}, "holdfast.recover_success_share = 0.4: must be a number from 0.5 to 1"),
+    "recover share above the impairment share's complement": (
+        {"detect_failure_share": 0.2, "recover_success_share": 0.7},
+        "holdfast.recover_success_share = 0.7: must be at least 1 - detect_failure_share (0.8), so that recovery needs "
+        "fewer failures than impairment",
+    ),
+    "drain error share": ({"drain_max_error_share": 1.5}, "holdfast.drain_max_error_share = 1.5: must be a number from 0 to 1"),
+    "drain throttle share": ({"drain_max_throttle_share": -0.1}, "holdfast.drain_max_throttle_share = -0.1: must be a number from 0 to 1"),
     "health services spelled as AWS Health does": (
         {"health_services": ["ec2"]},
         'holdfast.health_services = "ec2": each service must be an AWS Health service code in capitals, such as EC2 or DYNAMODB',

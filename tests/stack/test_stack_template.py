@@ -114,6 +114,7 @@ def test_launch_results_rule_matches_failures_and_successes(synthesized):
     assert rule["Properties"]["EventPattern"]["detail-type"] == [
         "EC2 Instance Launch Unsuccessful",
         "EC2 Instance Launch Successful",
+        "EC2 Instance Terminate Successful",
     ]
     _assert_target(synthesized, rule, "detector", retries=2)
 

@@ -42,6 +42,10 @@ def _text(document: dict, region: str) -> str:
     lines = [f"{len(document['events'])} events for {region}: "
              + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))]
     lines += [f"  {e['reason']}" for e in document["events"] if e["class"] == "malformed"]
+    unknown = [e for e in document["events"] if e["class"] == "unknown"]
+    if unknown:
+        lines.append(f"{len(unknown)} launch failures Holdfast cannot classify (never counted toward impairment):")
+        lines += [f"  {e['reason']}" for e in unknown]
     if document["verdicts"]:
         rows = [(v["time"], v["verdict"], "; ".join(v["reasons"])) for v in document["verdicts"]]
         lines += ["", table(("time", "verdict", "reasons"), rows)]

@@ -107,6 +107,10 @@ class Constants:
     # so AIMD does not walk back into the same alarm every few minutes; after it, one probe:
     # the downstream may have scaled.
     remember_alarm_seconds: float = 1800.0
+    # Errors count as above their pre-event level when their share of Invocations is more
+    # than this above the pre-event share (a percentage point: noise in a small sample of
+    # a low error rate does not stop a drain; a failing dependency is far above it).
+    error_share_slack: float = 0.01
     # For the forecast only: how often a raise comes — one period for the datapoint to be
     # measured at the new cap, plus CloudWatch's publication lag (1–3 minutes, 2 typical).
     raise_interval_seconds: float = 180.0
@@ -126,6 +130,7 @@ class Constants:
             (self.history_seconds >= self.stale_seconds, "history_seconds must be ≥ stale_seconds"),
             (self.remember_alarm_seconds >= 0, "remember_alarm_seconds must be ≥ 0"),
             (self.raise_interval_seconds > 0, "raise_interval_seconds must be > 0"),
+            (0 <= self.error_share_slack <= 1, "error_share_slack must be in [0, 1]"),
         )
         for ok, message in checks:
             if not ok:
@@ -173,6 +178,10 @@ class Facts:
     owner_cap: int | None = None             # the owner's original MaximumConcurrency; None: no cap
     baseline_age_seconds: float | None = None  # ApproximateAgeOfOldestMessage before the event
     baseline_errors: float = 0.0             # Errors per period before the event
+    # Errors as a share of Invocations before the event (None: no invocations seen). When
+    # the reading has Invocations, errors are judged as a share: a drain running three
+    # times the pre-event throughput has three times the errors at the same error rate.
+    baseline_error_share: float | None = None
     # For the forecast: the queue's NumberOfMessagesSent and NumberOfMessagesDeleted per
     # second before the event (None: unknown).
     arrival_per_second: float | None = None
@@ -194,6 +203,10 @@ class Facts:
             bad("baseline_age_seconds", self.baseline_age_seconds, "must be a number ≥ 0 or None")
         if not (isinstance(self.baseline_errors, (int, float)) and self.baseline_errors >= 0):
             bad("baseline_errors", self.baseline_errors, "must be a number ≥ 0")
+        if self.baseline_error_share is not None and not (
+            isinstance(self.baseline_error_share, (int, float)) and 0 <= self.baseline_error_share <= 1
+        ):
+            bad("baseline_error_share", self.baseline_error_share, "must be a number from 0 to 1 or None")
         for name in ("arrival_per_second", "deleted_per_second"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
@@ -211,6 +224,7 @@ class Facts:
 
 
 _FACT_FIELDS = ("pre_event_concurrency", "reserved_concurrency", "owner_cap", "baseline_age_seconds", "baseline_errors",
+                "baseline_error_share",
                 "arrival_per_second", "deleted_per_second")
 
 
@@ -231,6 +245,9 @@ class Reading:
     # no fresh datapoint (SQS stops publishing for a queue idle six hours; CloudWatch may lag):
     # an empty queue is caught up, a non-empty one is behind. None: not read.
     visible_now: int | None = None
+    # The function's Invocations in the period of `errors` (None: not read): errors are
+    # then judged as a share of them.
+    invocations: Datapoint | None = None
     # The queue does not exist (deleted): there is nothing to drain.
     queue_missing: bool = False
 
@@ -466,11 +483,11 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
     warnings = [a for a in reading.downstream if a.severity == WARNING and a.state == ALARM]
     errors = fresh(reading.errors)
     throttles = fresh(reading.throttles)
-    errors_high = errors is not None and errors.value > facts.baseline_errors
+    errors_high, errors_said = errors_above(facts, errors, reading.invocations, c)
     throttled = throttles is not None and throttles.value > 0
     missing = len(holds)   # holds so far are missing alarms: they stop a raise, not a restore
     if errors_high:
-        holds.append(f"function Errors {errors.value:g} above the pre-event {facts.baseline_errors:g}: not raising")
+        holds.append(f"{errors_said}: not raising")
         waiting.append("Errors back at the pre-event level")
     if throttled:
         holds.append(f"function throttled ({throttles.value:g}): the cap is above what it can run; not raising")
@@ -540,6 +557,23 @@ def counts(alarm: Alarm, now: datetime, constants: Constants = DEFAULTS) -> bool
     return alarm.name not in _ignored((alarm,), now, constants)
 
 
+def errors_above(facts: Facts, errors: Datapoint | None, invocations: Datapoint | None,
+                 c: Constants = DEFAULTS) -> tuple[bool, str]:
+    """Whether the function's errors are above their pre-event level, and how that reads.
+    As a share of Invocations of the same period when both are known (more than
+    `error_share_slack` above the pre-event share); otherwise the count per period."""
+    if errors is None:
+        return False, ""
+    if (invocations is not None and invocations.at == errors.at and invocations.value > 0
+            and facts.baseline_error_share is not None):
+        share = errors.value / invocations.value
+        limit = facts.baseline_error_share + c.error_share_slack
+        return share > limit, (f"function Errors {share:.1%} of {invocations.value:,.0f} invocations, above the "
+                               f"pre-event {facts.baseline_error_share:.1%} by more than {c.error_share_slack:.0%}")
+    return errors.value > facts.baseline_errors, (f"function Errors {errors.value:g} above the pre-event "
+                                                  f"{facts.baseline_errors:g}")
+
+
 def _forgotten(state: CapState, now: datetime, c: Constants) -> bool:
     return state.alarmed_at is None or (now - state.alarmed_at).total_seconds() >= c.remember_alarm_seconds
 
@@ -576,9 +610,9 @@ def dependency_back(facts: Facts, reading: Reading, since: datetime, now: dateti
             missing.append("no downstream alarm to judge by and no Errors datapoint since the hold: no evidence the dependency is back")
         else:
             reasons.append("no Errors datapoint since the hold (no invocations): judged on the downstream alarms")
-    elif errors.value > facts.baseline_errors:
+    elif errors_above(facts, errors, reading.invocations, constants)[0]:
         back = False
-        reasons.append(f"function Errors {errors.value:g} above the pre-event {facts.baseline_errors:g}")
+        reasons.append(errors_above(facts, errors, reading.invocations, constants)[1])
     else:
         counted += 1
     if missing and fallback and back:

@@ -14,24 +14,37 @@ mapping (holdfast.core.drain_control), from the hold on, on the consumer's own e
 
 - A stage advances when its posture walk is complete, its hold has passed (time in
   stage counted from the later of entering it, the verdict turning `recovering` and
-  the last capacity-class failure), the verdict is `recovering` or `normal`, and every
-  gating alarm is OK. A missing alarm or INSUFFICIENT_DATA is not OK.
-- routing -> capacity also needs launches normal for `capacity_hold_minutes` and at
-  least one successful launch after the last capacity failure.
+  the last regional capacity failure above the recovery share, `verdict.last_failing`:
+  a lone group's failures are routine and restart no hold), the verdict is
+  `recovering` or `normal`, the built-in gate of the stage it moves to is open
+  (holdfast.core.gates), and every gating alarm is OK. A missing alarm or
+  INSUFFICIENT_DATA is not OK.
+- The built-in gates read evidence derived from the selected fleet, no alarm needed:
+  drain -> replay the consumers' errors and throttles over the hold (`drain`, below;
+  each mapping's own cap is its controller's, holdfast.core.drain_control);
+  fresh-work -> routing the selected target groups' health, ELB health-check
+  terminations and launch health; routing -> capacity launches healthy for
+  `capacity_hold_minutes`. The advance's reasons carry what each gate saw, each line
+  starting `evidence: `.
+- The drain stage's exit gate is a drain gate, `drain(plan, evidence, now, settings) ->
+  DrainMove` (advance or wait); the default, `consumers_healthy`, is the built-in drain
+  evidence. It never steps back: each mapping's controller cuts its own cap.
 - A gating alarm in ALARM steps back one stage; after a step back the next one waits a
   full hold, so a slow alarm cannot walk the plan to hold.
 - An `impaired` verdict returns to hold from any stage.
 - An operator `advance` for the current generation skips the time gates (hold and
-  capacity hold); the walk, the verdict and the alarms still gate. Pause is handled
-  by the reconciler, which then decides nothing.
+  capacity hold) and the built-in evidence; the walk, the verdict and the alarms still
+  gate. Pause is handled by the reconciler, which then decides nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from holdfast.core import gates as builtin
+from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE, ROUTING as ROUTING_EVIDENCE, DrainEvidence, Evidence
 from holdfast.core.kinds import KINDS, RELAXED_IN
 
 NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
@@ -86,6 +99,46 @@ class Decision:
     reasons: tuple[str, ...]
     # What still stands between this plan and the next stage (empty when it advanced).
     gates: tuple[str, ...] = field(default=())
+    # What the built-in gate of the next stage saw (also in `reasons` when it advanced).
+    evidence: tuple[str, ...] = field(default=())
+
+
+# ---- the drain stage's exit gate ---------------------------------------------------------
+
+ADVANCE, WAIT, BACK = "advance", "wait", "back"
+
+
+@dataclass(frozen=True)
+class DrainMove:
+    """A drain gate's answer for the drain stage's exit: advance, wait (or back, which the
+    shipped gate never answers: each mapping's controller cuts its own cap)."""
+
+    action: str
+    blocking: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+
+DrainController = Callable[["Plan", "DrainEvidence | None", datetime, Any], DrainMove]
+
+
+def consumers_healthy(plan: "Plan", evidence: DrainEvidence | None, now: datetime, settings) -> DrainMove:
+    """The drain stage's exit: the consumers' errors and throttles over the hold, from the
+    built-in drain evidence (holdfast.core.gates.drain_gate). Never back: the backlog's age
+    is no gate, and each mapping's controller cuts its own cap on its own evidence."""
+    judged = builtin.drain_gate(evidence, now, settings)
+    return DrainMove(WAIT if judged.blocking else ADVANCE, judged.blocking, judged.evidence)
+
+
+def evidence_needed(plan: "Plan | None", verdict) -> frozenset[str]:
+    """Which built-in evidence the next decision reads, so the shell reads only that (and
+    nothing while the verdict is impaired: no stage advances then)."""
+    if plan is None or verdict is None or verdict.state == IMPAIRED:
+        return frozenset()
+    if plan.stage == DRAIN:
+        return frozenset({DRAIN_EVIDENCE})
+    if plan.stage == FRESH_WORK:
+        return frozenset({ROUTING_EVIDENCE})
+    return frozenset()
 
 
 def posture(plan: Plan, settings) -> dict[str, Any]:
@@ -113,12 +166,18 @@ def decide(
     settings,
     *,
     advance_generation: int | None = None,
+    evidence: Evidence | None = None,
+    drain: DrainController | None = None,
 ) -> Decision:
-    """The next plan. `verdict` has .state, .since, .reasons, .last_capacity_failure and
-    .last_successful_launch; `alarms` maps each gating alarm name to its state (None
-    when the alarm does not exist)."""
+    """The next plan. `verdict` is a holdfast.core.detector.Verdict (its state, since,
+    reasons and the last times of each criterion); `alarms` maps each gating alarm name
+    to its state (None when the alarm does not exist); `evidence` is what the shell read
+    for the gates (`evidence_needed`); `drain` is the drain stage's exit gate
+    (`consumers_healthy` when None)."""
     plan = plan or Plan(mode=settings.mode)
+    drain = drain or consumers_healthy
     state = verdict.state
+    evidence = evidence or Evidence()
 
     def new(stage: str, reasons: list[str], **changes) -> Decision:
         fresh = replace(
@@ -153,33 +212,57 @@ def decide(
     if plan.mode != settings.mode:
         return _same_stage(plan, settings, state)
 
+    operator = advance_generation == plan.generation
+    skip_time = operator or not _held(plan)
     alarm_gates, alarming = _alarm_gates(alarms, settings)
+    judged = _judge(plan, verdict, evidence, now, settings, drain)
     if alarming and plan.stage != HOLD:
+        what = f"alarm {', '.join(alarming)} in ALARM"
         if plan.stepped_back and now - plan.entered_at < timedelta(minutes=settings.hold_minutes):
-            return stay([f"alarm {', '.join(alarming)} in ALARM; stepped back already, waiting a hold"], alarm_gates)
+            return stay([f"{what}; stepped back already, waiting a hold"], alarm_gates)
         stage, step = _previous(plan, settings)
         return new(
             stage,
-            [f"alarm {', '.join(alarming)} in ALARM during {plan.label}: step back to {stage}"],
+            [f"{what} during {plan.label}: step back to {stage}"],
             drain_step=step,
             stepped_back=True,
         )
 
     gates = _walk_gates(plan, settings)
-    skip_time = advance_generation == plan.generation or not _held(plan)
     started = _stage_clock(plan, verdict)
     if not skip_time and now - started < timedelta(minutes=settings.hold_minutes):
         left = timedelta(minutes=settings.hold_minutes) - (now - started)
         gates.append(f"hold: {_minutes(left)} left of {settings.hold_minutes} min")
     target, step = _next(plan, settings)
-    if target == CAPACITY:
-        gates += _capacity_gates(plan, verdict, now, settings, skip_time)
+    if not operator:
+        gates += judged.blocking
     gates += alarm_gates
     if gates:
-        return stay([f"{plan.label}: verdict {state}"], gates)
-    skipped = ", hold skipped by operator" if advance_generation == plan.generation and _held(plan) else ""
-    reasons = [f"{plan.label} passed: verdict {state}, alarms OK" + skipped]
-    return new(target, reasons + [f"advance to {target}"], drain_step=step)
+        return replace(stay([f"{plan.label}: verdict {state}"], gates), evidence=judged.evidence)
+    reasons = [f"{plan.label} passed: verdict {state}, alarms OK"
+               + (", hold skipped by operator, built-in evidence too" if operator and _held(plan) else "")]
+    reasons += [f"evidence: {e}" for e in judged.evidence]
+    decision = new(target, reasons + [f"advance to {target}"], drain_step=step)
+    return replace(decision, evidence=judged.evidence)
+
+
+def _judge(plan: Plan, verdict, evidence: Evidence, now: datetime, settings, drain: DrainController) -> builtin.Judgement:
+    """The built-in gate of the stage the plan would move to next."""
+    if plan.stage == HOLD:
+        # The mappings drain from the hold on, each on its own evidence: nothing to judge here.
+        return builtin.Judgement((), ("each SQS mapping drains from the hold on under its own controller, on its "
+                                      "own evidence (holdfast stage lists them)",))
+    if plan.stage == REPLAY:
+        return builtin.Judgement((), ("every replay source finished or ended with its reason (holdfast stage lists them)",))
+    if plan.stage == DRAIN:
+        move = drain(plan, evidence.drain, now, settings)
+        return builtin.Judgement(move.blocking if move.action != ADVANCE else (), move.evidence, False)
+    target, _ = _next(plan, settings)
+    if target == ROUTING:
+        return builtin.routing_gate(evidence.routing, verdict, now, settings)
+    if target == CAPACITY:
+        return builtin.capacity_gate(verdict, plan.impaired_at, now, settings)
+    return builtin.Judgement()
 
 
 def _same_stage(plan: Plan, settings, state: str) -> Decision:
@@ -205,25 +288,14 @@ def _alarm_gates(alarms: Mapping[str, str | None], settings) -> tuple[list[str],
 
 def _stage_clock(plan: Plan, verdict) -> datetime:
     """Time in stage counts from the latest of: entering it, the verdict turning
-    recovering, the last capacity-class failure."""
+    recovering, the last regional capacity failure above the recovery share (the same
+    criterion as the verdict's: a lone group's failures are routine)."""
     times = [plan.entered_at]
     if verdict.state == RECOVERING and verdict.since:
         times.append(verdict.since)
-    if verdict.last_capacity_failure:
-        times.append(verdict.last_capacity_failure)
+    if getattr(verdict, "last_failing", None):
+        times.append(verdict.last_failing)
     return max(times)
-
-
-def _capacity_gates(plan: Plan, verdict, now: datetime, settings, skip_time: bool) -> list[str]:
-    gates = []
-    failure, success = verdict.last_capacity_failure, verdict.last_successful_launch
-    if success is None or (failure is not None and success <= failure):
-        gates.append("capacity: no successful launch since the last capacity failure")
-    normal_since = max(t for t in (plan.impaired_at, failure) if t is not None)
-    needed = timedelta(minutes=settings.capacity_hold_minutes)
-    if not skip_time and now - normal_since < needed:
-        gates.append(f"capacity hold: launches normal {_minutes(now - normal_since)} of {settings.capacity_hold_minutes} min")
-    return gates
 
 
 def _next(plan: Plan, settings) -> tuple[str, int]:
@@ -252,6 +324,7 @@ def _minutes(delta: timedelta) -> str:
 #
 # - hold -> drain: the usual gates, except that the controlled walk is not one of them.
 # - drain -> replay: every mapping back at its owner's value (the controlled walk done),
+#   the consumers' errors and throttles healthy over the hold (`consumers_healthy`),
 #   the hold, the verdict and the gating alarms.
 # - replay -> fresh-work: every replay source finished (its walk marked REPLAY), the
 #   verdict and the gating alarms; no hold of its own: a replay is watched while it runs

@@ -7,6 +7,12 @@ Pure: no boto3, no clock. Four sources feed it:
   signal. The id is the activity's (`activity:<ActivityId>`), so the event, its
   redelivery, and the same activity found by the polling fallback are one signal.
   The time is the activity's EndTime (else StartTime, else the event's time).
+- ASG "EC2 Instance Terminate Successful" events whose Cause says the instance was
+  "taken out of service in response to an ELB system health check failure" (the
+  wording the Auto Scaling user guide documents): health-check replacements, which
+  across several groups and zones are the October pattern (new instances without
+  network state failing their load balancer's health checks). Other terminations
+  (scale-in, EC2 status checks, a user's request) are ignored.
 - AWS Health events (`aws.health`, "AWS Health Event") for a service in
   settings.health_services, category `issue`, affecting this region. The affected
   region is `detail.eventRegion` (the eventArn's region only when an event lacks it);
@@ -26,6 +32,7 @@ CLI's --region), passed to `parse_event`; Health events for other regions are
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -35,16 +42,21 @@ from holdfast.core.classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
 
 # Signal classes.
 LAUNCHED = "launch"
+ELB_TERMINATION = "elb-termination"   # an instance replaced after failing its ELB health check
 HEALTH_OPEN, HEALTH_CLOSED = "health-open", "health-closed"
 PROBE_OK, PROBE_FAILED = "probe-ok", "probe-failed"
 LAUNCH_FAILURES = (CAPACITY, CONFIGURATION, UNKNOWN)
-KLASSES = LAUNCH_FAILURES + (LAUNCHED, HEALTH_OPEN, HEALTH_CLOSED, PROBE_OK, PROBE_FAILED)
+KLASSES = LAUNCH_FAILURES + (LAUNCHED, ELB_TERMINATION, HEALTH_OPEN, HEALTH_CLOSED, PROBE_OK, PROBE_FAILED)
 
 # Sources.
 ASG, HEALTH, PROBE, POLLING = "aws.autoscaling", "aws.health", "probe", "polling"
 
 LAUNCH_FAILED_TYPE = "EC2 Instance Launch Unsuccessful"
 LAUNCH_OK_TYPE = "EC2 Instance Launch Successful"
+TERMINATE_OK_TYPE = "EC2 Instance Terminate Successful"
+# Every Auto Scaling detail type the detector reads (the stack's EventBridge rule matches these).
+ASG_DETAIL_TYPES = (LAUNCH_FAILED_TYPE, LAUNCH_OK_TYPE, TERMINATE_OK_TYPE)
+_ELB_HEALTH_CHECK = re.compile(r"in response to an? ELB system health check failure", re.IGNORECASE)
 HEALTH_TYPE = "AWS Health Event"
 
 # What `holdfast detect` reports for each event.
@@ -166,6 +178,8 @@ def parse_event(event: Any, *, region: str, settings) -> Parsed:
 
 def _launch_event(event: Mapping[str, Any], region: str) -> Parsed:
     kind = event["detail-type"]
+    if kind == TERMINATE_OK_TYPE:
+        return _termination_event(event, region)
     if kind not in (LAUNCH_FAILED_TYPE, LAUNCH_OK_TYPE):
         return Parsed(IGNORED, f"{kind} is not a launch result")
     detail = event["detail"]
@@ -204,9 +218,33 @@ def _launch_signal(*, when, source, group, zone, ok, status_message, cause, sign
     return Parsed(klass, reason, Signal(when, source, zone, group, klass, detail, signal_id))
 
 
+def _termination_event(event: Mapping[str, Any], region: str) -> Parsed:
+    detail = event["detail"]
+    group = _field(detail, "AutoScalingGroupName")
+    details = detail.get("Details") or {}
+    if not isinstance(details, Mapping):
+        raise Malformed("detail.Details is not an object")
+    if event.get("region") not in (None, region):
+        return Parsed(IGNORED, f"termination in {event.get('region')}, not {region}")
+    cause = detail.get("Cause")
+    if not isinstance(cause, str) or not _ELB_HEALTH_CHECK.search(cause):
+        return Parsed(IGNORED, f"termination in group {group} not caused by an ELB health check")
+    when = parse_time(detail.get("EndTime") or detail.get("StartTime") or event["time"])
+    signal_id = f"activity:{detail['ActivityId']}" if detail.get("ActivityId") else f"event:{event['id']}"
+    return _termination_signal(when, ASG, group, details.get("Availability Zone"), detail.get("EC2InstanceId"), signal_id)
+
+
+def _termination_signal(when, source, group, zone, instance, signal_id) -> Parsed:
+    where = f"group {group} in {zone or 'an unknown zone'}"
+    detail = {"instance": instance} if isinstance(instance, str) and instance else {}
+    return Parsed(ELB_TERMINATION, f"instance replaced after an ELB health check failure: {where}",
+                  Signal(when, source, zone, group, ELB_TERMINATION, detail, signal_id))
+
+
 def activity_signal(activity: Mapping[str, Any]) -> Signal | None:
-    """A scaling activity (DescribeScalingActivities) -> a launch signal, or None when it
-    is not a finished launch (or not one this parser can read: dropped, never raised)."""
+    """A scaling activity (DescribeScalingActivities) -> a launch signal (or an ELB
+    health-check termination), or None when it is neither a finished launch nor one (or
+    not one this parser can read: dropped, never raised)."""
     try:
         return _activity_signal(activity)
     except Malformed:
@@ -214,7 +252,10 @@ def activity_signal(activity: Mapping[str, Any]) -> Signal | None:
 
 
 def _activity_signal(activity: Mapping[str, Any]) -> Signal | None:
-    if not str(activity.get("Description", "")).startswith("Launching a new EC2 instance"):
+    description = str(activity.get("Description", ""))
+    if description.startswith("Terminating EC2 instance"):
+        return _polled_termination(activity)
+    if not description.startswith("Launching a new EC2 instance"):
         return None
     status = activity.get("StatusCode")
     # A failed launch ends Failed or Cancelled, its StatusMessage saying why.
@@ -234,6 +275,28 @@ def _activity_signal(activity: Mapping[str, Any]) -> Signal | None:
         cause=_text(activity, "Cause", "activity"),
         signal_id=f"activity:{activity['ActivityId']}",
     ).signal
+
+
+def _polled_termination(activity: Mapping[str, Any]) -> Signal | None:
+    cause = activity.get("Cause")
+    if activity.get("StatusCode") != "Successful" or not isinstance(cause, str) or not _ELB_HEALTH_CHECK.search(cause):
+        return None
+    try:
+        details = json.loads(activity.get("Details") or "{}")
+    except json.JSONDecodeError:
+        details = {}
+    instance = description_instance(str(activity.get("Description", "")))
+    return _termination_signal(
+        parse_time(activity.get("EndTime") or activity["StartTime"]), POLLING, activity["AutoScalingGroupName"],
+        details.get("Availability Zone") if isinstance(details, dict) else None, instance,
+        f"activity:{activity['ActivityId']}",
+    ).signal
+
+
+def description_instance(description: str) -> str | None:
+    """The instance id in "Terminating EC2 instance: i-0123..."."""
+    match = re.search(r"\bi-[0-9a-f]+\b", description)
+    return match.group(0) if match else None
 
 
 def _health_event(event: Mapping[str, Any], region: str, settings) -> Parsed:

@@ -1,7 +1,9 @@
 """Observation: what a tick (or `holdfast stage`) sees before it decides.
 
-- `observe(runtime, now)` reads the operator's control, the plan, the verdict and the
-  gating alarms: one function, shared by the tick and `holdfast stage`.
+- `observe(runtime, now)` reads the operator's control, the plan, the verdict, the
+  gating alarms and the built-in evidence the next stage's gate needs (evidence.py, only
+  what `policy.evidence_needed` asks for): one function, shared by the tick and
+  `holdfast stage`.
 - `collect` is the tick's fresh verdict: probes.py and polling.py are the tick's own
   observations, ledger/signals.py stores them with what the detector Lambda recorded,
   and the pure detector (holdfast.core.detector) evaluates them all.
@@ -16,6 +18,7 @@ detector Lambda recorded.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
@@ -28,7 +31,9 @@ from holdfast.ledger import control as ledger_control
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger.signals import recent, record_all
+from holdfast.core.evidence import Evidence
 from holdfast.observation.alarms import gating_alarms
+from holdfast.observation import evidence as builtin_evidence
 from holdfast.observation import polling, probes
 from holdfast.core.detector import Verdict, evaluate, lookback
 
@@ -39,7 +44,7 @@ def collect(runtime, now: datetime, previous: Verdict | None, *,
             resolver: probes.Resolver = probes.system_resolver) -> Verdict:
     """Probe, poll, record what was seen, read the recent signals, evaluate."""
     clients, settings, ledger_table = runtime.clients, runtime.settings, runtime.table
-    quick = clients.with_config(probes.probe_config(settings))
+    quick = _probe_clients(clients, settings)
     fresh = probes.run(quick, settings, clients.region, now, resolver=resolver)
     logger.info("probes: success ratio %s", probes.success_ratio(fresh))
     try:
@@ -66,6 +71,19 @@ def collect(runtime, now: datetime, previous: Verdict | None, *,
     return evaluate(stored + fresh, previous, settings, now)
 
 
+# The probes' quick clients, made once per Clients (a boto3 client takes tens of
+# milliseconds to make; a Lambda container ticks with one Clients for its lifetime).
+_QUICK: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _probe_clients(clients, settings):
+    kept = _QUICK.get(clients)
+    if kept is None or kept[0] != settings.probe_timeout_seconds:
+        kept = (settings.probe_timeout_seconds, clients.with_config(probes.probe_config(settings)))
+        _QUICK[clients] = kept
+    return kept[1]
+
+
 Collect = Callable[..., Verdict]
 
 
@@ -80,6 +98,7 @@ class Observation:
     verdict: Verdict | None
     alarms: Mapping[str, str | None] = field(default_factory=dict)
     verdict_error: str | None = None
+    evidence: Evidence = field(default_factory=Evidence)
 
     @property
     def notified(self) -> bool:
@@ -92,7 +111,7 @@ class Observation:
             why = self.verdict_error or "no verdict recorded yet"
             return policy.Decision(plan, False, (f"no verdict: {why}",), ("no verdict",))
         return policy.decide(self.verdict, self.plan, self.alarms, now, settings,
-                             advance_generation=self.control.advance_generation)
+                             advance_generation=self.control.advance_generation, evidence=self.evidence)
 
 
 def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observation:
@@ -115,4 +134,5 @@ def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observ
         logger.exception("verdict unavailable: keeping the plan")
         return Observation(control, plan, item, None, verdict_error=str(err))
     alarms = gating_alarms(runtime.clients, runtime.settings.gating_alarms) if verdict is not None else {}
-    return Observation(control, plan, item, verdict, alarms)
+    evidence = builtin_evidence.read(runtime, now, policy.evidence_needed(plan, verdict))
+    return Observation(control, plan, item, verdict, alarms, evidence=evidence)

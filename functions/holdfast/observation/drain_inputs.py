@@ -9,7 +9,8 @@
   `holdfast:downstream-alarms` / `holdfast:downstream-warnings` on the mapping or its
   function: names separated by spaces, as Lambda tag values allow no comma).
 - `pre_event(...)`: the facts from before the hold (ConcurrentExecutions, the oldest-message
-  age, Errors, the queue's sent and deleted rates), over `drain_pre_event_minutes`.
+  age, Errors and their share of Invocations, the queue's sent and deleted rates), over
+  `drain_pre_event_minutes`.
 - `alarms(...)`: each downstream alarm's state and the time of the datapoint it was decided
   on (holdfast.core.drain_control.Alarm).
 - `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping.
@@ -68,6 +69,7 @@ QUEUE_METRICS = {
 }
 FUNCTION_METRICS = {
     "errors": ("AWS/Lambda", "Errors", "Sum"),
+    "invocations": ("AWS/Lambda", "Invocations", "Sum"),
     "throttles": ("AWS/Lambda", "Throttles", "Sum"),
     "concurrency": ("AWS/Lambda", "ConcurrentExecutions", "Maximum"),
 }
@@ -256,7 +258,7 @@ def pre_event(clients, consumers: Iterable[Consumer], since: datetime, minutes: 
         for metric in ("age", "sent", "deleted"):
             ns, name, stat = QUEUE_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "concurrency"):
+        for metric in ("errors", "invocations", "concurrency"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     data = batch.run(clients)
@@ -264,7 +266,7 @@ def pre_event(clients, consumers: Iterable[Consumer], since: datetime, minutes: 
     out = {}
     for c in consumers:
         values = lambda metric: [p.value for p in data[(c.arn, metric)]]
-        concurrency, age, errors = values("concurrency"), values("age"), values("errors")
+        concurrency, age, errors, invoked = values("concurrency"), values("age"), values("errors"), values("invocations")
         sent, deleted = values("sent"), values("deleted")
         out[c.arn] = dc.Facts(
             pre_event_concurrency=max(concurrency) if concurrency else None,
@@ -272,6 +274,7 @@ def pre_event(clients, consumers: Iterable[Consumer], since: datetime, minutes: 
             owner_cap=owner_caps.get(c.arn),
             baseline_age_seconds=max(age) if age else None,
             baseline_errors=sum(errors) / len(errors) if errors else 0.0,
+            baseline_error_share=min(1.0, sum(errors) / sum(invoked)) if sum(invoked) > 0 else None,
             # A period without a datapoint had no messages: the rates are over the whole window.
             arrival_per_second=sum(sent) / window if sent else None,
             deleted_per_second=sum(deleted) / window if deleted else None,
@@ -365,7 +368,7 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
     for c in consumers:
         for metric, (ns, name, stat) in QUEUE_METRICS.items():
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "throttles"):
+        for metric in ("errors", "throttles", "invocations"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     for info in infos.values():
@@ -389,6 +392,7 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
             oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), errors=newest(c.arn, "errors"),
             throttles=newest(c.arn, "throttles"), downstream=tuple(downstream),
             sent=newest(c.arn, "sent"), deleted=newest(c.arn, "deleted"), visible_now=live, queue_missing=missing,
+            invocations=newest(c.arn, "invocations"),
         )
     return out
 

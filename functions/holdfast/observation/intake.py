@@ -6,7 +6,8 @@ through it too).
   signal (the activity id; eventArn + communicationId for Health), so EventBridge's
   at-least-once redelivery and a second copy of one Health communication store one item.
 - A malformed, unknown or out-of-scope event is an outcome with its reason, never an
-  exception. An unreachable ledger raises LedgerUnavailable: the one failure a retry fixes.
+  exception. A launch failure the classifier cannot read is recorded as `unknown` (it
+  never counts toward impairment) and counted in the metric LaunchFailuresUnknown. An unreachable ledger raises LedgerUnavailable: the one failure a retry fixes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from holdfast.core.classify import UNKNOWN
 from holdfast.core.signals import MALFORMED, parse_event
 from holdfast.ledger.signals import record
 
@@ -42,5 +44,8 @@ def receive(runtime, event: Any) -> Intake:
     signal = parsed.signal
     new = record(runtime.clients("dynamodb"), runtime.table, signal, ttl_hours=runtime.settings.signal_ttl_hours)
     metrics = ("SignalsRecorded", f"Signal-{signal.klass}") if new else ("SignalsDuplicate",)
+    if new and signal.klass == UNKNOWN:
+        # Never evidence of impairment, but worth a look: a wording the classifier should learn.
+        metrics += ("LaunchFailuresUnknown",)
     return Intake("recorded" if new else "duplicate", parsed.reason, signal.klass, signal.id, signal.group,
                   signal.zone, metrics)

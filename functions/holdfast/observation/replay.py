@@ -4,7 +4,8 @@ Pure: the caller reads the file. Operators tune thresholds with it (`holdfast de
 the demo and other tools drive it, so the document's shape is a contract:
 
     {"events":   [{"id": ..., "class": "capacity" | "configuration" | "unknown" | "launch"
-                                       | "health" | "ignored" | "malformed", "reason": ...}],
+                                       | "elb-termination" | "health" | "ignored" | "malformed",
+                   "reason": ...}],
      "verdicts": [{"time": ISO-8601, "verdict": "normal" | "impaired" | "recovering",
                    "reasons": [...]}]}
 
@@ -12,7 +13,10 @@ the demo and other tools drive it, so the document's shape is a contract:
   event without its source's documented shape, is `malformed` and its reason starts
   with `line N:`; the replay goes on. A redelivered event id, or a Health
   communication already seen (a redelivery, or a file that merges two regions' buses), is `ignored` as a duplicate.
-  `launch` (a successful launch, the recovery evidence) extends the issue's list.
+  `launch` (a successful launch, the recovery evidence) and `elb-termination` (an
+  instance replaced after failing its ELB health check) extend the issue's list. An
+  `unknown` launch failure's reason starts with `line N:` and quotes its message: it
+  never counts toward impairment, and is worth teaching the classifier.
 - verdicts: one entry per change of verdict, starting from `normal`. Ticks fall on
   multiples of the schedule period in event time, from the period of the first event
   until the lookback after the last has passed, so a recovery the events imply is
@@ -29,6 +33,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
+from holdfast.core.classify import UNKNOWN
 from holdfast.core.detector import NORMAL, evaluate, lookback
 from holdfast.core.signals import ASG, HEALTH, IGNORED, MALFORMED, Signal, iso, parse_event
 
@@ -80,6 +85,9 @@ def replay(events: list[tuple[int, Any]], settings, region: str) -> dict:
         elif parsed.signal is not None:
             signals.append(parsed.signal)
             seen_signals.add(parsed.signal.id)
+            if klass == UNKNOWN:
+                message = parsed.signal.detail.get("message") or ""
+                reason = f"line {number}: {reason}, not counted toward impairment: {message[:200]!r}"
         if event_id:
             seen_events.add(event_id)
         reports.append({"id": event_id, "class": klass, "reason": reason})

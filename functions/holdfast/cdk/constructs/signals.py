@@ -1,7 +1,9 @@
 """The EventBridge rules that drive the controllers.
 
 - Launch results from every Auto Scaling group, not only selected ones: a regional
-  impairment shows in any group, and successful launches are the recovery signal.
+  impairment shows in any group, and successful launches are the recovery signal; and
+  terminations, of which the detector keeps those caused by a failed ELB health check
+  (the October pattern across groups and zones).
   Events carry no tags, so the rule could not filter on the selector anyway.
 - AWS Health issues for the configured services affecting this region, matched on
   `detail.eventRegion` (the impaired region), not on the event's `region` (where it was
@@ -24,9 +26,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from holdfast.core.signals import ASG_DETAIL_TYPES
 from holdfast.settings import Settings
 
-LAUNCH_DETAIL_TYPES = ["EC2 Instance Launch Unsuccessful", "EC2 Instance Launch Successful"]
+# Launch results, and terminations (the detector keeps those an ELB health check caused).
+LAUNCH_DETAIL_TYPES = list(ASG_DETAIL_TYPES)
 
 
 class Signals(Construct):
@@ -47,7 +51,7 @@ class Signals(Construct):
         self.launch_rule = events.Rule(
             self,
             "LaunchResults",
-            description="Holdfast: Auto Scaling launch results (failures impair, successes recover)",
+            description="Holdfast: Auto Scaling launch results and terminations (failures impair, successes recover)",
             event_pattern=events.EventPattern(source=["aws.autoscaling"], detail_type=LAUNCH_DETAIL_TYPES),
             targets=[signal_target],
         )
