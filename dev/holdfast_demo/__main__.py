@@ -176,8 +176,7 @@ class Replay:
                 # The clock stands still during a tick: its wall time is its event time.
                 self.posture_seconds = (now - self.first_signal).total_seconds() + tick_wall
             self.samples.append(report.Sample(now, stage, list(caps.values()), dict(Counter(self.engaged.values())),
-                                              groups=self.by_group(caps),
-                                              verdict, raw.get("failure_share")))
+                                              verdict, raw.get("failure_share"), groups=self.by_group(caps)))
 
             line_state = (verdict, label, tuple(result.gates))  # a hold counting down is a new line
             notable = (notes or set(signals) - ROUTINE or changes or line_state != last_state or last_line is None
