@@ -80,6 +80,9 @@ class Report:
     ledger_error: str | None = None
     cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this ARN (engage)
     seen: dict[str, set[str]] = field(default_factory=dict)   # kind -> walk keys of finished candidates
+    # Kinds the deadline cut short (`complete` is False when any is): a walk of several kinds
+    # at once says which of them finished (holdfast.reconciler marks each kind apart).
+    unfinished: set[str] = field(default_factory=set)
 
     @property
     def failed(self) -> list[Outcome]:
@@ -161,7 +164,9 @@ class _Run:
 
         def one(item):
             if self.deadline():
-                self.report.complete = False
+                with self._lock:
+                    self.report.complete = False
+                    self.report.unfinished.add(kind)
                 return _SKIPPED
             return work(item)
 

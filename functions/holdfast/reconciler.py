@@ -65,6 +65,7 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -76,11 +77,13 @@ from holdfast.core import policy, progress
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
                                  SKIPPED, VANISHED, Guard, Outcome)
+from holdfast.core.kinds import kind_of
 from holdfast.core.policy import CONTROL, ENGAGE, NORMAL, REPLAY, RESTORE, Plan
 from holdfast.engine import Engine
 from holdfast.iam import uses
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import leases as ledger_leases
+from holdfast.ledger import claims as ledger_claims
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger import walks as ledger_walks
@@ -134,16 +137,19 @@ class TickResult:
 
 
 def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFactory | None = None,
-         stages: Stages | None = None) -> TickResult:
+         stages: Stages | None = None, engage_seconds: float | None = None) -> TickResult:
     """One reconcile step. `collect` (the fresh verdict) defaults to
     holdfast.observation.collect, `engine` to holdfast.engine.Engine and `stages` to
-    Stages (the drain and the replay); tests inject them."""
+    Stages (the drain and the replay); tests inject them.
+
+    `engage_seconds`: how long this tick may keep walking while it engages (the Lambda
+    handler passes its remaining time less a margin). None: the tick budget
+    (`settings.tick_budget_seconds`) for everything, and no claim on the engage walk."""
     settings, clock = runtime.settings, runtime.clock
     if settings.mode == "off":
         logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
         return TickResult(None, None, ["off"])
-    started = clock.monotonic()
-    deadline = lambda: clock.monotonic() - started >= settings.tick_budget_seconds
+    deadline = TickDeadline(runtime, engage_seconds)
     make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline))
     run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline, stages or Stages())
     result = run.go()
@@ -151,8 +157,128 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
     return result
 
 
+# While a long engage walk runs, the plan is read again this often: a walk whose plan
+# moved on stops within this time (its engage is no longer what the plan wants).
+PLAN_CHECK_SECONDS = 15
+
+
+class TickDeadline:
+    """When the tick stops walking: `deadline()` True.
+
+    Short by default: `settings.tick_budget_seconds` from the tick's start, for every
+    stage. While the tick engages (`with deadline.engaging(plan)`), and the handler gave it
+    `engage_seconds` longer than that, it keeps walking until `engage_seconds` from the
+    tick's start, or until the plan's generation is no longer the one it engages for
+    (read at most every PLAN_CHECK_SECONDS), whichever comes first. That long walk is
+    claimed in the ledger (holdfast.ledger.claims): the ticks the schedule starts meanwhile
+    leave the engage to it instead of splitting the rate budgets with it over the same
+    resources. After the engage, relaxing gets the short budget again, counted from the
+    end of the engage and never past `engage_seconds`."""
+
+    def __init__(self, runtime: Runtime, engage_seconds: float | None):
+        self.runtime, self.clock = runtime, runtime.clock
+        short = float(runtime.settings.tick_budget_seconds)
+        self.started = self.clock.monotonic()
+        self.short = short
+        self.total = short if engage_seconds is None else max(1.0, float(engage_seconds))
+        self.long = engage_seconds is not None and self.total > short
+        self.limit = min(short, self.total)   # seconds from the start
+        self.watch: Callable[[], bool] | None = None   # True once the plan moved on
+        self.checked = self.started
+        self.moved = False
+
+    def elapsed(self) -> float:
+        return self.clock.monotonic() - self.started
+
+    def __call__(self) -> bool:
+        if self.elapsed() >= self.limit:
+            return True
+        if self.watch is not None and self.clock.monotonic() - self.checked >= PLAN_CHECK_SECONDS:
+            self.checked = self.clock.monotonic()
+            if self.watch():
+                self.moved, self.limit = True, self.elapsed()   # from now on, and for the rest of the tick
+                return True
+        return False
+
+    def engaging(self, plan: Plan | None) -> "_Engaging":
+        return _Engaging(self, plan)
+
+
+class _Engaging:
+    def __init__(self, deadline: TickDeadline, plan: Plan | None):
+        self.deadline, self.plan = deadline, plan
+        self.taken, self.holder, self.claimed = True, None, False
+
+    def __bool__(self) -> bool:
+        return self.taken
+
+    def __enter__(self) -> "_Engaging":
+        d, rt = self.deadline, self.deadline.runtime
+        if not d.long:
+            return self
+        if self.plan is None or not self.plan.generation:   # no ledger, no plan: walk, unclaimed
+            d.limit = d.total
+            return self
+        dynamodb = rt.clients("dynamodb")
+        now = rt.clock.now()
+        until = now + timedelta(seconds=max(0.0, d.total - d.elapsed()))
+        try:
+            claim = ledger_claims.take_engage_walk(dynamodb, rt.table, generation=self.plan.generation,
+                                                   controller_id=rt.controller_id, now=now, until=until)
+        except LedgerUnavailable:
+            claim = ledger_claims.Claim(True)   # engaging needs no ledger (invariant 3): walk, unclaimed
+        else:
+            self.claimed = bool(claim)
+        self.taken, self.holder = claim.taken, claim.holder
+        if self.taken:
+            d.limit = d.total
+            generation = self.plan.generation
+
+            def moved_on() -> bool:
+                try:
+                    current = ledger_plan.read(dynamodb, rt.table)
+                except LedgerUnavailable:
+                    return False   # engaging goes on without the ledger
+                return current is not None and current.generation != generation
+
+            d.watch, d.checked = moved_on, d.clock.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        d, rt = self.deadline, self.deadline.runtime
+        if d.long and self.taken:
+            d.watch = None
+            if not d.moved:   # the plan moved on: the rest of the tick stops too
+                d.limit = min(d.total, d.elapsed() + d.short)
+            if self.claimed:
+                ledger_claims.release_engage_walk(rt.clients("dynamodb"), rt.table, controller_id=rt.controller_id)
+
+
+@dataclass
+class _KindReport:
+    """One kind's part of an engage walk of several kinds: what finish_kind reads."""
+
+    outcomes: list[Outcome]
+    complete: bool
+    refused: str | None
+    api_calls: dict[str, int]
+    cursor: dict[str, str | None]
+    seen: dict[str, set[str]]
+
+    @classmethod
+    def of(cls, report, kind: str) -> "_KindReport":
+        unfinished = getattr(report, "unfinished", None)
+        # An engine that does not say which kinds the deadline cut: each is as complete as the walk.
+        complete = report.complete or (unfinished is not None and kind not in unfinished)
+        seen = getattr(report, "seen", {}) or {}
+        return cls([o for o in report.outcomes if o.kind == kind], complete, report.refused,
+                   {kind: report.api_calls.get(kind, 0)} if kind in report.api_calls else {},
+                   {kind: report.cursor[kind]} if kind in report.cursor else {},
+                   {kind: seen[kind]} if kind in seen else {})
+
+
 class _Tick:
-    def __init__(self, runtime: Runtime, collect: Collect, engine, deadline: Callable[[], bool], stages: Stages):
+    def __init__(self, runtime: Runtime, collect: Collect, engine, deadline: "TickDeadline", stages: Stages):
         self.runtime, self.settings, self.table = runtime, runtime.settings, runtime.table
         self.collect, self.engine, self.deadline = collect, engine, deadline
         self.stages = stages
@@ -250,25 +376,7 @@ class _Tick:
         needs_skip = (engage_first or any("/" in m for m in rewalking)) and not self.dry_run
         skip = self.stages.in_drain(self.runtime, plan) if needs_skip else frozenset()
         try:
-            for kind in [k for k in target if k in engaging or k in engage_first]:   # the kinds' declared order
-                if self.deadline():
-                    break
-                marker = kind if kind in engaging else f"{kind}/engaged"
-                options = {"skip": skip} if kind in engage_first and skip else {}
-                report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)},
-                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE), **options)
-                self.finish_kind(plan, result, marker, report, engaging=True)
-            for marker in rewalking:
-                if self.deadline():
-                    break
-                kind = marker.split("/")[0]
-                seen = ledger_walks.seen(self.dynamodb, self.table, plan.generation, marker)
-                options = {"skip": skip} if marker != kind and skip else {}
-                report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, seen={kind: seen},
-                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE), **options)
-                self.finish_kind(plan, result, marker, report, engaging=True, rewalk=True)
-            if self.deadline():
-                result.complete = False
+            if not self.engage_walk(plan, result, target, engaging, engage_first, rewalking, skip):
                 return
             guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
                                                         clock=self.runtime.clock)(plan.generation))
@@ -296,6 +404,47 @@ class _Tick:
             result.complete = result.complete and not self.deadline() and not guard.refused
         finally:
             result.stuck = self.stuck_now(plan)
+
+    def engage_walk(self, plan: Plan, result: TickResult, target, engaging: list[str], engage_first: list[str],
+                    rewalking: list[str], skip: frozenset[str]) -> bool:
+        """Every engage walk of this tick in one engine call, so kinds of different services
+        are walked at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda,
+        holdfast.engine.SERVICE_OF): the kinds not yet engaged, in their declared order,
+        each resuming after its cursor, then the re-walks of held kinds (each skipping what
+        its last finished walk saw unchanged). Each kind's part of the report is then
+        finished on its own marker (finish_kind), exactly as a walk of that kind alone.
+        While engaging, the tick's deadline is the long engage budget (tick(engage_seconds=)).
+        Returns whether the tick goes on to relaxing (False: the deadline passed, or
+        another controller holds the engage walk)."""
+        markers: dict[str, tuple[str, bool]] = {}   # kind -> (marker, re-walk)
+        for kind in [k for k in target if k in engaging or k in engage_first]:   # the kinds' declared order
+            markers[kind] = (kind if kind in engaging else f"{kind}/engaged", False)
+        for marker in rewalking:
+            markers.setdefault(marker.split("/")[0], (marker, True))
+        if markers and not self.deadline():
+            with self.deadline.engaging(plan) as walking:
+                if not walking:
+                    self.log("another controller is walking the engage of this plan: leaving it to it", plan,
+                             holder=walking.holder)
+                    result.actions.append("engage-walk-held")
+                    result.complete = False
+                    return False
+                after = {k: plan.cursor.get(m) for k, (m, again) in markers.items() if not again}
+                seen = {k: ledger_walks.seen(self.dynamodb, self.table, plan.generation, m)
+                        for k, (m, again) in markers.items() if again}
+                # The drains' mappings are left alone by the engage of a controlled kind only.
+                controlled = {k for k, (m, _) in markers.items() if "/" in m}
+                leave = frozenset(a for a in skip if kind_of(a) in controlled) if skip else frozenset()
+                options = {"skip": leave} if leave else {}
+                report = self.engine.engage(kinds=tuple(markers), dry_run=self.dry_run, after=after,
+                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE),
+                                            **({"seen": seen} if seen else {}), **options)
+            for kind, (marker, again) in markers.items():
+                self.finish_kind(plan, result, marker, _KindReport.of(report, kind), engaging=True, rewalk=again)
+        if self.deadline():
+            result.complete = False
+            return False
+        return True
 
     def control(self, plan: Plan, result: TickResult, kind: str, guard: "_Sticky") -> None:
         """One tick of a controlled kind: each resource's decision (kept in the ledger,
@@ -460,7 +609,8 @@ class _Tick:
             return result
         self.log("ledger unavailable", None, verdict=verdict.state, reasons=[error])
         if verdict.state == policy.IMPAIRED:
-            report = self.engine.engage(dry_run=self.dry_run)
+            with self.deadline.engaging(None):
+                report = self.engine.engage(dry_run=self.dry_run)
             result.outcomes.extend(report.outcomes)
             result.actions.append("engaged-without-ledger")
             result.complete = report.complete

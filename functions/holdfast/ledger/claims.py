@@ -1,0 +1,120 @@
+"""Claims: conditional puts that let one controller of several do a piece of work.
+
+Items: pk `PLAN`, sk `ENGAGE-WALK` and `TICK-TRIGGER` (TTL one day).
+
+- The engage walk (`take_engage_walk`): a tick that engages with the long engage budget
+  (holdfast.reconciler, issue 12) may walk for many minutes, while the schedule starts
+  another tick every minute. Those later ticks would walk the same resources again from
+  the same cursor (the walk is idempotent, so this is safe) and split the account's rate
+  budgets with it (so it is slow: every extra walker is reads that protect nothing). So
+  the engage walk is claimed: the claim holds until its holder's Lambda time is up
+  (`until`), and a tick that finds a live claim of the same or a newer generation leaves
+  the engage to its holder. A newer generation takes a claim over (the holder's own
+  deadline sees the plan move on and stops it). A holder that crashes holds it only
+  until `until`: at most one Lambda timeout. The holder releases it when its walk ends.
+- The tick trigger (`claim_tick_trigger`): the detector starts a tick when the verdict
+  turns impaired (handlers/detector.py). A burst of launch failures, or several detector
+  instances at once, must start one extra tick, not hundreds: the trigger is claimed per
+  plan generation and at most once per `period`.
+
+An unreachable ledger is LedgerUnavailable, as everywhere in holdfast.ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from holdfast.aws import condition_failed, failure_kind
+from holdfast.core.errors import LedgerUnavailable
+from holdfast.iam import uses
+from holdfast.ledger import PK, TTL_ATTRIBUTE
+from holdfast.ledger.conditions import PLAN_PK, key
+
+ENGAGE_WALK, TICK_TRIGGER = "ENGAGE-WALK", "TICK-TRIGGER"
+
+# FREE_OR_OURS_TO_TAKE: nobody holds the claim, its holder's time is up, it is this
+# controller's own, or it was taken under an older generation (a newer plan's walk wins).
+FREE_OR_OURS_TO_TAKE = (f"attribute_not_exists({PK}) OR #until <= :now OR #holder = :holder "
+                        "OR #generation < :generation")
+# NOT_YET_TRIGGERED: no trigger for this generation within the last period.
+NOT_YET_TRIGGERED = f"attribute_not_exists({PK}) OR #generation <> :generation OR #at <= :since"
+
+
+def _epoch(when: datetime) -> int:
+    return int(when.timestamp())
+
+
+@dataclass(frozen=True)
+class Claim:
+    taken: bool
+    holder: str | None = None   # who holds it when not taken
+
+    def __bool__(self) -> bool:
+        return self.taken
+
+
+@uses("dynamodb:PutItem", by=("reconciler",))
+def take_engage_walk(dynamodb, table: str, *, generation: int, controller_id: str, now: datetime,
+                     until: datetime) -> Claim:
+    item = {
+        **key(PLAN_PK, ENGAGE_WALK),
+        "holder": {"S": controller_id},
+        "generation": {"N": str(generation)},
+        "until": {"N": str(_epoch(until))},
+        "at": {"S": now.isoformat()},
+        TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
+    }
+    try:
+        dynamodb.put_item(
+            TableName=table, Item=item, ConditionExpression=FREE_OR_OURS_TO_TAKE,
+            ExpressionAttributeNames={"#until": "until", "#holder": "holder", "#generation": "generation"},
+            ExpressionAttributeValues={":now": {"N": str(_epoch(now))}, ":holder": {"S": controller_id},
+                                       ":generation": {"N": str(generation)}},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return Claim(True)
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            old = getattr(err, "response", {}).get("Item") or {}
+            return Claim(False, old.get("holder", {}).get("S"))
+        raise LedgerUnavailable(f"cannot claim the engage walk ({failure_kind(err)})") from err
+
+
+@uses("dynamodb:DeleteItem", by=("reconciler",))
+def release_engage_walk(dynamodb, table: str, *, controller_id: str) -> None:
+    """Give the claim back (only this controller's own). Best effort: a claim not given
+    back expires at its `until`."""
+    try:
+        dynamodb.delete_item(TableName=table, Key=key(PLAN_PK, ENGAGE_WALK), ConditionExpression="#holder = :holder",
+                             ExpressionAttributeNames={"#holder": "holder"},
+                             ExpressionAttributeValues={":holder": {"S": controller_id}})
+    except (ClientError, BotoCoreError):
+        pass   # not ours any more, or the ledger is gone: the claim expires on its own
+
+
+@uses("dynamodb:PutItem", by=("detector",))
+def claim_tick_trigger(dynamodb, table: str, *, generation: int, controller_id: str, now: datetime,
+                       period: timedelta) -> bool:
+    """True for exactly one caller per plan generation and period."""
+    item = {
+        **key(PLAN_PK, TICK_TRIGGER),
+        "holder": {"S": controller_id},
+        "generation": {"N": str(generation)},
+        "at": {"N": str(_epoch(now))},
+        TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
+    }
+    try:
+        dynamodb.put_item(
+            TableName=table, Item=item, ConditionExpression=NOT_YET_TRIGGERED,
+            ExpressionAttributeNames={"#generation": "generation", "#at": "at"},
+            ExpressionAttributeValues={":generation": {"N": str(generation)},
+                                       ":since": {"N": str(_epoch(now - period))}},
+        )
+        return True
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            return False
+        raise LedgerUnavailable(f"cannot claim the tick trigger ({failure_kind(err)})") from err
