@@ -1,5 +1,10 @@
-"""The one-minute tick (EventBridge schedule). Thin: build the shell once per container,
-call reconciler.tick, return a summary.
+"""The one-minute tick (EventBridge schedule, or the detector when the verdict turns
+impaired). Thin: build the shell once per container, call reconciler.tick, return a summary.
+
+An engaging tick may walk for as long as the invocation has time (its remaining time,
+from the Lambda context, less MARGIN_SECONDS: `tick(engage_seconds=)`); the function's
+timeout is Lambda's maximum (holdfast/cdk/constructs/controllers.py). Relaxing keeps the
+short `tick_budget_seconds`.
 
 The controller id is the Lambda log stream, unique per execution environment, so two
 overlapping invocations (a slow tick and the next minute's) are told apart in leases,
@@ -21,6 +26,17 @@ logger = Logger(service="holdfast-reconciler")
 
 
 _runtime: Runtime | None = None
+# Left of the Lambda's time after an engaging tick's walk: progress marks, logs, metrics.
+MARGIN_SECONDS = 30
+
+
+def engage_seconds(context) -> float | None:
+    """How long this invocation may keep engaging: its remaining time less MARGIN_SECONDS
+    (None without a Lambda context: the tick budget)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return None
+    return max(0.0, remaining() / 1000 - MARGIN_SECONDS)
 
 
 def use(runtime: Runtime | None) -> None:
@@ -36,7 +52,7 @@ def handler(event, context):
     global _runtime
     if _runtime is None:
         _runtime = runtime_from_env(getattr(context, "log_stream_name", None) or f"pid-{os.getpid()}")
-    result = tick(_runtime)
+    result = tick(_runtime, engage_seconds=engage_seconds(context))
     return {
         "stage": result.stage,
         "generation": result.generation,

@@ -47,6 +47,11 @@ MEMORY_MB = 256
 DETECTOR_TIMEOUT = Duration.seconds(30)
 # Time after the tick's budget to write progress and log before Lambda kills it.
 RECONCILER_MARGIN_SECONDS = 30
+# An engaging tick keeps walking while it has engage work and Lambda time left (issue 12):
+# the handler gives it its remaining time less RECONCILER_MARGIN_SECONDS, so the timeout
+# is Lambda's maximum, 15 minutes. Relaxing ticks keep `tick_budget_seconds`; a tick with
+# nothing to engage ends as soon as it is done, so the long timeout costs nothing then.
+RECONCILER_TIMEOUT_SECONDS = 900
 RETENTION = dict(zip(LOG_RETENTION_DAYS, [d for d in logs.RetentionDays if d is not logs.RetentionDays.INFINITE]))
 
 
@@ -90,7 +95,7 @@ class Controllers(Construct):
             role_name="reconciler",
             handler="holdfast.handlers.reconciler.handler",
             description="Holdfast: moves the account toward the desired posture, one tick a period",
-            timeout=Duration.seconds(settings.tick_budget_seconds + RECONCILER_MARGIN_SECONDS),
+            timeout=Duration.seconds(RECONCILER_TIMEOUT_SECONDS),
             retry_attempts=0,
             max_event_age=Duration.seconds(60),
         )
