@@ -32,6 +32,9 @@ class Runtime:
     # Holdfast's expired-events queue, the on-failure destination of async configs whose
     # owner has none; None: not known (see the async actuator for what that changes).
     expired_queue_arn: str | None = None
+    # The reconciler function the detector invokes to start a tick at once when the verdict
+    # turns impaired (holdfast.observation.trigger); None: the schedule starts every tick.
+    tick_function: str | None = None
 
     def but(self, **changes) -> "Runtime":
         """The same runtime with some fields replaced (another controller id, settings...)."""

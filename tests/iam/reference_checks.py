@@ -44,6 +44,7 @@ SAMPLE = {
     "LedgerTableName": "holdfast-ledger",
     "TopicArn": "arn:aws:sns:us-east-1:123456789012:holdfast-stage",
     "ExpiredQueueArn": "arn:aws:sqs:us-east-1:123456789012:holdfast-expired-events",
+    "ReconcilerFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:holdfast-reconciler",
 }
 
 

@@ -1,7 +1,11 @@
 """EventBridge signals -> ledger. Wired to the ASG launch rule and the AWS Health rule.
 
 Thin: `observation.intake.receive` parses and records; this logs and counts. It decides
-nothing; the reconciler's tick reads what it recorded and evaluates.
+no posture; the reconciler's tick reads what it recorded and evaluates. When a recorded
+signal turns the verdict impaired and the plan is not holding yet,
+`observation.trigger.after_signal` starts a tick at once (an asynchronous invoke of the
+reconciler, once per plan generation and schedule period) instead of leaving it to the
+schedule.
 
 - Idempotent per event: the ledger put is conditional on a key derived from the
   signal (the activity id; eventArn + communicationId for Health), so EventBridge's
@@ -26,6 +30,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from holdfast.core.signals import MALFORMED
 from holdfast.observation.intake import receive
+from holdfast.observation.trigger import after_signal
 from holdfast.handlers.shell import runtime_from_env
 from holdfast.runtime import Runtime
 
@@ -62,4 +67,10 @@ def handle(event, runtime: Runtime) -> dict:
     else:
         logger.info("signal " + got.outcome, extra={"event_id": event_id, "signal_id": got.signal_id, "class": got.klass,
                                                     "group": got.group, "zone": got.zone, "reason": got.reason})
-    return got.to_dict()
+    started = after_signal(runtime, got.klass, recorded=got.outcome == "recorded")
+    if started.metric:
+        metrics.add_metric(name=started.metric, unit=MetricUnit.Count, value=1)
+    if started.outcome not in ("skipped",):
+        log = logger.warning if started.outcome == "failed" else logger.info
+        log("tick trigger: " + started.outcome, extra={"event_id": event_id, "reason": started.reason})
+    return {**got.to_dict(), **started.to_dict()}

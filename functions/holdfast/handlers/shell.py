@@ -2,7 +2,8 @@
 environment, never at import. The only place a controller reads its environment.
 
 Environment (set by stacks/constructs/controllers.py): HOLDFAST_SETTINGS,
-HOLDFAST_LEDGER_TABLE, HOLDFAST_TOPIC_ARN, HOLDFAST_EXPIRED_QUEUE_ARN (and AWS_REGION,
+HOLDFAST_LEDGER_TABLE, HOLDFAST_TOPIC_ARN, HOLDFAST_EXPIRED_QUEUE_ARN, HOLDFAST_TICK_FUNCTION_ARN
+(the detector's only: the reconciler it starts a tick with) (and AWS_REGION,
 which boto3 reads). Tests inject their own Runtime through each handler's `use(runtime)`.
 """
 
@@ -19,6 +20,7 @@ from holdfast.settings import ENV_VAR, Settings
 LEDGER_TABLE_ENV = "HOLDFAST_LEDGER_TABLE"
 TOPIC_ENV = "HOLDFAST_TOPIC_ARN"
 EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
+TICK_FUNCTION_ENV = "HOLDFAST_TICK_FUNCTION_ARN"
 
 
 def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -> Runtime:
@@ -30,6 +32,7 @@ def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -
         controller_id=controller_id,
         topic_arn=env.get(TOPIC_ENV) or None,
         expired_queue_arn=env.get(EXPIRED_QUEUE_ENV) or None,
+        tick_function=env.get(TICK_FUNCTION_ENV) or None,
     )
     # Every call within the account's rate budgets, shared with the other controllers.
     govern(runtime.clients, runtime.settings, table=runtime.table, member=controller_id)

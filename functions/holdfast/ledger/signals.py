@@ -94,7 +94,7 @@ def record_all(dynamodb, table: str, signals: Iterable[Signal], *, ttl_hours: in
     return sum(record(dynamodb, table, s, ttl_hours=ttl_hours) for s in signals)
 
 
-@uses("dynamodb:Query", by=("reconciler", "cli"))
+@uses("dynamodb:Query", by=("reconciler", "cli", "detector"))
 def recent(dynamodb, table: str, since: datetime, now: datetime) -> list[Signal]:
     """Signals with since <= time <= now, plus every unexpired Health communication
     (an issue stays open until its closing communication, however long ago it opened)."""

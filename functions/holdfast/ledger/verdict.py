@@ -15,7 +15,7 @@ from holdfast.ledger.conditions import PLAN_PK, key
 VERDICT = "VERDICT"
 
 
-@uses("dynamodb:GetItem", by=("reconciler", "cli"))
+@uses("dynamodb:GetItem", by=("reconciler", "cli", "detector"))
 def read_verdict(dynamodb, table: str) -> dict[str, Any] | None:
     try:
         item = dynamodb.get_item(TableName=table, Key=key(PLAN_PK, VERDICT)).get("Item")

@@ -1,7 +1,10 @@
 """The two controller functions, each with its own role, log group and failure path.
 
-- detector: invoked by the EventBridge signal rules; records signals in the ledger.
-- reconciler: invoked by the schedule; moves the account toward the desired posture.
+- detector: invoked by the EventBridge signal rules; records signals in the ledger, and
+  starts a tick at once (an asynchronous invoke of the reconciler) when they turn the
+  verdict impaired.
+- reconciler: invoked by the schedule (and by the detector); moves the account toward the
+  desired posture. An engaging tick walks for as long as its invocation has time.
 
 Both run the installed `holdfast` package (`holdfast.cdk.code`: no Docker, no bundling:
 the package has no dependency the runtime and the Powertools layer do not bring). Each
@@ -81,15 +84,6 @@ class Controllers(Construct):
         self._dead_letters = dead_letters
         self._policies_dir = policies_dir
 
-        self.detector = self._function(
-            "Detector",
-            role_name="detector",
-            handler="holdfast.handlers.detector.handler",
-            description="Holdfast: records impairment signals from EventBridge",
-            timeout=DETECTOR_TIMEOUT,
-            retry_attempts=2,
-            max_event_age=Duration.hours(1),
-        )
         self.reconciler = self._function(
             "Reconciler",
             role_name="reconciler",
@@ -98,6 +92,19 @@ class Controllers(Construct):
             timeout=Duration.seconds(RECONCILER_TIMEOUT_SECONDS),
             retry_attempts=0,
             max_event_age=Duration.seconds(60),
+        )
+        self.detector = self._function(
+            "Detector",
+            role_name="detector",
+            handler="holdfast.handlers.detector.handler",
+            description="Holdfast: records impairment signals from EventBridge",
+            timeout=DETECTOR_TIMEOUT,
+            retry_attempts=2,
+            max_event_age=Duration.hours(1),
+            # The detector starts a tick at once when the verdict turns impaired
+            # (holdfast.observation.trigger): the reconciler's ARN, and Invoke on it alone.
+            environment={"HOLDFAST_TICK_FUNCTION_ARN": self.reconciler.function_arn},
+            policy_values={"ReconcilerFunctionArn": self.reconciler.function_arn},
         )
         self.functions = (self.detector, self.reconciler)
 
@@ -111,8 +118,10 @@ class Controllers(Construct):
         timeout: Duration,
         retry_attempts: int,
         max_event_age: Duration,
+        environment: Mapping[str, str] | None = None,
+        policy_values: Mapping[str, str] | None = None,
     ) -> lambda_.Function:
-        document = policies.document(role_name, self._policy_values, self._policies_dir)
+        document = policies.document(role_name, {**self._policy_values, **(policy_values or {})}, self._policies_dir)
         role = iam.Role(
             self,
             f"{construct_id}Role",
@@ -136,7 +145,7 @@ class Controllers(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
-            environment={**self._environment, "POWERTOOLS_SERVICE_NAME": f"holdfast-{role_name}"},
+            environment={**self._environment, **(environment or {}), "POWERTOOLS_SERVICE_NAME": f"holdfast-{role_name}"},
             retry_attempts=retry_attempts,
             max_event_age=max_event_age,
             on_failure=destinations.SqsDestination(self._dead_letters),
