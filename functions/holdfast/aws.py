@@ -164,3 +164,19 @@ def destination_refused(err: Exception) -> bool:
     does not have permissions to call SendMessage on SQS")."""
     return (error_code(err) == "InvalidParameterValueException"
             and "execution role does not have permission" in (error_text(err) or "").lower())
+
+
+# A tag write refused because the resource would pass its tag limit (50 per resource):
+# Application Auto Scaling TooManyTagsException, ELB TooManyTags, Auto Scaling
+# CreateOrUpdateTags LimitExceeded (its only limit is the tags'), and Lambda TagResource's
+# InvalidParameterValueException (the one 400 its API reference lists) about tags.
+# Read only for the answer to a tag write.
+TOO_MANY_TAGS = ("TooManyTagsException", "TooManyTags", "LimitExceeded")
+
+
+def too_many_tags(err: Exception) -> bool:
+    code = error_code(err)
+    if code in TOO_MANY_TAGS:
+        return True
+    message = (err.response.get("Error", {}).get("Message") or "").lower() if isinstance(err, ClientError) else ""
+    return code == "InvalidParameterValueException" and "tag" in message

@@ -2,12 +2,15 @@
 
     Engine(runtime, kinds=KINDS, deadline=None, progress=None)
 
-An Engine is built once per tick (or per CLI command): one resource ledger, one Lambda
-rate budget and one actuator per kind, shared by every walk it makes. Kinds are walked
-one after another, so each kind's API calls can be attributed to it from
-`Clients.calls`; within a kind, resources are written by a small thread pool (Auto
-Scaling and ELB throttle per account; Lambda writes also pass one shared token bucket at
-`settings.lambda_writes_per_second`). Retries are the SDK's alone.
+An Engine is built once per tick (or per CLI command): one resource ledger and one
+actuator per kind, shared by every walk it makes. Kinds of different services are walked
+at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda: each has its own
+rate budget), one service's kinds one after another, most dangerous first; each kind's
+calls are counted apart through a context tag (`Clients.tagged`). Within a kind,
+resources are written by a small thread pool. Every call's pace is the clients' rate
+budgets (holdfast.runtime.govern, holdfast.budget): Lambda's control plane at
+`settings.lambda_writes_per_second`, each other service on its own; a throttle slows the
+budget and is retried until the walk's deadline, never stacked on an application loop.
 
 The walk never stops for one resource: failures, vanished resources and stale-plan
 refusals are outcomes in the Report. `deadline()` returning True stops the walk cleanly
@@ -17,8 +20,21 @@ An engage walk lists each kind's candidates in bulk (cheap), checks the blast ra
 that full count, then reads and engages one candidate at a time in ARN order. Its
 `Report.cursor[kind]` is where the next walk may resume: the highest ARN such that it
 and every candidate before it finished (engaged, already, not selected, vanished). A
-FAILED resource is never passed over: the cursor stops before it, so the next walk
-retries it. None = from the start; a kind that finished without failure has None.
+FAILED resource is never passed over — unless it is one of `stuck` (it failed on every
+walk of several ticks: holdfast.core.progress), which no longer holds the kind back:
+the cursor stops before it, so the next walk retries it. None = from the start; a kind
+that finished without failure has None.
+
+`Report.seen[kind]` holds the key (actuators.tagged.walk_key) of every candidate the walk
+finished. A re-walk of a kind already done (`engage(seen=...)`, holdfast.reconciler)
+lists every candidate again but reads and engages only those a walk has not seen (new,
+or newly selected), and those whose listing shows them out of posture or stripped of
+their record tag (actuators.tagged.changed_since_walked): a group created or opted in
+during the hold, a process an IaC apply resumed, a cap it removed.
+
+A relax walk lists the candidates, then reads each one just before it relaxes it, and
+takes the ledger's records from one Query; when that Query fails the walk is
+incomplete (`complete` False): records it could not see are not "nothing to do".
 """
 
 from __future__ import annotations
@@ -35,8 +51,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.core import restore
 from holdfast.actuators import REGISTRY
 from holdfast.core.kinds import KINDS, kind_of
-from holdfast.core.model import FAILED, Candidate, Guard, Outcome, Resource, no_guard
-from holdfast.actuators.tagged import make_resource
+from holdfast.core.model import FAILED, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
+from holdfast.actuators.tagged import changed_since_walked, make_resource, walk_key
 from holdfast.aws import CALL_TAG, error_text
 from holdfast.ratelimit import TokenBucket
 from holdfast.ledger.resources import ResourceLedger
@@ -63,6 +79,7 @@ class Report:
     refused: str | None = None   # the blast-radius limit stopped the run before any write
     ledger_error: str | None = None
     cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this ARN (engage)
+    seen: dict[str, set[str]] = field(default_factory=dict)   # kind -> walk keys of finished candidates
 
     @property
     def failed(self) -> list[Outcome]:
@@ -79,6 +96,10 @@ class Report:
             "refused": self.refused,
             "cursor": self.cursor,
         }
+
+    @property
+    def skipped(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.action == SKIPPED]
 
 
 class _Run:
@@ -197,11 +218,15 @@ class Engine:
         return _Run(self.clients, self.ledger, self.progress, self.deadline, self.writers)
 
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
-               after: Mapping[str, str | None] | None = None) -> Report:
+               after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
+               seen: Mapping[str, set[str]] | None = None) -> Report:
         """Put every selected resource into posture (or, with dry_run, say what would change).
 
-        `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor."""
+        `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor.
+        `stuck`: ARNs whose failure does not stop the cursor. `seen` (kind -> walk keys):
+        a re-walk, which skips the candidates whose listing is unchanged since they were walked."""
         after = after or {}
+        stuck = frozenset(stuck)
         acts = self._acts(kinds)
         run = self._run()
         listed: dict[str, list[Candidate]] = {}
@@ -221,8 +246,11 @@ class Engine:
             )
             return run.finish()
         def engage_kind(kind: str) -> None:
-            act, start = acts[kind], after.get(kind)
-            todo = [c for c in listed[kind] if start is None or c.arn > start]
+            act, start, candidates = acts[kind], after.get(kind), listed[kind]
+            known = (seen or {}).get(kind)
+            prints = {c.arn: walk_key(c) for c in candidates}
+            todo = [c for c in candidates if (start is None or c.arn > start)
+                    and (known is None or changed_since_walked(act, c, known, self.ledger))]
             work = act.plan if dry_run else act.engage
 
             def one(c: Candidate) -> Outcome | None:
@@ -231,7 +259,8 @@ class Engine:
 
             def walk() -> None:
                 results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-                run.report.cursor[kind] = _cursor(todo, results, start)
+                run.report.cursor[kind] = _cursor(todo, results, start, stuck)
+                run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
 
             run.kind(kind, walk)
 
@@ -240,35 +269,49 @@ class Engine:
 
     def relax(self, *, kinds: Iterable[str] | None = None,
               target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None,
-              guard: Guard = no_guard) -> Report:
+              guard: Guard = no_guard, only: Iterable[str] | None = None) -> Report:
         """Relax every engaged resource: fully (target None) or to `target_for(resource)`.
 
         Engaged = a record on its tag or in the ledger. A ledger record whose resource is not
         among the selected ones (it lost its selector tag, or vanished) is looked up by ARN.
+        Each resource is read just before it is relaxed. `only`: relax just these ARNs
+        (each looked up by ARN), e.g. the stuck ones a later tick retries.
         """
         acts = self._acts(kinds)
         run = self._run()
         records = self.ledger.records()
+        if not self.ledger.available:
+            # A Query that failed is not an empty ledger: records this walk cannot see may
+            # still be engaged, so it cannot be complete (issue 11, finding 6).
+            run.report.complete = False
+        wanted = None if only is None else set(only)
 
         def relax_kind(kind: str) -> None:
             act = acts[kind]
 
             def walk() -> None:
                 run.progress(f"discover {kind}")
-                engaged = {r.arn: r for r in act.discover() if r.record is not None}
-                orphans = [rec.arn for rec in records if rec.kind == kind and rec.arn not in engaged]
+                recorded = {rec.arn for rec in records if rec.kind == kind}
+                if wanted is None:
+                    candidates = act.candidates()
+                    listed = {c.arn for c in candidates}
+                    items: list = candidates + sorted(recorded - listed)
+                else:
+                    items = sorted(a for a in wanted if kind_of(a) == kind)
 
                 def one(item):
-                    if isinstance(item, str):
-                        resource = act.get(item)
-                        if resource is None:
-                            return act.forget_vanished(item, guard)
-                    else:
-                        resource = item
+                    resource = act.read(item) if isinstance(item, Candidate) else act.get(item)
+                    arn = item.arn if isinstance(item, Candidate) else item
+                    if resource is None and isinstance(item, Candidate) and arn in recorded:
+                        resource = act.get(arn)  # no longer selected, or gone: by its ARN
+                    if resource is None:
+                        return act.forget_vanished(arn, guard) if arn in recorded or wanted else None
+                    if resource.record is None and arn not in recorded:
+                        return None  # not engaged
                     target = target_for(resource) if target_for else None
                     return act.relax(resource, target, guard)
 
-                run.each("relax", kind, list(engaged.values()) + orphans, _safe(kind, one))
+                run.each("relax", kind, items, _safe(kind, one))
 
             run.kind(kind, walk)
 
@@ -298,7 +341,7 @@ class Engine:
                 if rec.kind == kind and rec.arn not in resources:
                     resources[rec.arn] = act.get(rec.arn) or make_resource(kind, rec.arn, "", {}, {})
             for arn, res in sorted(resources.items()):
-                record = res.record or records.get(arn)
+                record = restore.merge(res.record, records.get(arn))
                 if record is None:
                     continue
                 vanished = not res.current
@@ -336,11 +379,19 @@ def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> 
 
 
 
-def _cursor(items: list[Candidate], results: list, start: str | None) -> str | None:
-    """The last ARN of the run of finished items from the start; None when all finished."""
+def _finished(result) -> bool:
+    """A walked candidate that needs no further walk: not cut off by the deadline, not
+    failed, not left unchanged for want of a record."""
+    return result is not _SKIPPED and not (isinstance(result, Outcome) and (
+        result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)))
+
+
+def _cursor(items: list[Candidate], results: list, start: str | None, stuck: frozenset[str] = frozenset()) -> str | None:
+    """The last ARN of the run of finished items from the start; None when all finished.
+    A stuck resource's failure does not stop it."""
     cursor = start
     for item, result in zip(items, results):
-        if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED):
+        if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
             return cursor
         cursor = item.arn
     return None

@@ -20,8 +20,19 @@
    engage and relax skip what is already in place, nothing is written twice.
    An unfinished engage walk also persists its cursor (conditional on g): the next tick
    resumes after it instead of re-reading every resource, so a fleet too large for one
-   tick's budget still finishes. The cursor never passes a failed resource, and is not
-   moved while an older generation may still be relaxing (see `keep_cursor`).
+   tick's budget still finishes. The cursor never passes a failed resource (unless it is
+   stuck), and is not moved while an older generation may still be relaxing.
+4. Resources that keep failing (issue 11): every FAILED outcome is counted in the ledger
+   (holdfast.ledger.failures, per resource, per generation and operation), a success
+   clears the count, and a resource that failed on `stuck_after_failures` walks is stuck:
+   it no longer holds its kind back (holdfast.core.progress), it is counted in the
+   ResourcesStuck metric (alarmed on: stacks/constructs/monitoring.py) and listed by
+   `holdfast status`. A stuck restore is retried every `rewalk_minutes` once its kind is
+   done (in `normal` too), so it is restored without a human once its cause is gone.
+5. Kinds done and still held in posture are walked again every `rewalk_minutes`
+   (holdfast.ledger.walks): the bulk listings again, per-resource reads only for the
+   candidates whose listing changed since a finished walk saw them, so groups created or
+   opted in during a long hold, or processes an IaC apply resumed, are protected.
 
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
@@ -55,19 +66,25 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import policy, progress
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
-from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED, Guard, Outcome
-from holdfast.core.policy import ENGAGE, Plan
+from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
+                                 SKIPPED, VANISHED, Guard, Outcome)
+from holdfast.core.policy import ENGAGE, NORMAL, RESTORE, Plan
 from holdfast.engine import Engine
 from holdfast.iam import uses
+from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import leases as ledger_leases
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
+from holdfast.ledger import walks as ledger_walks
 from holdfast.observation import Collect, collect as fresh_verdict, observe
 from holdfast.runtime import Runtime
 
 logger = Logger(service="holdfast-reconciler")
 
 WRITES = (ENGAGED, RAISED, RESTORED, DRIFT_KEPT)
+# Outcomes that end a resource's run of failures.
+SUCCEEDED = (ENGAGED, ALREADY, RAISED, RESTORED, DRIFT_KEPT, VANISHED, SKIPPED)
+LEFTOVERS = "stuck-restores"   # the walk marker of the retries of stuck restores
 METRICS_NAMESPACE = "Holdfast"
 
 # (runtime, deadline) -> the tick's engine; tests inject fakes.
@@ -83,6 +100,9 @@ class TickResult:
     reasons: tuple[str, ...] = ()
     gates: tuple[str, ...] = ()
     complete: bool = True
+    # Resources that failed on `stuck_after_failures` walks and no longer gate their stage;
+    # None when this tick did not walk (paused, off, a plan conflict): not known.
+    stuck: list[ledger_failures.Failure] | None = None
 
     def count(self, *actions: str) -> int:
         return sum(1 for o in self.outcomes if o.action in actions)
@@ -182,62 +202,144 @@ class _Tick:
 
     def walk(self, plan: Plan, result: TickResult) -> None:
         target = policy.posture(plan, self.settings)
+        now = self.runtime.clock.now()
+        self.failing = ledger_failures.load(self.dynamodb, self.table)
+        walks = ledger_walks.load(self.dynamodb, self.table, plan.generation) if plan.generation else {}
         todo = [k for k in target if k not in plan.done]
         engaging = [k for k in todo if target[k] == ENGAGE]
         relaxing = [k for k in todo if target[k] != ENGAGE]
+        # Kinds held in posture and walked to the end a while ago: walked again, cheaply (finding 8).
+        rewalking = [k for k in target if k in plan.done and target[k] == ENGAGE
+                     and progress.rewalk_due(walks[k].at if k in walks else None, now, self.settings.rewalk_minutes)]
         # After a step back in drain the caps must come down before they go up to the new step.
         lower_first = [k for k in relaxing if plan.stepped_back and isinstance(target[k], dict) and f"{k}/engaged" not in plan.done]
-        for kind in engaging + lower_first:
+        try:
+            for kind in engaging + lower_first:
+                if self.deadline():
+                    break
+                marker = kind if kind in engaging else f"{kind}/engaged"
+                report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)},
+                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE))
+                self.finish_kind(plan, result, marker, report, engaging=True)
+            for kind in rewalking:
+                if self.deadline():
+                    break
+                seen = ledger_walks.seen(self.dynamodb, self.table, plan.generation, kind)
+                report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, seen={kind: seen},
+                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE))
+                self.finish_kind(plan, result, kind, report, engaging=True, rewalk=True)
             if self.deadline():
-                break
-            marker = kind if kind in engaging else f"{kind}/engaged"
-            report = self.engine.engage(kinds=(kind,), dry_run=self.dry_run, after={kind: plan.cursor.get(marker)})
-            self.finish_kind(plan, result, marker, report, engaging=True)
-        if self.deadline():
-            result.complete = False
-            return
-        guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
-                                                    clock=self.runtime.clock)(plan.generation))
-        for kind in relaxing:
-            if self.deadline() or guard.refused:
-                break
-            if kind in lower_first and f"{kind}/engaged" not in result.actions:
-                continue  # its lowering did not finish this tick
-            if self.dry_run:
-                result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": target[kind]}}))
-                self.mark(plan, result, kind)
-                continue
-            partial = target[kind] if isinstance(target[kind], dict) else None
-            report = self.engine.relax(kinds=(kind,), target_for=(lambda _r, p=partial: p), guard=guard)
-            self.finish_kind(plan, result, kind, report, engaging=False)
-        if guard.refused:
-            self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
-            result.actions.append("stale")
-        result.complete = result.complete and not self.deadline() and not guard.refused
+                result.complete = False
+                return
+            guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
+                                                        clock=self.runtime.clock)(plan.generation))
+            for kind in relaxing:
+                if self.deadline() or guard.refused:
+                    break
+                if kind in lower_first and f"{kind}/engaged" not in result.actions:
+                    continue  # its lowering did not finish this tick
+                if self.dry_run:
+                    result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": target[kind]}}))
+                    self.mark(plan, result, kind)
+                    continue
+                partial = target[kind] if isinstance(target[kind], dict) else None
+                report = self.engine.relax(kinds=(kind,), target_for=(lambda _r, p=partial: p), guard=guard)
+                self.finish_kind(plan, result, kind, report, engaging=False)
+            if not self.dry_run and not guard.refused and not self.deadline():
+                self.retry_stuck_restores(plan, result, target, walks, now, guard)
+            if guard.refused:
+                self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
+                result.actions.append("stale")
+            result.complete = result.complete and not self.deadline() and not guard.refused
+        finally:
+            result.stuck = self.stuck_now(plan)
 
-    def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool) -> None:
-        """Carry out the pure progress decision for one kind's walk."""
+    def retry_stuck_restores(self, plan: Plan, result: TickResult, target, walks, now, guard) -> None:
+        """Restores that failed and whose kind is done (or the plan is back to normal) are
+        tried again every `rewalk_minutes`: once their cause is gone (the owner put the
+        opt-in tag back, a permission was granted), a tick restores them, no human needed."""
+        due = [f for f in self.failing.values() if f.operation == ledger_failures.RELAX and f.kind in REGISTRY_KINDS
+               and (plan.stage == NORMAL or (target.get(f.kind) == RESTORE and f.kind in plan.done))]
+        if not due or not progress.rewalk_due(walks[LEFTOVERS].at if LEFTOVERS in walks else None, now,
+                                              self.settings.rewalk_minutes):
+            return
+        served = getattr(self.engine, "actuators", None) or REGISTRY_KINDS
+        kinds = tuple(k for k in REGISTRY_KINDS if k in served and any(f.kind == k for f in due))
+        due = [f for f in due if f.kind in kinds]
+        if not due:
+            return
+        report = self.engine.relax(kinds=kinds, guard=guard, only=[f.arn for f in due])
+        result.outcomes.extend(report.outcomes)
+        self.count_failures(plan, report.outcomes, ledger_failures.RELAX)
+        self.log("stuck restores retried", plan, retried=[f.arn for f in due][:20],
+                 restored=[o.arn for o in report.outcomes if o.action in SUCCEEDED][:20])
+        ledger_walks.walked(self.dynamodb, self.table, plan.generation, LEFTOVERS, now=now, finished=True, prints=set())
+
+    def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool,
+                    rewalk: bool = False) -> None:
+        """Count the walk's failures, then carry out the pure progress decision for it."""
         result.outcomes.extend(report.outcomes)
         failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
-        self.log("walked", plan, kind=marker, engaging=engaging, complete=report.complete,
+        operation = ledger_failures.ENGAGE if engaging else ledger_failures.RELAX
+        # Counted in recommend mode too (a ledger write, not a resource's): a plan walk that
+        # keeps failing on a resource must not pin the stage either.
+        counts = self.count_failures(plan, report.outcomes, operation)
+        stuck = [o for o in failed if o.action == FAILED
+                 and progress.is_stuck(counts.get(o.arn, 0), self.settings.stuck_after_failures)]
+        self.log("walked", plan, kind=marker, engaging=engaging, rewalk=rewalk, complete=report.complete,
                  failed=[f"{o.arn}: {o.error}" for o in failed][:20], refused=report.refused,
+                 stuck=[o.arn for o in stuck][:20],
                  # Why a resource was skipped or engaged without a destination, with its fix.
                  noted=[{"arn": o.arn, **{k: v for k, v in note.items() if k in ("why", "fix", "command")}}
                         for o in report.outcomes for note in o.notes.values()][:20],
                  api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
+        kind = marker.split("/")[0]
         walked = progress.Walked(marker, engaging, report.complete, len(failed), bool(report.refused),
-                                 report.cursor.get(marker.split("/")[0]))
-        saved = plan.cursor.get(marker)
+                                 None if rewalk else report.cursor.get(kind), stuck=len(stuck))
+        saved = None if rewalk else plan.cursor.get(marker)
         older = (progress.needs_relaxers(walked, saved_cursor=saved, dry_run=self.dry_run)
                  and bool(self.stale_relaxers(plan)))
         step = progress.after_walk(walked, saved_cursor=saved, dry_run=self.dry_run, older_relaxers=older)
         if step.note:
             self.log(step.note, plan, kind=marker)
-        if step.cursor is not None:
+        if step.cursor is not None and not rewalk:
             ledger_plan.set_cursor(self.dynamodb, self.table, plan.generation, marker, step.cursor)
-        if step.mark_done:
+        if step.mark_done and not rewalk:
             self.mark(plan, result, marker)
-        result.complete = result.complete and step.complete
+        if engaging and (step.mark_done or getattr(report, "seen", {}).get(kind)):
+            ledger_walks.walked(self.dynamodb, self.table, plan.generation, marker, now=self.runtime.clock.now(),
+                                finished=step.mark_done, prints=set(getattr(report, "seen", {}).get(kind, ())))
+        if rewalk:
+            written = sum(1 for o in report.outcomes if o.action == ENGAGED)
+            if written:
+                result.actions.append(f"rewalk:{marker}:{written}")
+        else:
+            result.complete = result.complete and step.complete
+
+    def count_failures(self, plan: Plan, outcomes: list[Outcome], operation: str) -> dict[str, int]:
+        """Count each FAILED resource's failure in the ledger and clear the ones that
+        succeeded; arn -> its count of failed walks."""
+        counts: dict[str, int] = {}
+        now = self.runtime.clock.now()
+        for o in outcomes:
+            if o.action == FAILED:
+                failure = ledger_failures.record(self.dynamodb, self.table, arn=o.arn, kind=o.kind, operation=operation,
+                                                 generation=plan.generation, error=o.error or "", now=now)
+                self.failing[o.arn] = failure
+                counts[o.arn] = failure.failures
+            elif o.action in SUCCEEDED and o.arn in self.failing:
+                ledger_failures.clear(self.dynamodb, self.table, o.arn)
+                self.failing.pop(o.arn, None)
+        return counts
+
+    def stuck_arns(self, plan: Plan, operation: str) -> set[str]:
+        return {f.arn for f in self.failing.values() if f.operation == operation and f.generation == plan.generation
+                and progress.is_stuck(f.failures, self.settings.stuck_after_failures)}
+
+    def stuck_now(self, plan: Plan) -> list[ledger_failures.Failure]:
+        """The stuck resources that matter now: every stuck restore (its resource is still
+        engaged), and the stuck engages of this generation while it holds anything."""
+        return ledger_failures.stuck(getattr(self, "failing", {}), plan, self.settings.stuck_after_failures)
 
     def stale_relaxers(self, plan: Plan) -> list[str]:
         """Controllers of an older generation whose relaxing write may have landed after
@@ -316,6 +418,9 @@ def publish_stage(runtime: Runtime, plan: Plan) -> None:
     )
 
 
+REGISTRY_KINDS = policy.KINDS
+
+
 def _emit_metrics(result: TickResult) -> None:
     metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service="holdfast-reconciler")
     if result.stage is not None:
@@ -324,5 +429,8 @@ def _emit_metrics(result: TickResult) -> None:
     metrics.add_metric(name="WritesDone", unit=MetricUnit.Count, value=result.count(*WRITES))
     metrics.add_metric(name="WritesRefused", unit=MetricUnit.Count, value=result.count(REFUSED_STALE))
     metrics.add_metric(name="WritesFailed", unit=MetricUnit.Count, value=result.count(FAILED))
+    # Resources that keep failing and no longer gate their stage; an alarm watches it.
+    if result.stuck is not None:
+        metrics.add_metric(name="ResourcesStuck", unit=MetricUnit.Count, value=len(result.stuck))
     metrics.add_metric(name="Paused", unit=MetricUnit.Count, value=int("paused" in result.actions))
     metrics.flush_metrics()

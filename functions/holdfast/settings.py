@@ -217,6 +217,18 @@ class Settings:
         default=45,
         metadata=_doc("Time a tick may spend walking resources; the rest continues next tick (10–600)."),
     )
+    rewalk_minutes: int = field(
+        default=5,
+        metadata=_doc("While a kind is held in posture, its walk is repeated this often (1–1440): the bulk listings "
+                      "again, per-resource reads only for what they show changed, so resources created or opted in "
+                      "during a long hold, or set back by an IaC apply, are protected too."),
+    )
+    stuck_after_failures: int = field(
+        default=3,
+        metadata=_doc("A resource whose engage or restore failed on this many walks in a row (one a tick at most) "
+                      "no longer holds its stage back: it is reported, counted in the ResourcesStuck metric and "
+                      "listed by `holdfast status` with the command that fixes it (1–100)."),
+    )
     lambda_writes_per_second: float = field(
         default=10.0,
         metadata=_doc("Client-side rate for Lambda control-plane calls, reads included; AWS allows about 15/s for all of them together, so the default leaves room for the account's own deploys (1–15)."),
@@ -551,6 +563,8 @@ _CHECKS = {
     "probe_failure_ratio": _number(0, 1, hi_open=True),
     "schedule_minutes": _int(1, 60),
     "tick_budget_seconds": _int(10, 600),
+    "rewalk_minutes": _int(1, 1440),
+    "stuck_after_failures": _int(1, 100),
     "lambda_writes_per_second": _number(1, 15),
     "max_resources": _int(1, 100000),
     "signal_ttl_hours": _int(1, 720),

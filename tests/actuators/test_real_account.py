@@ -166,12 +166,20 @@ def test_a_long_alias_name_is_keyed_by_a_hash_within_the_tag_key_limit():
     assert record_keys(None) == record_keys("$LATEST") == ("holdfast:original", "holdfast:applied")
 
 
-def test_a_function_without_room_for_a_record_is_not_changed(clients, ledger_table, settings):
+def test_a_function_without_room_for_a_record_is_engaged_through_the_ledger_only_or_not_at_all(clients, ledger_table,
+                                                                                               settings):
+    """No room for the record tags: with the ledger, engaged through its record only (issue
+    11, finding 1: never a failure retried every tick); without it, not changed at all."""
     make_function(clients, "full", tags={f"owner-{i}": "x" for i in range(47)})   # 49 with selector and team
+    out, _ = run(clients, settings, "no-such-table", "async")
+    (outcome,) = out.values()
+    assert outcome.action == "skipped" and "no room" in outcome.notes["record"]["why"]
+    assert config(clients, "full") is None
     out, _ = run(clients, settings, ledger_table, "async")
     (outcome,) = out.values()
-    assert outcome.action == "failed" and "no room" in outcome.error
-    assert config(clients, "full") is None
+    assert outcome.action == "engaged" and outcome.recorded_in == ["ledger"] and "no room" in outcome.notes["record"]["why"]
+    assert config(clients, "full") is not None
+    assert not [k for k in clients("lambda").list_tags(Resource=outcome.arn)["Tags"] if k.startswith("holdfast:original")]
 
 
 # ---- item 3: provisioned mode and reserved concurrency ------------------------------------

@@ -68,7 +68,7 @@ def _run(proxy: ThrottleProxy, command: list[str]) -> tuple[float, int, dict, st
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
     env.pop("HOLDFAST_EXPIRED_QUEUE_ARN", None)
     started = time.perf_counter()
-    done = subprocess.run([str(HOLDFAST), "--endpoint-url", proxy.url, "--json", *command],
+    done = subprocess.run([str(HOLDFAST), "--endpoint-url", proxy.url, "--rate-budget", "on", "--json", *command],
                           capture_output=True, text=True, env=env, timeout=4 * 3600)
     wall = time.perf_counter() - started
     try:

@@ -131,6 +131,42 @@ def test_signal_round_trips_through_a_dict():
     assert back == s and back.detail == s.detail
 
 
+def _with_detail(**changes):
+    event = fixture("launch_unsuccessful")
+    event["detail"].update(changes)
+    return event
+
+
+@pytest.mark.parametrize(
+    "event, reason",
+    [
+        (_with_detail(StatusMessage=123), "detail.StatusMessage"),
+        (_with_detail(StatusMessage={"text": "InsufficientInstanceCapacity"}), "detail.StatusMessage"),
+        (_with_detail(StatusMessage=None, Cause=["At 2025-10-20 an instance was started"]), "detail.Cause"),
+        (_with_detail(Cause=7.5), "detail.Cause"),
+        (_with_detail(Details={"Availability Zone": ["us-east-1a"]}), "Availability Zone"),
+        (_with_detail(ActivityId={"id": 1}), "detail.ActivityId"),
+    ],
+)
+def test_non_string_launch_fields_are_malformed_never_a_crash(event, reason):
+    """Issue 11 finding 9: classify() did `pattern.search(123)` and raised TypeError out of
+    parse_event, which promises never to raise; the detector Lambda then retried an event
+    that can never parse. A non-string StatusMessage, Cause, zone or activity id is
+    malformed (counted as EventsMalformed by holdfast.observation.intake) and dropped."""
+    parsed = parse(event)
+    assert parsed.klass == MALFORMED and parsed.signal is None
+    assert reason in parsed.reason
+
+
+def test_a_polled_activity_with_a_non_string_message_is_dropped_not_raised():
+    activity = {
+        "ActivityId": "a-1", "AutoScalingGroupName": "web", "Description": "Launching a new EC2 instance.",
+        "StartTime": datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc), "StatusCode": "Failed",
+        "StatusMessage": 42, "Details": '{"Availability Zone": 5}',
+    }
+    assert activity_signal(activity) is None
+
+
 def test_a_termination_after_an_elb_health_check_failure_is_a_signal():
     parsed = parse(fixture("terminate_elb_health_check"))
     s = parsed.signal

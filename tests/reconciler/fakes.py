@@ -327,9 +327,9 @@ class _Bound:
     def __init__(self, fake: FakeEngine, clients, deadline):
         self.fake, self.clients, self.deadline = fake, clients, deadline
 
-    def engage(self, *, kinds=KINDS, dry_run=False, after=None):
+    def engage(self, *, kinds=KINDS, dry_run=False, after=None, **_):
         return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline)
 
-    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard):
+    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard, **_):
         return self.fake.relax_all(self.clients, None, None, kinds=kinds or KINDS, target_for=target_for, guard=guard,
                                    deadline=self.deadline)

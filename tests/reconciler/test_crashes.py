@@ -408,20 +408,28 @@ def test_a_lease_left_by_a_crash_only_delays_another_controllers_done_mark(event
     event.to_normal()
 
 
-def raised_tag(params: dict) -> bool:
-    return any(k == "holdfast:applied" and "l" in v for k, v in params.get("Tags", {}).items())
-
-
-@pytest.mark.xfail(strict=True, reason="issue 11 finding 4: a cap raise records [current, new] on the tag only, so "
-                   "a raise's tag write that lands as the process dies leaves the ledger's copy behind")
-def test_a_raise_whose_tag_write_landed_as_the_tick_died_leaves_records_that_agree(event):
-    """The flake of issue 9, made deterministic: the second mapping's raise wrote its tag
-    (its TagResource completed, as an in-flight write does when a process dies) and the
-    tick died before the cap write. The tag and the ledger must still say the same."""
+def test_a_raise_writes_no_record_so_no_late_record_write_can_disagree(event):
+    """The flake of issue 9, closed: a cap raise used to record [current, new] on the tag
+    alone, and that tag write, landing as the process died, left the ledger's copy behind.
+    The record now holds every value Holdfast may write (the floor and every cap step) from
+    the first write-ahead (issue 11, finding 4), so a raise writes no record at all: there
+    is no record write left to land late. After the raise and a new impairment's re-engage,
+    tag and ledger still agree, and the event restores exactly."""
     event.impaired()
     engaged_fully(event)
     event.recovering()
-    event.crash(Point("after", "TagResource", raised_tag, nth=2))
+    start = Counter(event.tap.done)
+    for _ in range(6):
+        event.clock.advance(11 * 60)
+        event.tick()
+        if event.plan().stage != HOLD:
+            break
+    mappings = set(event.fleet.selected["esm"])
+    uuids = {event.fleet.handles[arn] for arn in mappings}
+    raised = [k for k in event.tap.resource_writes(start) if k[1] in uuids and k[0] == "lambda:UpdateEventSourceMapping"]
+    assert raised, "the drain raised no cap"
+    assert not [k for k in event.tap.resource_writes(start) if k[1] in mappings and k[0] == "lambda:TagResource"]
+    event.assert_records_agree()
     event.clock.advance(10)
     event.script.set("impaired", event.clock.now())
     event.tick()

@@ -173,11 +173,16 @@ def test_topic_is_encrypted_with_its_own_key_and_mails_the_configured_address(sy
     assert subscription == {"Protocol": "email", "TopicArn": {"Ref": topic_id}, "Endpoint": "oncall@example.com"}
 
 
-def test_alarms_cover_errors_and_throttles_of_both_controllers_and_the_dead_letters(synthesized):
+def test_alarms_cover_errors_and_throttles_of_both_controllers_the_dead_letters_and_stuck_resources(synthesized):
     alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
     watched = {(a["Properties"]["MetricName"], a["Properties"]["Namespace"]) for a in alarms}
-    assert watched == {("Errors", "AWS/Lambda"), ("Throttles", "AWS/Lambda"), ("ApproximateNumberOfMessagesVisible", "AWS/SQS")}
-    assert len(alarms) == 5
+    assert watched == {("Errors", "AWS/Lambda"), ("Throttles", "AWS/Lambda"), ("ApproximateNumberOfMessagesVisible", "AWS/SQS"),
+                       ("ResourcesStuck", "Holdfast")}
+    assert len(alarms) == 6
+    # the reconciler emits ResourcesStuck with Powertools' service dimension (holdfast.reconciler._emit_metrics)
+    (stuck,) = [a["Properties"] for a in alarms if a["Properties"]["MetricName"] == "ResourcesStuck"]
+    assert stuck["Dimensions"] == [{"Name": "service", "Value": "holdfast-reconciler"}]
+    assert stuck["Threshold"] == 1 and stuck["TreatMissingData"] == "ignore"
     topic_id = next(iter(synthesized.resources("AWS::SNS::Topic")))
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]

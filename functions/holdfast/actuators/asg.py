@@ -33,6 +33,9 @@ class AsgActuator(TaggedActuator):
     def read(self, candidate: Candidate) -> Resource | None:
         return self._resource(candidate.listed)  # the listing carries everything
 
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
+        return self._resource(candidate.listed).current
+
     @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:
         name = arn.split(":autoScalingGroupName/", 1)[-1]

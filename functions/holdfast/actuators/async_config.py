@@ -30,7 +30,10 @@ functions only, not versions or aliases): `holdfast:original` / `holdfast:applie
 the unqualified config, `holdfast:original:<qualifier>` / `holdfast:applied:<qualifier>`
 for a version or alias (a qualifier too long for a 128-character key is named by a hash,
 `@<16 hex>`). Each record takes two of the function's 50 tags: one that has no room is
-not engaged, and the outcome says so (nothing is changed without its record).
+engaged through the ledger record only, or not at all without the ledger, and the
+outcome says which (holdfast.actuators.tagged; nothing is changed without a record).
+The tags come from the tagging API's index with the candidates: a record seen there that
+the ledger does not vouch for is confirmed with ListTags first (`own_tags`).
 
 The API shapes the writes: PutFunctionEventInvokeConfig replaces the whole config,
 UpdateFunctionEventInvokeConfig changes only what it names but answers
@@ -45,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from dataclasses import replace
 from typing import Any, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -165,7 +169,42 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
 
     def read(self, candidate: Candidate) -> Resource | None:
         tags, config, qualifier = candidate.listed
-        return self._resource(candidate.arn, qualifier, config, tags)
+        # The tags come from the tagging API's index: a record there is confirmed before use.
+        return replace(self._resource(candidate.arn, qualifier, config, tags), confirmed=False)
+
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
+        tags, config, qualifier = candidate.listed
+        return self._resource(candidate.arn, qualifier, config, tags).current
+
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str]:
+        tags, _config, qualifier = candidate.listed
+        return self._record_tags(tags, qualifier)
+
+    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    def own_tags(self, resource: Resource) -> Mapping[str, str]:
+        tags = self._call("list_tags", Resource=resource.ref["function"])["Tags"]
+        return self._record_tags(tags, resource.ref.get("qualifier"))
+
+    @staticmethod
+    def _record_tags(tags: Mapping[str, str], qualifier: str | None) -> dict[str, str]:
+        """This qualifier's record among its function's tags, under the generic keys."""
+        original, applied = record_keys(qualifier)
+        return {k: tags[t] for k, t in ((ORIGINAL_KEY, original), (APPLIED_KEY, applied)) if t in tags}
+
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    def fresh(self, resource: Resource) -> Resource:
+        """The config read again just before a restore, which Puts the whole config: built
+        from this read, it keeps whatever the owner changed meanwhile (an OnSuccess
+        destination, say)."""
+        client = self.clients("lambda")
+        qualifier = resource.ref.get("qualifier")
+        try:
+            config = client.get_function_event_invoke_config(
+                FunctionName=resource.ref["function"], **({"Qualifier": qualifier} if qualifier else {}))
+        except client.exceptions.ResourceNotFoundException:
+            config = None
+        again = self._resource(resource.arn, qualifier, config, {})
+        return replace(resource, current={**again.current, "discard_expired": resource.current.get("discard_expired")})
 
     @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:
@@ -205,11 +244,14 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             "discard_expired": tags.get(OPT_IN_KEY) == OPT_IN_DISCARD,
         }
         original, applied = record_keys(qualifier)
-        record_tags = {k: tags[t] for k, t in ((ORIGINAL_KEY, original), (APPLIED_KEY, applied)) if t in tags}
+        record_tags = self._record_tags(tags, qualifier)
         function = split(arn)[0]
         name = function.split(":")[6] + (f":{qualifier}" if qualifier else "")
         ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags)}
-        return make_resource(self.kind, arn, name, current, record_tags, ref)
+        resource = make_resource(self.kind, arn, name, current, record_tags, ref)
+        # The function's tags but this record's own two count toward its 50 (other qualifiers' records too).
+        return replace(resource, tag_count=sum(1 for k in tags if not k.lower().startswith("aws:")
+                                               and k not in (original, applied)))
 
     # ---- the posture -----------------------------------------------------------------
 

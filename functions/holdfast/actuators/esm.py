@@ -26,11 +26,13 @@ mapping: the tagging API does not list mappings.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 import threading
 
 from holdfast.core import restore
+from holdfast.core.errors import Vanished
 from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.core.model import SKIPPED, Candidate, Outcome, Record, Resource
@@ -99,6 +101,14 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             return self._resource(candidate.listed, tags)
         return None
 
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
+        """The cap as listed (no call: the reserved concurrency only if this run read it)."""
+        mapping = candidate.listed
+        with self._lock:
+            reserved = self._reserved_by_function.get(unqualified(mapping["FunctionArn"]))
+        return {KEY: (mapping.get("ScalingConfig") or {}).get(KEY),
+                "provisioned": mapping.get("ProvisionedPollerConfig") or None, "reserved": reserved}
+
     @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")
@@ -128,6 +138,20 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         if current.get("provisioned") or (current.get("reserved") is not None and current["reserved"] < self.settings.esm_floor):
             return {}   # see engage: skipped and reported
         return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
+
+    def may_write(self, key: str, value: Any) -> list[Any]:
+        """The floor and every cap step: an engagement may write each (issue 11, finding 4)."""
+        return [value, self.settings.esm_floor, *self.settings.esm_cap_steps]
+
+    @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli"))
+    def fresh(self, resource: Resource) -> Resource:
+        """The cap read again just before a relaxing write: the walk's listing may be a minute old."""
+        client = self.clients("lambda")
+        try:
+            mapping = client.get_event_source_mapping(UUID=resource.ref["uuid"])
+        except client.exceptions.ResourceNotFoundException as err:
+            raise Vanished() from err
+        return replace(resource, current={**resource.current, KEY: (mapping.get("ScalingConfig") or {}).get(KEY)})
 
     def plan(self, resource: Resource) -> Outcome:
         return self._skipped(resource) or super().plan(resource)

@@ -60,13 +60,17 @@ class NlbActuator(TaggedActuator):
             out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups)
         return sorted(out, key=lambda c: c.arn)
 
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed[1]
+
     def read(self, candidate: Candidate) -> Resource | None:
         group, tags = candidate.listed
         if not self._nlb(group):
             # Selected but not a Network Load Balancer's: reported by engage and plan.
             return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], {}, tags,
                                  {"protocol": group.get("Protocol")})
-        return self._resource(group, tags)
+        # The tags come from the tagging API's index: a record there is confirmed before use.
+        return self._resource(group, tags, confirmed=False)
 
     def _not_nlb(self, resource: Resource) -> Outcome | None:
         protocol = resource.ref.get("protocol")
@@ -83,6 +87,11 @@ class NlbActuator(TaggedActuator):
 
     def engage(self, resource: Resource) -> Outcome:
         return self._not_nlb(resource) or super().engage(resource)
+
+    @uses("elasticloadbalancing:DescribeTags", by=("reconciler", "cli"))
+    def own_tags(self, resource: Resource) -> Mapping[str, str]:
+        descriptions = self.clients("elbv2").describe_tags(ResourceArns=[resource.arn])["TagDescriptions"]
+        return {t["Key"]: t["Value"] for d in descriptions for t in d["Tags"]}
 
     @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTags",
           "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
@@ -106,7 +115,7 @@ class NlbActuator(TaggedActuator):
         return group.get("Protocol") in NLB_PROTOCOLS
 
     @uses("elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
-    def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str]) -> Resource | None:
+    def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str], *, confirmed: bool = True) -> Resource | None:
         client = self.clients("elbv2")
         try:
             attributes = client.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])["Attributes"]
@@ -114,7 +123,8 @@ class NlbActuator(TaggedActuator):
             return None
         values = {a["Key"]: a["Value"] for a in attributes}
         current = {key: values.get(name, default) for key, (name, default) in ATTRIBUTES.items()}
-        return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], current, tags)
+        return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], current, tags,
+                             confirmed=confirmed)
 
     def engaged_values(self) -> dict[str, str]:
         s = self.settings

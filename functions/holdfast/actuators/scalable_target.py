@@ -1,9 +1,9 @@
 """Application Auto Scaling targets of ECS services: dynamic scale-in suspended while engaged.
 
 Key `DynamicScalingInSuspended` (bool). The owner's other two flags
-(DynamicScalingOutSuspended, ScheduledScalingSuspended) are read and always sent back
-unchanged: RegisterScalableTarget takes SuspendedState as one object, so every write
-names all three.
+(DynamicScalingOutSuspended, ScheduledScalingSuspended) are sent back as a read just
+before the write found them: RegisterScalableTarget takes SuspendedState as one object,
+so every write names all three.
 
 Three rules of RegisterScalableTarget shape the writes (Application Auto Scaling API
 reference, RegisterScalableTarget):
@@ -79,6 +79,9 @@ class ScalableTargetActuator(TaggedActuator):
         if candidate.selected or selected(self.settings, tags):
             return self._resource(candidate.listed, tags)
         return None
+
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
+        return self._resource(candidate.listed, {}).current
 
     @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:ListTagsForResource",
           by=("reconciler", "cli"))
@@ -175,7 +178,10 @@ class ScalableTargetActuator(TaggedActuator):
         problem = self._out_of_bounds(resource, {"min": still[0].get("MinCapacity"), "max": still[0].get("MaxCapacity")})
         if problem is not None:
             raise OutOfBounds(problem)   # the bounds moved since the read: the next walk skips it
-        state = {f: bool({**resource.current, **values}.get(f)) for f in FLAGS}
+        # The other flags from this read, just before the write: the owner's changes since
+        # the walk read the target stay (RegisterScalableTarget takes all three at once).
+        now = still[0].get("SuspendedState") or {}
+        state = {f: bool(values[f]) if f in values else bool(now.get(f, False)) for f in FLAGS}
         self.clients("application-autoscaling").register_scalable_target(**ref, SuspendedState=state)
 
     @uses("application-autoscaling:TagResource", by=("reconciler", "cli"))

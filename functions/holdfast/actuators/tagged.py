@@ -3,30 +3,45 @@
 A kind supplies the AWS side as hooks — `candidates` (bulk listing), `read` (the
 per-resource reads), `get`, `posture` (pure),
 `_write` (move the resource to given values), `_tag` / `_untag` (the record on the
-resource) — and, for partial relaxes, `partial`. This class supplies the order of
-operations that the invariants depend on:
+resource) — and, for partial relaxes, `partial`; optionally `may_write` (every value it
+may write to a key in one engagement), `fresh` (the managed values re-read just before
+a relaxing write) and `own_tags` (the service's own tag read, for kinds listed through
+the Resource Groups Tagging API). This class supplies the order of operations that the
+invariants depend on:
 
 engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
-         A tag that cannot be written stops the resource from being changed.
-restore: guard, resource -> guard, untag -> guard, forget the ledger record
-         Each step only after the one before succeeded, so a crash anywhere leaves a
-         record from which the next run finishes the job.
+         The record is one record from both copies (core.restore.merge: a recorded
+         original is never replaced; the applied values only grow). Without room for
+         the two record tags (50 tags per resource), or when the tag write answers the
+         tag limit, the resource is engaged through the ledger record only; with
+         neither a tag nor the ledger it is left unchanged (`skipped`): a change with no
+         record anywhere would break invariant 1. A record the tagging index shows but
+         the ledger cannot vouch for (no record there, or another one) is confirmed through
+         the service's own tag API (one read) before it is trusted: the index may still list
+         a record a restore removed. When the index shows no record the tag is written
+         anyway, as it would be.
+relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledger record
+         Each write is built from a read taken just before it, and each step only after
+         the one before succeeded, so a crash anywhere leaves a record from which the
+         next run finishes the job.
 """
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import Any, ClassVar, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import error_code, error_text
+from holdfast.aws import error_code, error_text, too_many_tags
 from holdfast.core import restore
-from holdfast.core.errors import Vanished
+from holdfast.core.errors import Conflict, Vanished
 from holdfast.core.kinds import Kind
 from holdfast.iam import uses
 from holdfast.ratelimit import TokenBucket
-from holdfast.core.tags import RECORD_KEYS, TagError, read_record, record_tags
+from holdfast.core.tags import MAX_TAGS, RECORD_KEYS, TagError, owner_tags, read_record, record_tags, room_for_record
 from holdfast.core.model import (
     ALREADY,
     DRIFT_KEPT,
@@ -36,6 +51,7 @@ from holdfast.core.model import (
     RAISED,
     REFUSED_STALE,
     RESTORED,
+    SKIPPED,
     VANISHED,
     Candidate,
     Guard,
@@ -45,16 +61,50 @@ from holdfast.core.model import (
     StalePlan,
 )
 
-
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
-                  ref: Mapping[str, Any] | None = None) -> Resource:
-    """A Resource whose record is decoded from its tags (a garbled tag counts as none)."""
+                  ref: Mapping[str, Any] | None = None, *, confirmed: bool = True) -> Resource:
+    """A Resource whose record is decoded from its tags (a garbled tag counts as none).
+    `confirmed` False: the tags came from the Resource Groups Tagging API's index."""
     try:
         found = read_record(tags)
     except TagError:
         found = None
     record = Record(kind, arn, *found) if found else None
-    return Resource(kind, arn, name, dict(current), record, dict(ref or {}))
+    return Resource(kind, arn, name, dict(current), record, dict(ref or {}), owner_tags(tags), confirmed)
+
+
+def walk_key(candidate: Candidate) -> str:
+    """A short key for a candidate as a walk saw it (its ARN, and whether the listing
+    alone selects it): a re-walk reads again every candidate whose key no finished walk
+    of the generation recorded (new, or newly selected through its function or service)."""
+    return hashlib.sha1(f"{candidate.arn}|{candidate.selected}".encode()).hexdigest()[:12]
+
+
+def changed_since_walked(act: "TaggedActuator", candidate: Candidate, keys: set[str], ledger) -> bool:
+    """Whether a re-walk must read `candidate` again: unknown to the walks so far, or its
+    listing shows it out of posture (a process an IaC apply resumed, a cap removed: not
+    the owner's drift, which the record tells), or shows no record tag on a resource the
+    ledger holds engaged (an IaC apply stripped it)."""
+    if walk_key(candidate) not in keys:
+        return True
+    record = ledger.cached(candidate.arn)
+    current = act.listed_current(candidate)
+    if current is not None:
+        changes = act.posture(current)
+        if record is not None:
+            drift = restore.drift(restore.decide(record.original, record.applied, current))
+            changes = {k: v for k, v in changes.items() if k not in drift}
+        if changes:
+            return True
+    tags = act.listed_tags(candidate)
+    return tags is not None and record is not None and read_record_safe(tags) is None
+
+
+def read_record_safe(tags: Mapping[str, str]):
+    try:
+        return read_record(tags)
+    except TagError:
+        return None
 
 
 class TaggedActuator(ABC):
@@ -103,6 +153,31 @@ class TaggedActuator(ABC):
     def partial(self, record: Record, current: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"{self.kind} has no partial relax; use a full restore (target None)")
 
+    def may_write(self, key: str, value: Any) -> list[Any]:
+        """Every value Holdfast may write to `key` in an engagement that starts by writing
+        `value` (recorded as Holdfast's from the first write-ahead on). One, by default."""
+        return [value]
+
+    def fresh(self, resource: Resource) -> Resource:
+        """`resource` with its managed values read again, just before a relaxing write
+        (for a write that replaces more than the keys it decides, or decides from a
+        value a bulk listing gave at the start of the walk). The values as read, by default."""
+        return resource
+
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any] | None:
+        """The managed values as the bulk listing shows them, or None when it does not
+        (a re-walk then reads only candidates it has not seen)."""
+        return None
+
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str] | None:
+        """The tags as the bulk listing shows them, or None when it does not."""
+        return None
+
+    def own_tags(self, resource: Resource) -> Mapping[str, str]:
+        """The resource's tags from its service's own tag API (for kinds whose `read` takes
+        them from the tagging index)."""
+        raise NotImplementedError(f"{self.kind} reads its tags from its own service")
+
     @abstractmethod
     def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
         ...
@@ -122,8 +197,35 @@ class TaggedActuator(ABC):
         changes = self.posture(resource.current)
         return Outcome(self.kind, resource.arn, PLANNED if changes else ALREADY, changes=self._changes(resource, changes))
 
+    def known(self, resource: Resource) -> tuple[Resource, Record | None]:
+        """The resource and its one record, from its tag and the ledger's copy.
+
+        A record that only the tagging index shows, and that the ledger does not vouch for
+        (no record there, or another original), is confirmed through the service's own
+        tag API first: the index may still list a record a restore removed."""
+        ledger = self.ledger.cached(resource.arn)
+        tag = resource.record
+        vouched = ledger is not None and tag is not None and set(tag.original) <= set(ledger.original) \
+            and not restore.conflicts(ledger.original, tag.original)
+        if tag is not None and not resource.confirmed:
+            # The ledger holding the same record vouches for the index (the engagement is
+            # still on: a restore forgets the ledger's copy only after the untag).
+            resource = replace(resource, confirmed=True) if vouched else self.confirm(resource)
+        return resource, restore.merge(resource.record, ledger)
+
+    def confirm(self, resource: Resource) -> Resource:
+        """`resource` with its record read from the service's own tag API."""
+        tags = self.own_tags(resource)
+        again = make_resource(self.kind, resource.arn, resource.name, resource.current, tags, resource.ref)
+        return replace(again, current=resource.current, tag_count=max(again.tag_count, resource.tag_count))
+
     def engage(self, resource: Resource) -> Outcome:
-        record = resource.record
+        try:
+            resource, record = self.known(resource)
+        except Vanished:
+            return Outcome(self.kind, resource.arn, VANISHED)
+        except (ClientError, BotoCoreError) as err:
+            return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
         changes = self.posture(resource.current)
         owner_changed: dict[str, Any] = {}
         if record is not None:
@@ -131,47 +233,83 @@ class TaggedActuator(ABC):
             # like restoring, leaves it alone and reports it.
             owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
             changes = {k: v for k, v in changes.items() if k not in owner_changed}
-        if not changes:
-            outcome = Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
-            if record is not None and not self.ledger.holds(resource.arn):
-                # Engaged while the ledger was unreachable: the original is on the tag only.
-                # Put the ledger's copy back (conditional: an existing record stays).
-                outcome.ledger_written = self.ledger.put_original(record, resource.name)
-            return outcome
-        original = dict(record.original) if record else {}
-        applied = dict(record.applied) if record else {}
-        for key, value in changes.items():
-            current = resource.current.get(key)
-            if key not in original:
-                original[key] = current
-                applied[key] = value
-            elif current in restore.holdfast_values(applied[key]) and current != value:
-                # Re-engaging over a raised cap: both values stay Holdfast's until the write lands.
-                applied[key] = [current, value]
-            else:
-                applied[key] = value
-        new = Record(self.kind, resource.arn, original, applied)
-        outcome = Outcome(self.kind, resource.arn, ENGAGED, changes=self._changes(resource, changes), drift=owner_changed)
         try:
-            if record is None or (record.original, record.applied) != (original, applied):
-                self._tag(resource, record_tags(original, applied))
-            # Always, not only with a new tag: a crash between the tag and the ledger leaves
-            # the tag alone, and the put is conditional, so an existing record stays.
+            if not changes:
+                outcome = Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
+                if record is not None:
+                    self._keep_copies(resource, record, outcome)
+                return outcome
+            new = restore.grow(record, self.kind, resource.arn, resource.current, changes, self.may_write)
+            outcome = Outcome(self.kind, resource.arn, ENGAGED, changes=self._changes(resource, changes),
+                              drift=owner_changed)
+            # Write-ahead: the tag, then the ledger's copy (conditional: a recorded original
+            # stays; another original there is a Conflict, and the resource is not changed).
+            tagged, why = self._write_tag(resource, new)
             outcome.ledger_written = self.ledger.put_original(new, resource.name)
+            if not tagged and not outcome.ledger_written:
+                return Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
+                    "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
+                            "anywhere would lose its original (invariant 1)"),
+                    "fix": "the next walk with the ledger answering engages it through the ledger record"}})
+            outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if outcome.ledger_written else [])
+            if not tagged:
+                outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
+                                           "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
             self._write(resource, changes, restoring=False)
         except Vanished:
             return Outcome(self.kind, resource.arn, VANISHED)
-        except TagError as err:
-            return Outcome(self.kind, resource.arn, FAILED, error=f"write-ahead record: {err}")
+        except Conflict as err:
+            return Outcome(self.kind, resource.arn, FAILED, error=f"conflict: {err}")
         except (ClientError, BotoCoreError) as err:
             outcome.action, outcome.error = FAILED, error_text(err)
         return outcome
 
-    def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
-        record = resource.record or self.ledger.get(resource.arn)
-        if record is None:
-            return Outcome(self.kind, resource.arn, ALREADY)
+    def _write_tag(self, resource: Resource, record: Record) -> tuple[bool, str]:
+        """Write the record's tags ahead of a change: (True, "") when the tag holds it,
+        (False, why) when the resource cannot take them (no room, or too long)."""
+        if not room_for_record(resource.tag_count):
+            return False, (f"no room for the record tags ({resource.tag_count} of {MAX_TAGS} tags are the owner's; "
+                           f"Holdfast needs {len(RECORD_KEYS)})")
+        on_tag = resource.record
+        if resource.confirmed and on_tag is not None and (on_tag.original, on_tag.applied) == (record.original, record.applied):
+            return True, ""
         try:
+            tags = record_tags(record.original, record.applied)
+        except TagError as err:
+            return False, f"the record does not fit in a tag ({err})"
+        try:
+            self._tag(resource, tags)
+        except TagError as err:   # the kind's own room check (a function carries one record per qualifier)
+            return False, str(err)
+        except ClientError as err:
+            if too_many_tags(err):
+                return False, f"the tag write answered the tag limit ({error_text(err)})"
+            raise
+        return True, ""
+
+    def _keep_copies(self, resource: Resource, record: Record, outcome: Outcome) -> None:
+        """An engaged resource already in posture: put back whichever copy of its record
+        is missing or short — the ledger's (engaged while it was unreachable), the tag
+        (stripped by an IaC apply, or never seen by the tagging index)."""
+        ledger = self.ledger.cached(resource.arn)
+        if ledger is None or not restore.covers(ledger, record):
+            outcome.ledger_written = self.ledger.put_original(record, resource.name)
+        engaged = any(resource.current.get(k) != v for k, v in record.original.items())
+        on_tag = resource.record
+        tagged = on_tag is not None
+        short = on_tag is None or not restore.covers(on_tag, record) or bool(restore.conflicts(on_tag.original, record.original))
+        if engaged and short:
+            tagged, why = self._write_tag(resource, record)
+            if not tagged:
+                outcome.notes["record"] = {"why": f"{why}: recorded in the ledger only",
+                                           "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+        outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if self.ledger.cached(resource.arn) else [])
+
+    def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
+        try:
+            resource, record = self.known(resource)
+            if record is None:
+                return Outcome(self.kind, resource.arn, ALREADY)
             if target is not None:
                 return self._raise(resource, record, target, guard)
             return self._restore(resource, record, guard)
@@ -179,6 +317,8 @@ class TaggedActuator(ABC):
             return Outcome(self.kind, resource.arn, REFUSED_STALE, error=str(err) or None)
         except Vanished:
             return self.forget_vanished(resource.arn, guard)
+        except Conflict as err:
+            return Outcome(self.kind, resource.arn, FAILED, error=f"conflict: {err}")
         except (ClientError, BotoCoreError) as err:
             return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
 
@@ -190,27 +330,36 @@ class TaggedActuator(ABC):
         return Outcome(self.kind, arn, VANISHED, ledger_written=self.ledger.forget(arn))
 
     def _raise(self, resource: Resource, record: Record, target: Mapping[str, Any], guard: Guard) -> Outcome:
+        resource = self.fresh(resource)
         values = self.partial(record, resource.current, target)
         if not values:
             return Outcome(self.kind, resource.arn, ALREADY)
-        applied = dict(record.applied)
-        for key, value in values.items():
-            # Both the cap in force and the one being written are Holdfast's while the write
-            # is in flight: a crash between the two writes must not look like owner drift.
-            applied[key] = [resource.current.get(key), value]
-        guard()
-        self._tag(resource, record_tags(record.original, applied))
+        grown = Record(record.kind, record.arn, record.original, restore.grow_applied(record.applied, values))
+        ledger = self.ledger.cached(resource.arn)
+        if ledger is None or not restore.covers(ledger, grown):
+            # The ledger's copy missing (engaged while it was unreachable) or short: a relax
+            # has the ledger, so both copies hold the record before the write.
+            guard()
+            self.ledger.put_original(grown, resource.name)
+        if not restore.covers(record, grown) and (resource.record is not None or not resource.confirmed):
+            # A value not yet recorded as Holdfast's (the steps changed since the engage):
+            # on the tag too before it is written (no room: the ledger's copy holds it).
+            guard()
+            self._write_tag(resource, grown)
         guard()
         self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
 
     def _restore(self, resource: Resource, record: Record, guard: Guard) -> Outcome:
+        resource = self.fresh(resource)
         decisions = restore.decide(record.original, record.applied, resource.current)
         values = restore.writes(decisions)
         if values:
             guard()
             self._write(resource, values, restoring=True)
-        if resource.record is not None:
+        if resource.record is not None or not resource.confirmed:
+            # Untagged even when only the ledger knew the record but the tags came from the
+            # tagging index: the index may not show a tag written moments ago.
             guard()
             self._untag(resource, list(RECORD_KEYS))
         guard()
@@ -251,3 +400,16 @@ class LambdaTagged:
     @uses("lambda:UntagResource", by=("reconciler", "cli"))
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         self._call("untag_resource", Resource=resource.arn, TagKeys=keys)
+
+    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    def listed_current(self, candidate: Candidate) -> Mapping[str, Any] | None:
+        """The managed values as the bulk listing shows them, or None when it does not
+        (a re-walk then reads only candidates it has not seen)."""
+        return None
+
+    def listed_tags(self, candidate: Candidate) -> Mapping[str, str] | None:
+        """The tags as the bulk listing shows them, or None when it does not."""
+        return None
+
+    def own_tags(self, resource: Resource) -> Mapping[str, str]:
+        return self._call("list_tags", Resource=resource.arn)["Tags"]

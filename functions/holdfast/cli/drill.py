@@ -621,8 +621,9 @@ class LocalDrill(_Run):
                     sent = self.inject(rt, now, wave, ok=True)
                     self.say(end, self.seen[1], self.seen[0], f"experiment ends; {sent} launches succeed")
                 else:
-                    group = self.fleet.groups[wave % len(self.fleet.groups)]
-                    self.inject(rt, now, wave, ok=True, groups=[group])
+                    # A recovered region: every group's launches succeed (recovery is judged
+                    # over the region's launch outcomes, not on one success: core/detector.py).
+                    self.inject(rt, now, wave, ok=True)
                 try:
                     result = reconciler.tick(rt, collect=collect)
                     ticks += 1

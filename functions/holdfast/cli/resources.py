@@ -13,7 +13,10 @@ decides anything about a resource.
      "api_calls": {kind: count}, "api_calls_by_operation": {"service:Operation": count}}
 
 and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
-original, applied, current, drift}], "drifted": [arn, ...], "api_calls_by_operation"}.
+original, applied, current, drift, recorded_in}], "drifted": [arn, ...], "stuck": [{kind, arn,
+operation, failures, error, first_failed_at, last_failed_at, generation, fix}], "api_calls_by_operation"}.
+A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
+`fix` is the command (and what to do first) that gets it out of that state.
 
 Exit codes: 0 done, 1 some resources failed (each named on stderr), 2 usage or settings
 error (including a ledger table that does not exist: `holdfast ledger-init` creates it).
@@ -29,8 +32,11 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from holdfast import engine
 from holdfast.core.kinds import kind_of
-from holdfast.core.model import ALREADY, VANISHED, Outcome
+from holdfast.core.model import ALREADY, DRIFT_KEPT, RESTORED, SKIPPED, VANISHED, Outcome
 from holdfast.iam import uses
+from holdfast.core.errors import LedgerUnavailable
+from holdfast.ledger import failures as ledger_failures
+from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
 from holdfast.cli import accounts
@@ -116,6 +122,11 @@ def release(ctx: Context, args) -> int:
     recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
     before = Counter(ctx.clients.calls)
     outcome = engine.Engine(ctx.runtime).release(arn)
+    if reachable and outcome.action in (RESTORED, DRIFT_KEPT, VANISHED):
+        try:  # no longer stuck (it is listed by `holdfast status` until then)
+            ledger_failures.clear(ctx.clients("dynamodb"), ctx.ledger_table, arn)
+        except LedgerUnavailable as err:
+            ctx.warn(f"could not clear its failure count: {err}")
     if outcome.action == ALREADY or (outcome.action == VANISHED and reachable and not recorded):
         what = "does not exist" if outcome.action == VANISHED else "is not engaged"
         raise UsageError(f"{arn} {what} and Holdfast holds no record of it; nothing to release")
@@ -134,15 +145,17 @@ def status(ctx: Context, args) -> int:
     ledger_available = _check_ledger(ctx)
     rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]
+    stuck = _stuck(ctx) if ledger_available else []
     ctx.emit(
         {
             "command": "status",
             "ledger_available": ledger_available,
             "resources": rows,
             "drifted": drifted,
+            "stuck": stuck,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
-        _status_text(rows, ledger_available),
+        _status_text(rows, ledger_available, stuck),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -150,6 +163,19 @@ def status(ctx: Context, args) -> int:
 
 
 # ---- the ledger -------------------------------------------------------------------------
+
+def _stuck(ctx: Context) -> list[dict[str, Any]]:
+    """The stuck resources under the plan in force, each with the command that fixes it."""
+    dynamodb, settings = ctx.clients("dynamodb"), ctx.runtime.settings
+    try:
+        plan = ledger_plan.read(dynamodb, ctx.ledger_table)
+        failing = ledger_failures.load(dynamodb, ctx.ledger_table)
+    except LedgerUnavailable as err:
+        ctx.warn(f"stuck resources unknown: {err}")
+        return []
+    return [{**f.to_dict(), "fix": ledger_failures.fix(f, settings.selector)}
+            for f in ledger_failures.stuck(failing, plan, settings.stuck_after_failures)]
+
 
 @uses("dynamodb:DescribeTable", by=("cli",))
 def _check_ledger(ctx: Context) -> bool:
@@ -209,11 +235,20 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=No
                     ctx.warn(f"  to fix: {note['fix']}")
     for f in failed:
         ctx.warn(f"failed: {f['kind']} {f['arn']}: {f['error']}")
+    # Left unchanged because no record could be written ahead (no tag room, no ledger): unprotected.
+    unprotected = [o for o in report.outcomes if o.action == SKIPPED and "record" in o.notes]
+    if ctx.json:
+        for o in unprotected:
+            ctx.warn(f"not engaged: {o.kind} {o.arn}: {o.notes['record']['why']}")
     if not report.complete:
-        ctx.warn("the walk stopped before every resource was visited; run the command again")
+        if command in ("resume", "release") and not ledger_available:
+            ctx.warn("the ledger's records could not be read: resources recorded only there (no room for tags, "
+                     "or their tags were stripped) were not restored; run the command again when the ledger answers")
+        else:
+            ctx.warn("the walk stopped before every resource was visited; run the command again")
     if not ctx.json:
         _report_calls(ctx, report.api_calls)
-    return EXIT_FAILED if failed or not report.complete else EXIT_OK
+    return EXIT_FAILED if failed or unprotected or not report.complete else EXIT_OK
 
 
 def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int], ledger_available: bool) -> str:
@@ -231,7 +266,7 @@ def _changes(o: Outcome) -> str:
     return "; ".join(parts)
 
 
-def _status_text(rows: list[dict[str, Any]], ledger_available: bool) -> str:
+def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list[dict[str, Any]] = ()) -> str:
     out = []
     for r in rows:
         original, applied, current = (r.get(k) or {} for k in ("original", "applied", "current"))
@@ -245,6 +280,12 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool) -> str:
             ))
     lines = [table(("KIND", "ARN", "KEY", "ORIGINAL", "APPLIED", "CURRENT", "DRIFT"), out)] if rows else ["no engaged resources"]
     lines.append(f"{len(rows)} engaged, {sum(1 for r in rows if r.get('drift'))} with drift")
+    if stuck:
+        lines.append("")
+        lines.append(table(("STUCK", "KIND", "ARN", "FAILED WALKS", "LAST ERROR"),
+                           [(s["operation"], s["kind"], s["arn"], str(s["failures"]), s["error"][:120]) for s in stuck]))
+        lines += [f"  fix {s['arn']}: {s['fix']}" for s in stuck]
+        lines.append(f"{len(stuck)} stuck: no longer holding their stage back (metric ResourcesStuck)")
     if not ledger_available:
         lines.append("ledger unreachable: engaged resources found from their tags only")
     return "\n".join(lines)

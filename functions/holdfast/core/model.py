@@ -23,6 +23,11 @@ Shape:
   cap to n, never above the original). `guard()` is called immediately before each
   relaxing write, AWS or ledger, and raises `StalePlan` when the plan generation has
   moved on; the actuator then stops and returns `refused-stale` (invariant 4).
+
+The record of what Holdfast applied only grows during an engagement: every value
+Holdfast wrote or may write (for a mapping, the floor and every cap step) is in it
+from the first write-ahead on, so no late or retried write can make one of Holdfast's
+own values look like the owner's (holdfast.core.restore.grow).
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ VANISHED = "vanished"        # the resource no longer exists: reported and forgo
 FAILED = "failed"            # an API error; the next run retries
 REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan moved on
 PLANNED = "planned"          # recommend mode / `plan`: would change, did not
-SKIPPED = "skipped"          # left alone on purpose: a write AWS would reject or that would harm (see notes)
+SKIPPED = "skipped"          # left alone on purpose: a write AWS would reject, that would harm, or
+                             # that no record could be written ahead of (see notes)
 
 
 Guard = Callable[[], None]
@@ -64,6 +70,13 @@ class Resource:
     record: "Record | None" = None
     # Identifiers the actuator needs to write (group name, mapping UUID, ...); not compared.
     ref: Mapping[str, Any] = field(default_factory=dict)
+    # How many tags of its owner's the resource carries (core.tags.owner_tags: aws: tags
+    # and Holdfast's record tags left out), for the headroom check before the write-ahead.
+    tag_count: int = 0
+    # False when the tags (and so `record`) came from the Resource Groups Tagging API,
+    # whose index AWS updates asynchronously: a record seen there may be gone, and one
+    # just written may not show yet. True when read from the service's own tag API.
+    confirmed: bool = True
 
 
 @dataclass(frozen=True)
@@ -97,8 +110,13 @@ class Outcome:
     error: str | None = None
     ledger_written: bool | None = None   # False: ran without the ledger (tag only)
     # What the operator should know about an outcome that is not a failure, by topic
-    # (e.g. "destination": why an async config was engaged without one, and the grant).
+    # (e.g. "destination": why an async config was engaged without one, and the grant;
+    # "record": why its write-ahead record is in the ledger only, or nowhere), each
+    # {"why": ..., "fix": ...}.
     notes: dict[str, Any] = field(default_factory=dict)
+    # Where the write-ahead record of an engaged resource is: ["tag", "ledger"] normally,
+    # ["ledger"] when the resource has no room for two more tags, ["tag"] without the ledger.
+    recorded_in: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}

@@ -16,11 +16,21 @@ Rules:
   after this walk passed the resource, and the next walk must see it again.
 - In recommend mode nothing was written, so no relaxer can have undone anything: the
   lease is not consulted.
+- A resource that failed on `stuck_after_failures` walks in a row (counted across ticks
+  and controllers in the ledger: holdfast.ledger.failures) is stuck: it no longer holds
+  its kind back. A walk whose only failures are stuck resources is done; the stuck ones
+  are reported, counted in the ResourcesStuck metric and listed by `holdfast status`.
+  Bounded retries, then the stage moves on: no state of the plan needs a human to leave it.
+- A kind done and still held in posture is walked again once `rewalk_minutes` have passed
+  since its last finished walk (`rewalk_due`); the re-walk is recorded as finished by the
+  same rule, so a re-walk that keeps failing on a resource is retried each tick only
+  until that resource is stuck.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class Walked:
     failed: int               # resources FAILED or refused (stale plan)
     refused: bool = False     # the blast-radius limit stopped it before any write
     cursor: str | None = None  # where an unfinished engage walk may resume
+    stuck: int = 0            # how many of `failed` are stuck resources (they no longer gate)
 
 
 @dataclass(frozen=True)
@@ -43,8 +54,19 @@ class Progress:
     note: str | None = None    # why progress was held back, for the log
 
 
+def is_stuck(failures: int, threshold: int) -> bool:
+    """A resource that failed on `threshold` walks in a row no longer gates its stage."""
+    return failures >= threshold
+
+
+def rewalk_due(last: datetime | None, now: datetime, minutes: int) -> bool:
+    """Whether a kind held in posture, last walked to the end at `last`, is walked again now."""
+    return last is None or now - last >= timedelta(minutes=minutes)
+
+
 def after_walk(walked: Walked, *, saved_cursor: str | None, dry_run: bool, older_relaxers: bool) -> Progress:
-    if not walked.complete or walked.failed or walked.refused:
+    gating = walked.failed - walked.stuck
+    if not walked.complete or gating or walked.refused:
         if not walked.engaging or walked.refused or walked.cursor is None or walked.cursor == saved_cursor:
             return Progress(complete=False)
         if older_relaxers and not dry_run:
@@ -53,6 +75,10 @@ def after_walk(walked: Walked, *, saved_cursor: str | None, dry_run: bool, older
     if walked.engaging and older_relaxers and not dry_run:
         return Progress(complete=False, note=(
             "engage walk not recorded: an older generation relaxed moments ago; walking again next tick"))
+    if walked.stuck:
+        return Progress(mark_done=True, note=(
+            f"{walked.stuck} stuck resource(s) no longer hold {walked.marker} back: reported (ResourcesStuck, "
+            "`holdfast status`)"))
     return Progress(mark_done=True)
 
 
@@ -60,5 +86,5 @@ def needs_relaxers(walked: Walked, *, saved_cursor: str | None, dry_run: bool) -
     """Whether `after_walk` depends on `older_relaxers` (so the shell reads the leases only then)."""
     if dry_run or not walked.engaging or walked.refused:
         return False
-    unfinished = not walked.complete or walked.failed
+    unfinished = not walked.complete or walked.failed - walked.stuck
     return not unfinished or (walked.cursor is not None and walked.cursor != saved_cursor)

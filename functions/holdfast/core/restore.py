@@ -6,16 +6,27 @@
 | what Holdfast applied     | WRITE         | put the original back                        |
 | anything else             | KEEP_DRIFT    | the owner changed it while engaged: theirs   |
 
-`applied` for a key is the value Holdfast wrote, or a list of values it may have
-written (a cap raise in flight records both the old and the new cap, so a crash
-between the tag write and the resource write is never mistaken for drift).
+`applied` for a key is the value Holdfast wrote, or a set (a list) of values it may
+have written. It only grows during an engagement (`grow`): at the first write-ahead it
+holds every value Holdfast may write to the key in this engagement (for a mapping, the
+floor and every cap step), and any later value is added before it is written. So a
+late or retried write of an older record, a crash between a tag write and the resource
+write, or two overlapping ticks can never make a value Holdfast wrote look like the
+owner's (which would then be kept for good and blamed on the owner).
+
+Two copies of a record exist, the tag on the resource and the ledger's; `merge` makes
+one from both: each original from the ledger's copy when it has the key (written once,
+conditionally, and never overwritten, while a tag can be stripped and rewritten), and
+the applied values of both.
 Pure: no boto3, no clock.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+from holdfast.core.model import Record
 
 WRITE = "write-original"
 KEEP_DRIFT = "keep-drift"
@@ -33,6 +44,75 @@ class Decision:
 def holdfast_values(applied: Any) -> list[Any]:
     """The values a key's `applied` entry names as Holdfast's own."""
     return list(applied) if isinstance(applied, (list, tuple)) else [applied]
+
+
+def _order(value: Any) -> tuple:
+    # bool before int: True == 1 in Python, but they are different settings.
+    return (type(value).__name__, "" if value is None else value)
+
+
+def union(*entries: Any) -> Any:
+    """One `applied` entry holding every value of `entries` (each a value or a list),
+    in a fixed order; a single value stays a scalar, which keeps the tag short."""
+    seen: dict[tuple, Any] = {}
+    for entry in entries:
+        for value in holdfast_values(entry):
+            seen.setdefault((type(value).__name__, value), value)  # as _keys
+    values = sorted(seen.values(), key=_order)
+    return values[0] if len(values) == 1 else values
+
+
+def grow_applied(applied: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """`applied` with the values of `more` added, key by key; nothing is ever removed."""
+    out = dict(applied)
+    for key, entry in more.items():
+        out[key] = union(out[key], entry) if key in out else union(entry)
+    return out
+
+
+def _keys(entry: Any) -> set[tuple]:
+    return {(type(v).__name__, v) for v in holdfast_values(entry)}
+
+
+def covers(record: Record, other: Record) -> bool:
+    """Whether `record` already holds everything `other` says: each of its originals and
+    each of its applied values."""
+    return all(key in record.original for key in other.original) and all(
+        key in record.applied and _keys(entry) <= _keys(record.applied[key]) for key, entry in other.applied.items()
+    )
+
+
+def conflicts(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Keys both originals name with different values: (first's, second's)."""
+    return {k: (first[k], second[k]) for k in first.keys() & second.keys() if first[k] != second[k]}
+
+
+def merge(tag: Record | None, ledger: Record | None) -> Record | None:
+    """One record from the tag's copy and the ledger's (either may be None).
+
+    Each original comes from the ledger's copy when it has the key: it is written once,
+    conditionally, and never overwritten, whereas a tag can be stripped by an IaC apply
+    and rewritten. The applied values are the union of both copies."""
+    if tag is None or ledger is None:
+        return tag or ledger
+    original = {**tag.original, **ledger.original}
+    applied = grow_applied(ledger.applied, tag.applied)
+    return Record(ledger.kind, ledger.arn, original, applied)
+
+
+def grow(record: Record | None, kind: str, arn: str, current: Mapping[str, Any], changes: Mapping[str, Any],
+         may_write: Callable[[str, Any], Iterable[Any]]) -> Record:
+    """The record to write ahead of `changes`: a key seen for the first time records its
+    current value as the original (a recorded original is never replaced), and every
+    value Holdfast may write to a changed key in this engagement, `may_write(key, value)`,
+    joins its applied set."""
+    original = dict(record.original) if record else {}
+    applied = dict(record.applied) if record else {}
+    more: dict[str, Any] = {}
+    for key, value in changes.items():
+        original.setdefault(key, current.get(key))
+        more[key] = union(value, list(may_write(key, value)))
+    return Record(kind, arn, original, grow_applied(applied, more))
 
 
 def decide_key(original: Any, applied: Any, current: Any) -> str:

@@ -147,6 +147,17 @@ def _field(mapping: Mapping[str, Any], key: str, where: str = "detail") -> str:
     return value
 
 
+def _text(mapping: Mapping[str, Any], key: str, where: str = "detail") -> str | None:
+    """An optional text field: a string or absent (None). Anything else is malformed:
+    the classifier and the detector read these as text (a number here once raised
+    TypeError out of the parser, and the detector Lambda retried an event that can never
+    parse)."""
+    value = mapping.get(key)
+    if value is not None and not isinstance(value, str):
+        raise Malformed(f"{where}.{key} is not a string ({type(value).__name__})")
+    return value
+
+
 def parse_event(event: Any, *, region: str, settings) -> Parsed:
     """An EventBridge event -> its fate. Never raises: a bad event is `malformed`."""
     try:
@@ -178,16 +189,19 @@ def _launch_event(event: Mapping[str, Any], region: str) -> Parsed:
         raise Malformed("detail.Details is not an object")
     if event.get("region") not in (None, region):
         return Parsed(IGNORED, f"launch in {event.get('region')}, not {region}")
+    zone = _text(details, "Availability Zone", "detail.Details")
+    status_message, cause = _text(detail, "StatusMessage"), _text(detail, "Cause")
+    activity = _text(detail, "ActivityId")
     when = parse_time(detail.get("EndTime") or detail.get("StartTime") or event["time"])
-    signal_id = f"activity:{detail['ActivityId']}" if detail.get("ActivityId") else f"event:{event['id']}"
+    signal_id = f"activity:{activity}" if activity else f"event:{event['id']}"
     return _launch_signal(
         when=when,
         source=ASG,
         group=group,
-        zone=details.get("Availability Zone"),
+        zone=zone,
         ok=kind == LAUNCH_OK_TYPE,
-        status_message=detail.get("StatusMessage"),
-        cause=detail.get("Cause"),
+        status_message=status_message,
+        cause=cause,
         signal_id=signal_id,
     )
 
@@ -229,7 +243,15 @@ def _termination_signal(when, source, group, zone, instance, signal_id) -> Parse
 
 def activity_signal(activity: Mapping[str, Any]) -> Signal | None:
     """A scaling activity (DescribeScalingActivities) -> a launch signal (or an ELB
-    health-check termination), or None when it is neither a finished launch nor one."""
+    health-check termination), or None when it is neither a finished launch nor one (or
+    not one this parser can read: dropped, never raised)."""
+    try:
+        return _activity_signal(activity)
+    except Malformed:
+        return None
+
+
+def _activity_signal(activity: Mapping[str, Any]) -> Signal | None:
     description = str(activity.get("Description", ""))
     if description.startswith("Terminating EC2 instance"):
         return _polled_termination(activity)
@@ -241,16 +263,16 @@ def activity_signal(activity: Mapping[str, Any]) -> Signal | None:
         return None
     try:
         details = json.loads(activity.get("Details") or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, TypeError):
         details = {}
     return _launch_signal(
-        when=parse_time(activity.get("EndTime") or activity["StartTime"]),
+        when=parse_time(activity.get("EndTime") or activity.get("StartTime")),
         source=POLLING,
-        group=activity["AutoScalingGroupName"],
-        zone=details.get("Availability Zone") if isinstance(details, dict) else None,
+        group=_field(activity, "AutoScalingGroupName", "activity"),
+        zone=_text(details, "Availability Zone", "activity.Details") if isinstance(details, dict) else None,
         ok=status == "Successful",
-        status_message=activity.get("StatusMessage"),
-        cause=activity.get("Cause"),
+        status_message=_text(activity, "StatusMessage", "activity"),
+        cause=_text(activity, "Cause", "activity"),
         signal_id=f"activity:{activity['ActivityId']}",
     ).signal
 

@@ -25,6 +25,9 @@ ORIGINAL_KEY = "holdfast:original"
 APPLIED_KEY = "holdfast:applied"
 RECORD_KEYS = (ORIGINAL_KEY, APPLIED_KEY)
 MAX_VALUE = 256
+# User tags per resource (Lambda, Auto Scaling, ELB, ECS, Application Auto Scaling); tags
+# whose key starts with `aws:` do not count toward it.
+MAX_TAGS = 50
 ALLOWED = frozenset(string.ascii_letters + string.digits + " _.:/=+-@")
 
 _SAFE = frozenset((string.ascii_letters + string.digits + "_.:/-").encode())
@@ -109,6 +112,18 @@ def decode(text: str) -> dict[str, Any]:
     except (ValueError, IndexError, UnicodeDecodeError) as err:
         raise TagError(f"not a Holdfast record: {text[:60]!r} ({err})") from err
     return out
+
+
+def owner_tags(tags: Mapping[str, str]) -> int:
+    """How many of `tags` count toward the per-resource limit, Holdfast's record tags left
+    out: the owner's share of the MAX_TAGS."""
+    return sum(1 for key in tags if not key.lower().startswith("aws:") and key not in RECORD_KEYS)
+
+
+def room_for_record(owner_tag_count: int) -> bool:
+    """Whether a resource carrying `owner_tag_count` tags of its owner's (owner_tags) has
+    room for Holdfast's two record tags."""
+    return owner_tag_count + len(RECORD_KEYS) <= MAX_TAGS
 
 
 def record_tags(original: Mapping[str, Any], applied: Mapping[str, Any]) -> dict[str, str]:

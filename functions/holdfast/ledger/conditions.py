@@ -31,6 +31,13 @@ IS_GENERATION = "#generation = :generation"
 # controller, a re-engage after a cap raise) must never replace the owner's original
 # with values Holdfast itself set.
 NO_RECORD_YET = f"attribute_not_exists({PK})"
+# RECORD_UNCHANGED: a record grows (a new key's original, more applied values) by a
+# read-modify-write; two controllers growing it at once must not drop each other's values,
+# so the write holds only while the record is still the one read.
+RECORD_UNCHANGED = "#original = :old_original AND #applied = :old_applied"
+# SAME_ATTEMPT: a resource's failure count goes on only within one plan generation and
+# operation; the first failure under a new one starts it again at 1.
+SAME_ATTEMPT = "#generation = :generation AND #operation = :operation"
 
 
 def key(pk: str, sk: str) -> dict:

@@ -8,7 +8,17 @@ The ledger is the second copy of a write-ahead record; the first is the tag on t
 resource. Engaging must go on when the ledger is unreachable (its region may be the
 impaired one), so every method here turns a DynamoDB error into a result, never an
 exception, and the first failure marks the ledger unavailable for the rest of the run:
-a walk over a thousand resources then does not wait out a thousand timeouts.
+a walk over a thousand resources then does not wait out a thousand timeouts. A caller
+that must know whether it saw every record (a relax walk) checks `available` after
+`records()`: a failed Query is an incomplete answer, not an empty one.
+
+A recorded original is never overwritten. `put_original` writes a record once
+(conditionally); when one is there already it grows it (a new key's original, more
+applied values: holdfast.core.restore.covers) and raises `Conflict` when the two name a
+different original for the same key: the ledger's stays, and the caller reports it.
+
+One Query per run (an Engine is built per tick or command) answers `holds` and `cached`
+for every resource of the walk.
 """
 
 from __future__ import annotations
@@ -20,10 +30,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import condition_failed
+from holdfast.core import restore
+from holdfast.core.errors import Conflict
 from holdfast.core.model import Record
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK
-from holdfast.ledger.conditions import NO_RECORD_YET
+from holdfast.ledger.conditions import NO_RECORD_YET, RECORD_UNCHANGED
+
+# A record grown by two controllers at once: re-read and merge this many times at most.
+GROW_ATTEMPTS = 3
 
 PARTITION = "RES"
 
@@ -41,43 +56,104 @@ class ResourceLedger:
         self.available = True
         self.error: str | None = None
         self._lock = threading.Lock()
-        self._known: set[str] | None = None
+        self._known: dict[str, Record] | None = None
+
+    def _all(self) -> dict[str, Record]:
+        with self._lock:
+            known = self._known
+        if known is None:
+            known = {r.arn: r for r in self.records()}
+        return known
 
     def holds(self, arn: str) -> bool:
         """Whether the ledger has a record for `arn`, from one Query per run (cached).
         True when the ledger is unreachable: nothing could be written anyway."""
-        with self._lock:
-            known = self._known
-        if known is None:
-            known = {r.arn for r in self.records()}
-            with self._lock:
-                self._known = known
+        known = self._all()
         return not self.available or arn in known
+
+    def cached(self, arn: str) -> Record | None:
+        """The record for `arn` as this run's one Query saw it (kept current with this
+        run's own writes); None when absent or the ledger is unreachable."""
+        known = self._all()
+        return known.get(arn) if self.available else None
+
+    def _remember(self, arn: str, record: Record | None) -> None:
+        with self._lock:
+            if self._known is not None:
+                if record is None:
+                    self._known.pop(arn, None)
+                else:
+                    self._known[arn] = record
 
     def _failed(self, err: Exception) -> None:
         with self._lock:
             self.available = False
             self.error = self.error or f"{type(err).__name__}: {err}"
 
-    @uses("dynamodb:PutItem", by=("reconciler", "cli"))
+    @uses("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", by=("reconciler", "cli"))
     def put_original(self, record: Record, name: str) -> bool:
-        """Record an original unless one is already there. False when the ledger is unreachable."""
+        """Record an original, or grow the record already there. False when the ledger is
+        unreachable; raises Conflict when the ledger holds a different original for a key."""
         if not self.available:
             return False
         item = {
             **_key(record.arn),
             "kind": {"S": record.kind},
             "name": {"S": name},
-            "original": {"S": json.dumps(record.original, sort_keys=True)},
-            "applied": {"S": json.dumps(record.applied, sort_keys=True)},
+            "original": {"S": _json(record.original)},
+            "applied": {"S": _json(record.applied)},
         }
         try:
             self._db.put_item(TableName=self.table, Item=item, ConditionExpression=NO_RECORD_YET)
+            self._remember(record.arn, record)
+            return True
         except (ClientError, BotoCoreError) as err:
             if not condition_failed(err):
                 self._failed(err)
                 return False
-        return True
+        return self._grow(record, name)
+
+    def _grow(self, record: Record, name: str) -> bool:
+        for _ in range(GROW_ATTEMPTS):
+            existing = self.get(record.arn)
+            if existing is None:
+                if not self.available:
+                    return False
+                return self.put_original(record, name)  # forgotten meanwhile: write it afresh
+            differ = restore.conflicts(existing.original, record.original)
+            if differ:
+                self._remember(record.arn, existing)
+                raise Conflict(
+                    f"the ledger holds another original for {record.arn}: "
+                    + "; ".join(f"{k}: ledger {a!r}, this write {b!r}" for k, (a, b) in sorted(differ.items()))
+                    + " (the ledger's is kept)"
+                )
+            if restore.covers(existing, record):
+                self._remember(record.arn, existing)
+                return True
+            grown = restore.merge(record, existing)
+            try:
+                self._db.update_item(
+                    TableName=self.table,
+                    Key=_key(record.arn),
+                    UpdateExpression="SET #original = :original, #applied = :applied",
+                    ConditionExpression=RECORD_UNCHANGED,
+                    ExpressionAttributeNames={"#original": "original", "#applied": "applied"},
+                    ExpressionAttributeValues={
+                        ":original": {"S": _json(grown.original)},
+                        ":applied": {"S": _json(grown.applied)},
+                        ":old_original": {"S": _json(existing.original)},
+                        ":old_applied": {"S": _json(existing.applied)},
+                    },
+                )
+                self._remember(record.arn, grown)
+                return True
+            except (ClientError, BotoCoreError) as err:
+                if not condition_failed(err):
+                    self._failed(err)
+                    return False
+        self._failed(RuntimeError(f"the record of {record.arn} kept changing while it was grown"))
+        return False
 
     @uses("dynamodb:GetItem", by=("reconciler", "cli"))
     def get(self, arn: str) -> Record | None:
@@ -101,11 +177,13 @@ class ResourceLedger:
         except (ClientError, BotoCoreError) as err:
             self._failed(err)
             return False
+        self._remember(arn, None)
         return True
 
     @uses("dynamodb:Query", by=("reconciler", "cli"))
     def records(self) -> list[Record]:
-        """Every original record; empty when the ledger is unreachable."""
+        """Every original record; empty when the ledger is unreachable (then `available`
+        is False: the answer is incomplete, not empty)."""
         if not self.available:
             return []
         out: list[Record] = []
@@ -121,7 +199,13 @@ class ResourceLedger:
         except (ClientError, BotoCoreError) as err:
             self._failed(err)
             return []
+        with self._lock:
+            self._known = {r.arn: r for r in out}
         return out
+
+
+def _json(values) -> str:
+    return json.dumps(values, sort_keys=True)
 
 
 def _record(item: dict[str, Any]) -> Record:

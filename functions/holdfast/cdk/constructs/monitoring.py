@@ -1,7 +1,10 @@
 """The controllers watching themselves: a dashboard and alarms that notify the topic.
 
-Alarms fire on any error or throttle of either controller and on any message in the
-dead-letter queue. A single reconciler error is worth knowing about even though the
+Alarms fire on any error or throttle of either controller, on any message in the
+dead-letter queue, and on any resource the reconciler reports stuck (metric
+Holdfast/ResourcesStuck: a resource whose engage or restore failed on
+`stuck_after_failures` walks and no longer holds its stage back; `holdfast status`
+lists each with the command that fixes it). A single reconciler error is worth knowing about even though the
 next tick retries: a controller that errors every tick is the failure that matters,
 and it starts with one.
 """
@@ -17,6 +20,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 PERIOD = Duration.minutes(1)
+# The reconciler's own metrics (holdfast.reconciler._emit_metrics: Powertools adds the service dimension).
+NAMESPACE, RECONCILER_SERVICE = "Holdfast", "holdfast-reconciler"
 
 
 class Monitoring(Construct):
@@ -65,9 +70,17 @@ class Monitoring(Construct):
                 width=8,
             )
         )
+        stuck = cloudwatch.Metric(namespace=NAMESPACE, metric_name="ResourcesStuck",
+                                  dimensions_map={"service": RECONCILER_SERVICE}, period=Duration.minutes(5),
+                                  statistic="Maximum")
+        # A tick that did not walk (paused, a plan conflict) emits no figure: keep the state.
+        self._alarm("ResourcesStuck", stuck, "Holdfast: resources stuck (failing on every walk); see `holdfast status`",
+                    notify, missing=cloudwatch.TreatMissingData.IGNORE)
+        widgets.append(cloudwatch.GraphWidget(title="Reconciler: resources stuck", left=[stuck], width=8))
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[widgets])
 
-    def _alarm(self, construct_id: str, metric: cloudwatch.Metric, description: str, notify) -> None:
+    def _alarm(self, construct_id: str, metric: cloudwatch.Metric, description: str, notify,
+               missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING) -> None:
         alarm = metric.create_alarm(
             self,
             construct_id,
@@ -75,7 +88,7 @@ class Monitoring(Construct):
             threshold=1,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=missing,
         )
         alarm.add_alarm_action(notify)
         self.alarms.append(alarm)
