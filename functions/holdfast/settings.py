@@ -287,7 +287,7 @@ class Settings:
     )
     recover_success_share: float = field(
         default=0.9,
-        metadata=_doc("Recovery needs successful launches to be at least this share in every window for `recover_quiet_minutes` (failures from fewer groups or zones than impairment needs are routine and not counted), with successes from `detect_min_groups` groups in `detect_min_zones` zones (0.5–1)."),
+        metadata=_doc("Recovery needs successful launches to be at least this share in every window for `recover_quiet_minutes` (failures from fewer groups or zones than impairment needs are routine and not counted), and a successful launch since the quiet began (with an AWS Health issue open: from `detect_min_groups` groups in `detect_min_zones` zones) (0.5–1)."),
     )
     drain_max_error_share: float = field(
         default=0.05,
