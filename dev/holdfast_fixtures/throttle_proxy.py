@@ -308,6 +308,11 @@ class ThrottleProxy:
             self.throttled.clear()
             self._buckets.clear()
 
+    def snapshot(self) -> tuple[Counter, Counter]:
+        """Copies of (requests, throttled) as they stand, taken while no request is counted."""
+        with self._lock:
+            return Counter(self.requests), Counter(self.throttled)
+
     def by_service(self, counter: Counter | None = None) -> dict[str, int]:
         out: Counter[str] = Counter()
         for (service, _), n in (self.requests if counter is None else counter).items():
