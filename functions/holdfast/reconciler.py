@@ -8,15 +8,22 @@
    alarms) and decide (holdfast.core.policy, pure). A changed plan is written as generation current+1, or not
    at all when another controller got there first (this tick then stops; the next
    re-reads). Every new generation is announced on SNS.
-3. Walk toward `policy.posture(plan)`, one kind at a time, kinds not yet `done` for
-   this generation, through one Engine built for the tick (one ledger, one Lambda
-   budget, one actuator per kind): engaging kinds first, with no guard (protection is
-   monotone); then
-   relaxing kinds, each write guarded by guard(g), checked at the moment of the write.
+3. Walk toward `policy.posture(plan)`, kinds not yet `done` for this generation,
+   through one Engine built for the tick (one ledger, the rate budgets, one actuator per
+   kind): first every engaging kind (and the re-walks of held kinds, step 5) in ONE
+   engine call, with no guard (protection is monotone), so kinds of different services
+   are walked at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda) and
+   each kind's part of the report is finished on its own marker; then relaxing kinds,
+   one at a time, each write guarded by guard(g), checked at the moment of the write.
+   The engaging walk has the long budget when the handler gives one (`engage_seconds`:
+   the invocation's remaining time): it goes on while there is engage work and Lambda
+   time, is claimed in the ledger (holdfast.ledger.claims) so the schedule's overlapping
+   ticks leave it to its holder, and stops once the plan's generation moved on (re-read
+   every PLAN_CHECK_SECONDS). Relaxing keeps `tick_budget_seconds`.
    The first StalePlan ends all relaxing in this tick. After each kind the pure
    progress decision (holdfast.core.progress) says what to persist: a kind whose walk
-   completed without failure is marked done (conditional on g). The deadline from the tick budget
-   stops the walk cleanly; the next tick continues from the `done` marks, and since
+   completed without failure is marked done (conditional on g). The deadline stops the
+   walk cleanly (the engine says which kinds it cut: Report.unfinished); the next tick continues from the `done` marks, and since
    engage and relax skip what is already in place, nothing is written twice.
    An unfinished engage walk also persists its cursor (conditional on g): the next tick
    resumes after it instead of re-reading every resource, so a fleet too large for one
@@ -64,7 +71,9 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
 
 from __future__ import annotations
 
+import contextvars
 import json
+import threading
 from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -186,6 +195,7 @@ class TickDeadline:
         self.watch: Callable[[], bool] | None = None   # True once the plan moved on
         self.checked = self.started
         self.moved = False
+        self._checking = threading.Lock()
 
     def elapsed(self) -> float:
         return self.clock.monotonic() - self.started
@@ -193,11 +203,18 @@ class TickDeadline:
     def __call__(self) -> bool:
         if self.elapsed() >= self.limit:
             return True
-        if self.watch is not None and self.clock.monotonic() - self.checked >= PLAN_CHECK_SECONDS:
-            self.checked = self.clock.monotonic()
-            if self.watch():
-                self.moved, self.limit = True, self.elapsed()   # from now on, and for the rest of the tick
-                return True
+        watch = self.watch
+        # Called by every writer thread of the walk: one of them reads the plan, the others go on.
+        if watch is not None and self.clock.monotonic() - self.checked >= PLAN_CHECK_SECONDS \
+                and self._checking.acquire(blocking=False):
+            try:
+                self.checked = self.clock.monotonic()
+                # In a context of its own: the read is not counted as the walked kind's call.
+                if contextvars.Context().run(watch):
+                    self.moved, self.limit = True, self.elapsed()   # from now on, and for the rest of the tick
+                    return True
+            finally:
+                self._checking.release()
         return False
 
     def engaging(self, plan: Plan | None) -> "_Engaging":

@@ -322,7 +322,9 @@ class Settings:
     )
     tick_budget_seconds: int = field(
         default=45,
-        metadata=_doc("Time a tick may spend walking resources; the rest continues next tick (10–600)."),
+        metadata=_doc("Time a tick may spend walking resources; the rest continues next tick (10–600). An engaging "
+                      "tick keeps walking while it has engage work and Lambda time (up to its 15-minute timeout, "
+                      "less 30 s); relaxing keeps this budget."),
     )
     rewalk_minutes: int = field(
         default=5,

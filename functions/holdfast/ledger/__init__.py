@@ -9,6 +9,8 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `SIGNAL#<yyyy-mm-ddThh>`    | `<iso time>#<signal id>`   | ledger.signals      |
 | `HEALTH`                    | `<eventArn>#<commId>`      | ledger.signals      |
 | `PLAN`                      | `CURRENT` / `GEN#<gen:012>`| ledger.plan         |
+| `PLAN`                      | `LEASE#<controller>`       | ledger.leases       |
+| `PLAN`                      | `ENGAGE-WALK` / `TICK-TRIGGER` | ledger.claims   |
 | `CONTROL`                   | `PAUSE`                    | ledger.plan         |
 | `BUDGET`                    | `<budget>#<controller>`    | ledger.budget_board |
 | `STUCK`                     | `<arn>`                    | ledger.failures     |
