@@ -83,6 +83,8 @@ class Report:
     # Kinds the deadline cut short (`complete` is False when any is): a walk of several kinds
     # at once says which of them finished (holdfast.reconciler marks each kind apart).
     unfinished: set[str] = field(default_factory=set)
+    # Kinds the blast-radius limit refused, when each kind is counted on its own (engage(each_kind=True)).
+    refused_kinds: set[str] = field(default_factory=set)
 
     @property
     def failed(self) -> list[Outcome]:
@@ -114,8 +116,20 @@ class _Run:
         self._lock = threading.Lock()   # kinds of different services report at once
         self.ledger = ledger
         self.progress = progress or (lambda _msg: None)
-        self.deadline = deadline or (lambda: False)
         self.report = Report()
+        given = deadline or (lambda: False)
+
+        def cut() -> bool:
+            # The kind being walked is the calls' context tag (run.kind): it is the one cut short.
+            if not given():
+                return False
+            kind = CALL_TAG.get(None)
+            if kind:
+                with self._lock:
+                    self.report.unfinished.add(kind)
+            return True
+
+        self.deadline = cut
 
     def kind(self, kind: str, body: Callable[[], None]) -> None:
         """Run one kind's part, counting its calls; a failed listing is that kind's FAILED outcome.
@@ -164,9 +178,7 @@ class _Run:
 
         def one(item):
             if self.deadline():
-                with self._lock:
-                    self.report.complete = False
-                    self.report.unfinished.add(kind)
+                self.report.complete = False
                 return _SKIPPED
             return work(item)
 
@@ -224,13 +236,17 @@ class Engine:
 
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
                after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
-               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset()) -> Report:
+               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset(),
+               each_kind: bool = False) -> Report:
         """Put every selected resource into posture (or, with dry_run, say what would change).
 
         `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor.
         `stuck`: ARNs whose failure does not stop the cursor. `seen` (kind -> walk keys):
         a re-walk, which skips the candidates whose listing is unchanged since they were walked.
-        `skip`: ARNs left alone (mappings their drain controller already drives in this hold)."""
+        `skip`: ARNs left alone (mappings their drain controller already drives in this hold).
+        `each_kind`: count each kind against max_resources on its own and walk it as soon as
+        it is listed, instead of all kinds' listings before any write (the tick's walk: its
+        first protective write does not wait for the slowest service's listing)."""
         after = after or {}
         stuck = frozenset(stuck)
         acts = self._acts(kinds)
@@ -242,15 +258,18 @@ class Engine:
             run.report.cursor[kind] = after.get(kind)  # a failed listing makes no progress
             run.kind(kind, lambda: listed.__setitem__(kind, acts[kind].candidates()))
 
-        run.services(acts, list_kind)
-        listed = {k: listed[k] for k in acts if k in listed}   # the kinds' order, whichever listed first
-        read, selected = _count_selected(acts, listed, self.settings.max_resources)
-        if selected > self.settings.max_resources:
-            run.report.refused = (
-                f"the selector {self.settings.selector} matches {selected} resources, more than max_resources "
-                f"({self.settings.max_resources}); nothing was changed"
-            )
-            return run.finish()
+        limit = self.settings.max_resources
+        read: dict[str, Resource | None] = {}
+        if not each_kind:
+            run.services(acts, list_kind)
+            listed = {k: listed[k] for k in acts if k in listed}   # the kinds' order, whichever listed first
+            read, selected = _count_selected(acts, listed, limit)
+            if selected > limit:
+                run.report.refused = (
+                    f"the selector {self.settings.selector} matches {selected} resources, more than max_resources "
+                    f"({limit}); nothing was changed"
+                )
+                return run.finish()
         def engage_kind(kind: str) -> None:
             act, start, candidates = acts[kind], after.get(kind), listed[kind]
             known = (seen or {}).get(kind)
@@ -270,7 +289,27 @@ class Engine:
 
             run.kind(kind, walk)
 
-        run.services(listed, engage_kind)
+        def list_and_engage(kind: str) -> None:
+            list_kind(kind)
+            if kind not in listed:
+                return   # its listing failed: that kind's FAILED outcome
+            got, selected = _count_selected({kind: acts[kind]}, {kind: listed[kind]}, limit)
+            if selected > limit:
+                with run._lock:
+                    run.report.refused_kinds.add(kind)
+                    run.report.refused = (
+                        f"the selector {self.settings.selector} matches {selected} {kind} resources, more than "
+                        f"max_resources ({limit}); nothing of them was changed"
+                    )
+                return
+            with run._lock:
+                read.update(got)
+            engage_kind(kind)
+
+        if each_kind:
+            run.services(acts, list_and_engage)
+        else:
+            run.services(listed, engage_kind)
         return run.finish()
 
     def relax(self, *, kinds: Iterable[str] | None = None,

@@ -288,7 +288,9 @@ class _KindReport:
         # An engine that does not say which kinds the deadline cut: each is as complete as the walk.
         complete = report.complete or (unfinished is not None and kind not in unfinished)
         seen = getattr(report, "seen", {}) or {}
-        return cls([o for o in report.outcomes if o.kind == kind], complete, report.refused,
+        refused_kinds = getattr(report, "refused_kinds", None)
+        refused = report.refused if not refused_kinds or kind in refused_kinds else None
+        return cls([o for o in report.outcomes if o.kind == kind], complete, refused,
                    {kind: report.api_calls.get(kind, 0)} if kind in report.api_calls else {},
                    {kind: report.cursor[kind]} if kind in report.cursor else {},
                    {kind: seen[kind]} if kind in seen else {})
@@ -453,8 +455,10 @@ class _Tick:
                 controlled = {k for k, (m, _) in markers.items() if "/" in m}
                 leave = frozenset(a for a in skip if kind_of(a) in controlled) if skip else frozenset()
                 options = {"skip": leave} if leave else {}
+                # Each kind counted against max_resources on its own, as the tick always did, and
+                # walked as soon as it is listed: the groups' first write does not wait for Lambda's listings.
                 report = self.engine.engage(kinds=tuple(markers), dry_run=self.dry_run, after=after,
-                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE),
+                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE), each_kind=True,
                                             **({"seen": seen} if seen else {}), **options)
             for kind, (marker, again) in markers.items():
                 self.finish_kind(plan, result, marker, _KindReport.of(report, kind), engaging=True, rewalk=again)

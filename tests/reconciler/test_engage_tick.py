@@ -190,3 +190,29 @@ def test_the_handler_gives_an_engaging_tick_its_remaining_lambda_time():
     context = SimpleNamespace(get_remaining_time_in_millis=lambda: 900_000)
     assert handler_module.engage_seconds(context) == 900 - handler_module.MARGIN_SECONDS
     assert handler_module.engage_seconds(object()) is None
+
+
+def test_the_engine_says_which_kinds_the_deadline_cut(clients, ledger_table, aws_semantics):
+    from holdfast.aws import CALL_TAG
+
+    build_fleet(clients, asgs=2, esms=2, asyncs=2, nlbs=2, services=2, unselected=0, workers=1)
+    runtime = Runtime(clients, SETTINGS, ledger_table, FakeClock(T0), controller_id="solo")
+    # A deadline that has passed only for the target groups' walk.
+    engine = Engine(runtime, deadline=lambda: CALL_TAG.get() == "nlb", writers=1)
+    report = engine.engage(kinds=KINDS, each_kind=True)
+    assert not report.complete and report.unfinished == {"nlb"}
+    assert {o.kind for o in report.outcomes if o.action == ENGAGED} == set(KINDS) - {"nlb"}
+
+
+def test_each_kind_is_counted_against_the_blast_radius_on_its_own(clients, ledger_table, aws_semantics):
+    build_fleet(clients, asgs=3, esms=2, asyncs=2, nlbs=2, services=2, unselected=0, workers=1)
+    settings = Settings.from_mapping({**SETTINGS.to_mapping(), "max_resources": 2})
+    runtime = Runtime(clients, settings, ledger_table, FakeClock(T0), controller_id="solo")
+    report = Engine(runtime, writers=1).engage(kinds=KINDS, each_kind=True)
+    # Only the kind with more than max_resources is refused, and nothing of it is written.
+    assert report.refused_kinds == {"asg"} and "asg" in report.refused
+    assert not [o for o in report.outcomes if o.kind == "asg"]
+    assert {o.kind for o in report.outcomes if o.action == ENGAGED} >= {"nlb", "scalable-target"}
+    # Counted together (the CLI's walk), the selection is refused whole.
+    together = Engine(runtime, writers=1).engage(kinds=KINDS)
+    assert together.refused and not together.outcomes
