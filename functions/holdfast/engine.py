@@ -17,13 +17,25 @@ refusals are outcomes in the Report. `deadline()` returning True stops the walk 
 (`complete` False) and the next run continues — engage and relax are both idempotent.
 
 An engage walk lists each kind's candidates in bulk (cheap), checks the blast radius on
-that full count, then reads and engages one candidate at a time in ARN order. Its
-`Report.cursor[kind]` is where the next walk may resume: the highest ARN such that it
-and every candidate before it finished (engaged, already, not selected, vanished). A
-FAILED resource is never passed over — unless it is one of `stuck` (it failed on every
-walk of several ticks: holdfast.core.progress), which no longer holds the kind back:
-the cursor stops before it, so the next walk retries it. None = from the start; a kind
-that finished without failure has None.
+that full count, then reads and engages them most harmful first: each actuator's
+`harm(candidate)`, from the listing alone (no call), e.g. uncapped mappings and then the
+highest caps, groups with the most instances; ties in ARN order. A candidate's place in
+that order is its `position` ("<rank> <arn>", rank = HARM_CEILING - harm, so positions
+sort as strings). Its `Report.cursor[kind]` is where the next walk may resume: the
+position such that every candidate at or before it finished (engaged, already, not
+selected, vanished). A FAILED resource is never passed over — unless it is one of
+`stuck` (it failed on every walk of several ticks: holdfast.core.progress), which no
+longer holds the kind back: the cursor stops before it, so the next walk retries it.
+None = from the start; a kind that finished without failure has None.
+
+Harm changes between walks (an owner removes a cap, a group scales out), so a position
+that was after the cursor can be before it on the next walk: a resumed walk therefore
+passes over a candidate at or before the cursor only when it is `settled` — its listing
+shows it in posture (or its only differences are the owner's drift on a record), or,
+for a kind whose listing does not show the managed values, the ledger holds its record.
+Anything else at or before the cursor is read again: a resource whose priority rose
+past the cursor is never skipped. A cursor that is a bare ARN (written before positions)
+is compared by ARN, with the same rule.
 
 `Report.seen[kind]` holds the key (actuators.tagged.walk_key) of every candidate the walk
 finished. A re-walk of a kind already done (`engage(seen=...)`, holdfast.reconciler)
@@ -78,7 +90,7 @@ class Report:
     complete: bool = True
     refused: str | None = None   # the blast-radius limit stopped the run before any write
     ledger_error: str | None = None
-    cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this ARN (engage)
+    cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this position (engage)
     seen: dict[str, set[str]] = field(default_factory=dict)   # kind -> walk keys of finished candidates
 
     @property
@@ -247,10 +259,12 @@ class Engine:
             )
             return run.finish()
         def engage_kind(kind: str) -> None:
-            act, start, candidates = acts[kind], after.get(kind), listed[kind]
+            act, start = acts[kind], after.get(kind)
+            candidates = sorted(listed[kind], key=lambda c: position(act, c))   # most harmful first
             known = (seen or {}).get(kind)
             prints = {c.arn: walk_key(c) for c in candidates}
-            todo = [c for c in candidates if (start is None or c.arn > start) and c.arn not in skip
+            todo = [c for c in candidates if c.arn not in skip
+                    and not (start is not None and _before(act, c, start) and settled(act, c, self.ledger))
                     and (known is None or changed_since_walked(act, c, known, self.ledger))]
             work = act.plan if dry_run else act.engage
 
@@ -260,7 +274,7 @@ class Engine:
 
             def walk() -> None:
                 results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-                run.report.cursor[kind] = _cursor(todo, results, start, stuck)
+                run.report.cursor[kind] = _cursor(act, todo, results, start, stuck)
                 run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
 
             run.kind(kind, walk)
@@ -295,14 +309,14 @@ class Engine:
                 run.progress(f"discover {kind}")
                 recorded = {rec.arn for rec in records if rec.kind == kind}
                 if wanted is None:
-                    candidates = act.candidates()
+                    candidates = act.relax_candidates(recorded)
                     listed = {c.arn for c in candidates}
                     items: list = candidates + sorted(recorded - listed)
                 else:
                     items = sorted(a for a in wanted if kind_of(a) == kind)
 
                 def one(item):
-                    resource = act.read(item) if isinstance(item, Candidate) else act.get(item)
+                    resource = act.read_recorded(item) if isinstance(item, Candidate) else act.get(item)
                     arn = item.arn if isinstance(item, Candidate) else item
                     if resource is None and isinstance(item, Candidate) and arn in recorded:
                         resource = act.get(arn)  # no longer selected, or gone: by its ARN
@@ -390,14 +404,47 @@ def _finished(result) -> bool:
         result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)))
 
 
-def _cursor(items: list[Candidate], results: list, start: str | None, stuck: frozenset[str] = frozenset()) -> str | None:
-    """The last ARN of the run of finished items from the start; None when all finished.
-    A stuck resource's failure does not stop it."""
+HARM_CEILING = 10**12   # harm values stay below it (rank = HARM_CEILING - harm, 13 digits)
+
+
+def position(act, candidate: Candidate) -> str:
+    """The candidate's place in the engage order, as a string that sorts in that order:
+    most harm first, then by ARN."""
+    harm = max(0, min(int(act.harm(candidate)), HARM_CEILING - 1))
+    return f"{HARM_CEILING - harm:013d} {candidate.arn}"
+
+
+def _before(act, candidate: Candidate, cursor: str) -> bool:
+    """Whether `candidate` is at or before `cursor` (a position, or a bare ARN)."""
+    if " " not in cursor:
+        return candidate.arn <= cursor
+    return position(act, candidate) <= cursor
+
+
+def settled(act, candidate: Candidate, ledger) -> bool:
+    """Whether a resumed walk may pass over `candidate` without reading it: its listing
+    shows it in posture (differences that are the owner's drift on its record aside), or
+    — when the listing does not show the managed values — the ledger holds its record."""
+    record = ledger.cached(candidate.arn)
+    current = act.listed_current(candidate)
+    if current is None:
+        return record is not None
+    changes = act.posture(current)
+    if record is not None:
+        drift = restore.drift(restore.decide(record.original, record.applied, current))
+        changes = {k: v for k, v in changes.items() if k not in drift}
+    return not changes
+
+
+def _cursor(act, items: list[Candidate], results: list, start: str | None,
+            stuck: frozenset[str] = frozenset()) -> str | None:
+    """The position of the last of the run of finished items from the start; None when
+    all finished. A stuck resource's failure does not stop it."""
     cursor = start
     for item, result in zip(items, results):
         if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
             return cursor
-        cursor = item.arn
+        cursor = position(act, item)
     return None
 
 

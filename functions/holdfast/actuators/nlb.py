@@ -60,6 +60,13 @@ class NlbActuator(TaggedActuator):
             out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups)
         return sorted(out, key=lambda c: c.arn)
 
+    def harm(self, candidate: Candidate) -> int:
+        """Target groups behind a load balancer first (an unattached group's health fails
+        nothing over), the most load balancers first. The registered targets would be a
+        finer measure, but only DescribeTargetHealth (one call per group) tells them."""
+        group, _tags = candidate.listed
+        return len(group.get("LoadBalancerArns") or ())
+
     def listed_tags(self, candidate: Candidate) -> Mapping[str, str]:
         return candidate.listed[1]
 

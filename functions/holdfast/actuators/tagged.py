@@ -139,6 +139,21 @@ class TaggedActuator(ABC):
     def read(self, candidate: Candidate) -> Resource | None:
         ...
 
+    def harm(self, candidate: Candidate) -> int:
+        """How much the automation of this resource can do while the region is impaired,
+        from its listing alone (no call): an engage walks the highest first (0: no order
+        beyond ARNs)."""
+        return 0
+
+    def relax_candidates(self, recorded: set[str]) -> list[Candidate]:
+        """The candidates a relax walks, given the ARNs the ledger holds records for: every
+        candidate by default (a record may be on a tag only)."""
+        return self.candidates()
+
+    def read_recorded(self, candidate: Candidate) -> Resource | None:
+        """`read`, for a relax (a kind may skip a read the ledger's record makes moot)."""
+        return self.read(candidate)
+
     def discover(self) -> list[Resource]:
         return [r for c in self.candidates() if (r := self.read(c)) is not None]
 
