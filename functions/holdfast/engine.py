@@ -28,7 +28,9 @@ selected, vanished). A FAILED resource is never passed over — unless it is one
 longer holds the kind back: the cursor stops before it, so the next walk retries it.
 None = from the start; a kind that finished without failure has None.
 
-Harm changes between walks (an owner removes a cap, a group scales out), so a position
+An engaged resource's harm is taken from its record's original values (the ledger's),
+so engaging it does not move it in the order. Harm still changes between walks for
+resources not yet engaged (an owner removes a cap, a group scales out), so a position
 that was after the cursor can be before it on the next walk: a resumed walk therefore
 passes over a candidate at or before the cursor only when it is `settled` — its listing
 shows it in posture (or its only differences are the owner's drift on a record), or,
@@ -260,11 +262,11 @@ class Engine:
             return run.finish()
         def engage_kind(kind: str) -> None:
             act, start = acts[kind], after.get(kind)
-            candidates = sorted(listed[kind], key=lambda c: position(act, c))   # most harmful first
+            candidates = sorted(listed[kind], key=lambda c: position(act, c, self.ledger))   # most harmful first
             known = (seen or {}).get(kind)
             prints = {c.arn: walk_key(c) for c in candidates}
             todo = [c for c in candidates if c.arn not in skip
-                    and not (start is not None and _before(act, c, start) and settled(act, c, self.ledger))
+                    and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
                     and (known is None or changed_since_walked(act, c, known, self.ledger))]
             work = act.plan if dry_run else act.engage
 
@@ -274,7 +276,7 @@ class Engine:
 
             def walk() -> None:
                 results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-                run.report.cursor[kind] = _cursor(act, todo, results, start, stuck)
+                run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
                 run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
 
             run.kind(kind, walk)
@@ -407,18 +409,20 @@ def _finished(result) -> bool:
 HARM_CEILING = 10**12   # harm values stay below it (rank = HARM_CEILING - harm, 13 digits)
 
 
-def position(act, candidate: Candidate) -> str:
+def position(act, candidate: Candidate, ledger=None) -> str:
     """The candidate's place in the engage order, as a string that sorts in that order:
-    most harm first, then by ARN."""
-    harm = max(0, min(int(act.harm(candidate)), HARM_CEILING - 1))
+    most harm first, then by ARN. An engaged resource's harm is its original's (the
+    ledger's record), so engaging it does not move it."""
+    record = ledger.cached(candidate.arn) if ledger is not None else None
+    harm = max(0, min(int(act.harm(candidate, record.original if record else None)), HARM_CEILING - 1))
     return f"{HARM_CEILING - harm:013d} {candidate.arn}"
 
 
-def _before(act, candidate: Candidate, cursor: str) -> bool:
+def _before(act, candidate: Candidate, cursor: str, ledger) -> bool:
     """Whether `candidate` is at or before `cursor` (a position, or a bare ARN)."""
     if " " not in cursor:
         return candidate.arn <= cursor
-    return position(act, candidate) <= cursor
+    return position(act, candidate, ledger) <= cursor
 
 
 def settled(act, candidate: Candidate, ledger) -> bool:
@@ -436,7 +440,7 @@ def settled(act, candidate: Candidate, ledger) -> bool:
     return not changes
 
 
-def _cursor(act, items: list[Candidate], results: list, start: str | None,
+def _cursor(act, ledger, items: list[Candidate], results: list, start: str | None,
             stuck: frozenset[str] = frozenset()) -> str | None:
     """The position of the last of the run of finished items from the start; None when
     all finished. A stuck resource's failure does not stop it."""
@@ -444,7 +448,7 @@ def _cursor(act, items: list[Candidate], results: list, start: str | None,
     for item, result in zip(items, results):
         if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
             return cursor
-        cursor = position(act, item)
+        cursor = position(act, item, ledger)
     return None
 
 

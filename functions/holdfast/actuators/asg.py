@@ -30,7 +30,7 @@ class AsgActuator(TaggedActuator):
         groups = [g for page in pages for g in page["AutoScalingGroups"]]
         return sorted((Candidate(g["AutoScalingGroupARN"], g) for g in groups), key=lambda c: c.arn)
 
-    def harm(self, candidate: Candidate) -> int:
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """The most instances first: what ReplaceUnhealthy and AZRebalance can terminate."""
         group = candidate.listed
         return max(int(group.get("DesiredCapacity") or 0), len(group.get("Instances") or ()))

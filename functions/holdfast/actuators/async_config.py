@@ -172,13 +172,15 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             found += [Candidate(f"{arn}:{q}", (tags, c, q)) for q, c in by_qualifier.items()]
         return found
 
-    def harm(self, candidate: Candidate) -> int:
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """The most retries first (each is another invocation against a dependency that
-        is down), then the longest event age (how long old events keep coming back)."""
+        is down), then the longest event age (how long old events keep coming back); an
+        engaged config's original values."""
         _tags, config, _qualifier = candidate.listed
         config = config if isinstance(config, Mapping) else {}
-        retries = config.get("MaximumRetryAttempts")
-        age = config.get("MaximumEventAgeInSeconds")
+        original = original or {}
+        retries = original.get("max_retries", config.get("MaximumRetryAttempts"))
+        age = original.get("max_age", config.get("MaximumEventAgeInSeconds"))
         return (DEFAULT_MAX_RETRIES if retries is None else int(retries)) * 100_000 + \
             int(DEFAULT_MAX_AGE if age is None else age)
 

@@ -103,14 +103,15 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         ]
         return sorted(found, key=lambda c: c.arn)
 
-    def harm(self, candidate: Candidate) -> int:
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """Uncapped mappings first (Lambda scales one to about 1,000 concurrent batches),
-        then the highest caps; disabled mappings after enabled ones of the same cap (they
-        flood nothing until re-enabled); provisioned ones, which Holdfast does not cap, last."""
+        then the highest caps (an engaged one's original cap); disabled mappings after
+        enabled ones of the same cap (they flood nothing until re-enabled); provisioned
+        ones, which Holdfast does not cap, last."""
         mapping = candidate.listed
         if mapping.get("ProvisionedPollerConfig"):
             return 0
-        cap = (mapping.get("ScalingConfig") or {}).get(KEY)
+        cap = (original or {}).get(KEY, (mapping.get("ScalingConfig") or {}).get(KEY))
         harm = 2 * (1001 if cap is None else int(cap))
         return harm if mapping.get("State") in ("Disabled", "Disabling") else harm + 1
 

@@ -139,10 +139,11 @@ class TaggedActuator(ABC):
     def read(self, candidate: Candidate) -> Resource | None:
         ...
 
-    def harm(self, candidate: Candidate) -> int:
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """How much the automation of this resource can do while the region is impaired,
         from its listing alone (no call): an engage walks the highest first (0: no order
-        beyond ARNs)."""
+        beyond ARNs). `original`: the record's original values, when it is engaged — its
+        harm is what it was before Holdfast's change, so its place in the order stays."""
         return 0
 
     def relax_candidates(self, recorded: set[str]) -> list[Candidate]:
