@@ -262,12 +262,7 @@ class Engine:
             return run.finish()
         def engage_kind(kind: str) -> None:
             act, start = acts[kind], after.get(kind)
-            candidates = sorted(listed[kind], key=lambda c: position(act, c, self.ledger))   # most harmful first
             known = (seen or {}).get(kind)
-            prints = {c.arn: walk_key(c) for c in candidates}
-            todo = [c for c in candidates if c.arn not in skip
-                    and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
-                    and (known is None or changed_since_walked(act, c, known, self.ledger))]
             work = act.plan if dry_run else act.engage
 
             def one(c: Candidate) -> Outcome | None:
@@ -275,6 +270,12 @@ class Engine:
                 return None if resource is None else work(resource)
 
             def walk() -> None:
+                # In the kind's call context: the ledger's one Query is counted with the kind that made it.
+                candidates = sorted(listed[kind], key=lambda c: position(act, c, self.ledger))   # most harmful first
+                prints = {c.arn: walk_key(c) for c in candidates}
+                todo = [c for c in candidates if c.arn not in skip
+                        and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
+                        and (known is None or changed_since_walked(act, c, known, self.ledger))]
                 results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
                 run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
                 run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
