@@ -190,6 +190,29 @@ class _Run:
                 self.progress(f"{verb} {kind}: {done}/{len(items)}")
         return results
 
+    def each_many(self, verb: str, kind: str, items: list, size: int, work: Callable[[list], list]) -> list:
+        """`each`, `size` items at a time: `work(chunk)` gives one result per item."""
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        done, results = 0, []
+
+        def one(chunk):
+            if self.deadline():
+                self.report.complete = False
+                return [_SKIPPED] * len(chunk)
+            return work(chunk)
+
+        parent = contextvars.copy_context()
+        with ThreadPoolExecutor(max_workers=self.writers) as pool:
+            for out in pool.map(lambda chunk: parent.copy().run(one, chunk), chunks):
+                for result in out:
+                    if isinstance(result, Outcome):
+                        with self._lock:
+                            self.report.outcomes.append(result)
+                    results.append(result)
+                done += len(out)
+                self.progress(f"{verb} {kind}: {done}/{len(items)}")
+        return results
+
     def finish(self) -> Report:
         self.report.ledger_available = self.ledger.available
         self.report.ledger_error = self.ledger.error
@@ -269,6 +292,22 @@ class Engine:
                 resource = read[c.arn] if c.arn in read else act.read(c)
                 return None if resource is None else work(resource)
 
+            def many(chunk: list[Candidate]) -> list:
+                """Read each of `chunk`, then engage them together (their record tags in one call)."""
+                results: list = [None] * len(chunk)
+                ready: list[tuple[int, Resource]] = []
+                for j, c in enumerate(chunk):
+                    try:
+                        resource = read[c.arn] if c.arn in read else act.read(c)
+                    except (ClientError, BotoCoreError) as err:
+                        results[j] = Outcome(kind, c.arn, FAILED, error=error_text(err))
+                        continue
+                    if resource is not None:
+                        ready.append((j, resource))
+                for (j, _), outcome in zip(ready, act.engage_many([r for _, r in ready])):
+                    results[j] = outcome
+                return results
+
             def walk() -> None:
                 # In the kind's call context: the ledger's one Query is counted with the kind that made it.
                 candidates = sorted(listed[kind], key=lambda c: position(act, c, self.ledger))   # most harmful first
@@ -276,7 +315,10 @@ class Engine:
                 todo = [c for c in candidates if c.arn not in skip
                         and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
                         and (known is None or changed_since_walked(act, c, known, self.ledger))]
-                results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
+                if act.tag_batch > 1 and not dry_run:
+                    results = run.each_many("engage", kind, todo, act.tag_batch, many)
+                else:
+                    results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
                 run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
                 run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
 
@@ -318,7 +360,8 @@ class Engine:
                 else:
                     items = sorted(a for a in wanted if kind_of(a) == kind)
 
-                def one(item):
+                def prepare(item):
+                    """The item's Outcome or None (nothing to do), or (resource, target) to relax."""
                     resource = act.read_recorded(item) if isinstance(item, Candidate) else act.get(item)
                     arn = item.arn if isinstance(item, Candidate) else item
                     if resource is None and isinstance(item, Candidate) and arn in recorded:
@@ -330,9 +373,29 @@ class Engine:
                     target = target_for(resource) if target_for else None
                     if target == LEAVE:
                         return Outcome(kind, resource.arn, ALREADY)
-                    return act.relax(resource, target, guard)
+                    return resource, target
 
-                run.each("relax", kind, items, _safe(kind, one))
+                def one(item):
+                    ready = prepare(item)
+                    return act.relax(*ready, guard) if isinstance(ready, tuple) else ready
+
+                def many(chunk: list) -> list:
+                    """Prepare each of `chunk`; the full restores among them go together (their
+                    record tags removed in one call), partial relaxes one by one."""
+                    results: list = [_safe(kind, prepare)(item) for item in chunk]
+                    full = [(j, r[0]) for j, r in enumerate(results) if isinstance(r, tuple) and r[1] is None]
+                    for j, r in enumerate(results):
+                        if isinstance(r, tuple) and r[1] is not None:
+                            results[j] = _safe(kind, lambda res: act.relax(res, r[1], guard))(r[0])
+                    if full:
+                        for (j, _), outcome in zip(full, act.restore_many([res for _, res in full], guard)):
+                            results[j] = outcome
+                    return results
+
+                if act.tag_batch > 1:
+                    run.each_many("relax", kind, items, act.tag_batch, many)
+                else:
+                    run.each("relax", kind, items, _safe(kind, one))
 
             run.kind(kind, walk)
 

@@ -41,6 +41,8 @@ NOT_FOUND = ("TargetGroupNotFound", "TargetGroupNotFoundException")
 
 class NlbActuator(TaggedActuator):
     spec = kinds.NLB
+    # AddTags / RemoveTags take up to 20 ARNs a call, with one tag set for all of them.
+    tag_batch = 20
     service = "elbv2"
     not_found = NOT_FOUND
 
@@ -94,6 +96,11 @@ class NlbActuator(TaggedActuator):
 
     def engage(self, resource: Resource) -> Outcome:
         return self._not_nlb(resource) or super().engage(resource)
+
+    def engage_many(self, resources: list[Resource]) -> list[Outcome]:
+        early = [self._not_nlb(r) for r in resources]
+        rest = iter(super().engage_many([r for r, o in zip(resources, early) if o is None]))
+        return [o if o is not None else next(rest) for o in early]
 
     @uses("elasticloadbalancing:DescribeTags", by=("reconciler", "cli"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
@@ -154,6 +161,23 @@ class NlbActuator(TaggedActuator):
     def _tag(self, resource: Resource, tags: Mapping[str, str]) -> None:
         self._call("add_tags", ResourceArns=[resource.arn], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
 
+    @uses("elasticloadbalancing:AddTags", by=("reconciler", "cli"))
+    def _tag_many(self, items) -> None:
+        """One AddTags per distinct tag set (the records of groups engaged from the same
+        original are the same), up to 20 ARNs each."""
+        by_tags: dict[tuple, list[str]] = {}
+        for resource, tags in items:
+            by_tags.setdefault(tuple(sorted(tags.items())), []).append(resource.arn)
+        for tags, arns in by_tags.items():
+            for i in range(0, len(arns), 20):
+                self._call("add_tags", ResourceArns=arns[i:i + 20], Tags=[{"Key": k, "Value": v} for k, v in tags])
+
     @uses("elasticloadbalancing:RemoveTags", by=("reconciler", "cli"))
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         self._call("remove_tags", ResourceArns=[resource.arn], TagKeys=keys)
+
+    @uses("elasticloadbalancing:RemoveTags", by=("reconciler", "cli"))
+    def _untag_many(self, resources: list[Resource], keys: list[str]) -> None:
+        arns = [r.arn for r in resources]
+        for i in range(0, len(arns), 20):
+            self._call("remove_tags", ResourceArns=arns[i:i + 20], TagKeys=keys)
