@@ -10,9 +10,10 @@ from holdfast.runtime import Runtime
 
 
 def engine(clients, settings, table, *, kinds=KINDS, expired_queue_arn=None, lambda_bucket=None,
-           deadline=None, progress=None) -> Engine:
+           deadline=None, progress=None, writers=None) -> Engine:
     runtime = Runtime(clients=clients, settings=settings, table=table, expired_queue_arn=expired_queue_arn)
-    return Engine(runtime, kinds=kinds, lambda_bucket=lambda_bucket, deadline=deadline, progress=progress)
+    return Engine(runtime, kinds=kinds, lambda_bucket=lambda_bucket, deadline=deadline, progress=progress,
+                  **({"writers": writers} if writers else {}))
 
 
 def engage_all(clients, settings, table, *, kinds=KINDS, dry_run=False, after=None, **options):

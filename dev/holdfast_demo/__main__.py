@@ -375,8 +375,8 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
             f"Holdfast's lift after it: {len(steps)} scheduled events and changes, plus the health-check terminations "
             f"and the metrics AWS's services publish as the night goes (demo/world.py). "
             f"{'No pacing (--fast). ' if fast else ''}Default settings (hold {settings.hold_minutes} min, capacity hold "
-            f"{settings.capacity_hold_minutes} min, ESM floor {settings.esm_floor}, cap steps "
-            f"{'/'.join(map(str, settings.esm_cap_steps))}, launch shares: impair at {settings.detect_failure_share:.0%}, "
+            f"{settings.capacity_hold_minutes} min, ESM floor {settings.esm_floor}, the drain "
+            f"by each mapping's controller, cut x{settings.drain_cut_factor:g} on a downstream alarm, launch shares: impair at {settings.detect_failure_share:.0%}, "
             f"recover at {settings.recover_success_share:.0%} success).")
         say()
         say("time   verdict     stage          held   this tick | what happened")

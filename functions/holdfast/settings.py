@@ -61,7 +61,6 @@ _ACCOUNT = re.compile(r"^\d{12}$")
 _OU = re.compile(r"^(ou-[0-9a-z]{4,32}-[a-z0-9]{8,32}|r-[0-9a-z]{4,32})$")
 _ORG_ID = re.compile(r"^o-[a-z0-9]{10,32}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
 _TAG_VALUE = re.compile(r"^[\w.:/=+\-@ ]{0,256}$")
@@ -287,7 +286,7 @@ class Settings:
     )
     recover_success_share: float = field(
         default=0.9,
-        metadata=_doc("Recovery needs successful launches to be at least this share in every window for `recover_quiet_minutes` (failures from fewer groups or zones than impairment needs are routine and not counted), with successes from `detect_min_groups` groups in `detect_min_zones` zones (0.5–1)."),
+        metadata=_doc("Recovery needs successful launches to be at least this share in every window for `recover_quiet_minutes` (failures from fewer groups or zones than impairment needs are routine and not counted), and a successful launch since the quiet began (with an AWS Health issue open: from `detect_min_groups` groups in `detect_min_zones` zones) (0.5–1)."),
     )
     drain_max_error_share: float = field(
         default=0.05,
@@ -560,9 +559,9 @@ def _targets(key: str, value: Any) -> tuple[Target, ...]:
             or not isinstance(item["account"], str)
             or not _ACCOUNT.match(item["account"])
             or not isinstance(item["region"], str)
-            or not _REGION.match(item["region"])
         ):
             raise SettingsError(key, item, allowed)
+        _region(key, item["region"])   # a region that exists, with a hint when it does not
         targets.append(Target(item["account"], item["region"]))
     if len(set(targets)) != len(targets):
         raise SettingsError(key, value, allowed)

@@ -84,14 +84,14 @@ def test_handler_per_event(clients, ledger_table, capsys):
     try:
         events = [launch(f"group-{i % 50}", ZONES[i % 3], NOW + timedelta(seconds=i), n=i,
                          message=BAD_AMI if i % 2 else None) for i in range(500)]
-        handler_module.handle(events[0], handler_module._shell)  # warm: moto's model loads once
+        handler_module.handle(events[0], handler_module._runtime)  # warm: moto's model loads once
         per_event = []
         for event in events[1:]:
             start = time.perf_counter()
-            handler_module.handle(event, handler_module._shell)
+            handler_module.handle(event, handler_module._runtime)
             per_event.append(time.perf_counter() - start)
         start = time.perf_counter()
-        duplicate = handler_module.handle(events[1], handler_module._shell)
+        duplicate = handler_module.handle(events[1], handler_module._runtime)
         dup_time = time.perf_counter() - start
     finally:
         handler_module.use(None)

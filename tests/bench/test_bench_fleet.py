@@ -43,6 +43,7 @@ from collections import Counter
 import pytest
 
 from tests import walks
+from holdfast.core.model import ENGAGED
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
@@ -65,11 +66,14 @@ def _lambda_writes(calls: Counter) -> int:
     return sum(n for op, n in calls.items() if op.startswith("lambda:") and op.split(":")[1] in LAMBDA_WRITES)
 
 
-def _walk(label: str, moto_server, walk, counts: dict[str, int]) -> None:
-    """Run `walk(clients, kind)` for every kind and print calls per resource against the minimum."""
+def _walk(label: str, moto_server, walk, counts: dict[str, int], expect: dict[str, int] | None = None) -> dict[str, int]:
+    """Run `walk(clients, kind)` for every kind and print calls per resource against the minimum.
+    Every one of `expect[kind]` resources (default: every selected one) has an outcome; returns
+    per kind how many were engaged (what a restore must then walk: a mapping already capped
+    at or below the floor is left alone, and has nothing to restore)."""
     print(f"\n{label}:\n  {'kind':<16}{'resources':>10}{'wall s':>8}{'calls':>7}{'per resource':>14}{'minimum':>9}"
           f"{'Lambda writes':>15}{'floor at 15/s':>15}")
-    total_wall, total_writes, failed = 0.0, 0, []
+    total_wall, total_writes, failed, engaged = 0.0, 0, [], {}
     for kind in KINDS:
         clients = moto_server.clients()
         started = time.perf_counter()
@@ -78,7 +82,8 @@ def _walk(label: str, moto_server, walk, counts: dict[str, int]) -> None:
         calls, writes, n = sum(clients.calls.values()), _lambda_writes(clients.calls), counts[kind]
         total_wall, total_writes = total_wall + wall, total_writes + writes
         failed += report.failed
-        assert len(report.outcomes) == n
+        assert len(report.outcomes) == (expect or counts)[kind]
+        engaged[kind] = sum(1 for o in report.outcomes if o.action == ENGAGED)
         floor = f"{writes / AWS_LAMBDA_WRITE_RATE:.1f} s" if writes else ""
         print(f"  {kind:<16}{n:>10}{wall:>8.1f}{calls:>7}{calls / n:>14.2f}{MIN_WRITES + MIN_READS[kind]:>9.2f}"
               f"{writes or '':>15}{floor:>15}")
@@ -89,6 +94,7 @@ def _walk(label: str, moto_server, walk, counts: dict[str, int]) -> None:
     print(f"  {'all':<16}{n:>10}{total_wall:>8.1f}{'':>7}{'':>14}{'':>9}{total_writes:>15}"
           f"{total_writes / AWS_LAMBDA_WRITE_RATE:>13.1f} s")
     assert not failed, [o.to_dict() for o in failed]
+    return engaged
 
 
 def test_engage_and_restore_a_550_resource_fleet(moto_server, aws_semantics):
@@ -107,8 +113,9 @@ def test_engage_and_restore_a_550_resource_fleet(moto_server, aws_semantics):
     settings = Settings()
     print(f"Holdfast's client-side Lambda write limit: {settings.lambda_writes_per_second:g}/s")
 
-    _walk("engage", moto_server, lambda c, kind: walks.engage_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts)
-    _walk("restore", moto_server, lambda c, kind: walks.relax_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts)
+    engaged = _walk("engage", moto_server, lambda c, kind: walks.engage_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts)
+    _walk("restore", moto_server, lambda c, kind: walks.relax_all(c, settings, DEFAULT_TABLE, kinds=(kind,)), counts,
+          expect=engaged)
     assert snapshot(builder, fleet) == before
 
     print(f"\nDESIGN.md's 1,000 mappings + 1,000 async configs at 15 Lambda writes/s: "

@@ -28,7 +28,7 @@ from iam_checks import (
 from holdfast.cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent
-ROLES = ("detector", "reconciler")
+ROLES = ("detector", "reconciler", "readonly")
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,8 @@ def test_every_statement_has_a_sid_and_is_explained_in_the_readme(role):
 
 def test_the_read_only_role_only_reads_and_names_no_wildcard_action():
     """policies/readonly.json is HoldfastReadOnly's, assumed from the organization's admin
-    account for `holdfast status --all-accounts`: reads only, of the ledger and Holdfast's parameters."""
+    account for `holdfast status --all-accounts`: reads only, of the ledger (what
+    `cli/accounts.py` declares with by='readonly'; the drift test above holds it to that)."""
     document = policies.read("readonly")
     assert wildcard_actions(document) == []
     assert [a for a in granted(document) if is_write(a)] == []

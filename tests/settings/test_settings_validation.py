@@ -34,8 +34,12 @@ RULES = {
         f'holdfast.targets = {{"account": "1234", "region": "us-east-1"}}: {TARGETS_ALLOWED}',
     ),
     "target region": (
-        {"targets": [{"account": "123456789012", "region": "mars"}]},
-        f'holdfast.targets = {{"account": "123456789012", "region": "mars"}}: {TARGETS_ALLOWED}',
+        {"targets": [{"account": "123456789012", "region": "us-est-1"}]},
+        f'holdfast.targets = "us-est-1": unknown region; did you mean \'us-east-1\' or \'us-west-1\'? {KNOWN}',
+    ),
+    "target region, an Availability Zone": (
+        {"targets": [{"account": "123456789012", "region": "us-east-1a"}]},
+        f'holdfast.targets = "us-east-1a": unknown region; that is an Availability Zone of \'us-east-1\' {KNOWN}',
     ),
     "target duplicated": (
         {"targets": [TARGET, TARGET]},

@@ -7,8 +7,8 @@ clear reason and never stalls the drain.
 
 Moto publishes no SQS or Lambda metrics: `Cloud` puts the datapoints those services would
 publish (AWS/SQS by QueueName, AWS/Lambda by FunctionName) and the downstream's latency,
-with PutMetricData. Real CloudWatch refuses PutMetricData into an AWS/ namespace; moto
-accepts it, and GetMetricData reads them as it would read the services' own."""
+the services' with `publish_service_metrics` (real CloudWatch refuses PutMetricData into an
+AWS/ namespace, and so does the fixtures' patch), the downstream's with PutMetricData."""
 
 from __future__ import annotations
 
@@ -28,8 +28,10 @@ from holdfast.settings import Settings
 from holdfast.stages import drain as stage
 from tests.actuators.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
 from tests.reconciler.fakes import Script
+from holdfast_fixtures.moto_patches import publish_service_metrics
 
 T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)
+ACCOUNT, REGION = "123456789012", "us-east-1"
 SETTINGS = Settings.from_mapping({"hold_minutes": 10, "lambda_writes_per_second": 15})
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
@@ -64,7 +66,9 @@ class Cloud:
         add("App", "Latency", "Database", "orders-db", latency)
         for namespace in ("AWS/SQS", "AWS/Lambda", "App"):
             batch = [d for ns, d in data if ns == namespace]
-            if batch:
+            if batch and namespace.startswith("AWS/"):
+                publish_service_metrics(ACCOUNT, REGION, namespace, batch)
+            elif batch:
                 self.cw.put_metric_data(Namespace=namespace, MetricData=batch)
 
     def alarm(self, state: str) -> None:

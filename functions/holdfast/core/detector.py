@@ -23,20 +23,21 @@ Impaired, when any of these holds at `now`:
   window fail more often than `probe_failure_ratio`. Each target is judged alone;
 - an open AWS Health issue for a service in `health_services` (the latest communication of
   its eventArn says `open`): always when the verdict was normal; while impaired, until
-  Holdfast's own launch outcomes show recovery (below); while recovering, only an issue
-  opened (or reopened) after recovery began. AWS keeps an issue open until every service
-  it covers has recovered — in October until 14:20, hours after launches recovered — so
-  an issue that stays open does not hold the region impaired against the evidence; it
-  keeps the verdict from `normal`.
+  Holdfast's own launch outcomes show recovery across the region (below); while
+  recovering, only an issue opened (or reopened) after recovery began. AWS keeps an
+  issue open until every service it covers has recovered — in October until 14:20, hours
+  after launches recovered — so an issue that stays open does not hold the region
+  impaired against the evidence; it keeps the verdict from `normal`.
 
 Hysteresis — entering is easy, leaving is slow, so a flapping signal cannot flap it:
 - impaired -> recovering: quiet for `recover_quiet_minutes`, and evidence of recovery.
   Quiet: no window with a failure share above 1 - `recover_success_share` (a success
-  among many failures is not recovery), no regional health-check terminations, no probe
-  target over its ratio. Evidence: successful launches from `detect_min_groups` groups in
-  `detect_min_zones` zones within the quiet (the only evidence that outweighs an open
-  Health issue); else a Health issue closed since the impairment began; else, for an
-  impairment no launch or termination was part of, the quiet probes themselves.
+  among many failures is not recovery), the window ending now included, no regional
+  health-check terminations, no probe target over its ratio. Evidence: a successful launch
+  since the quiet began; with an AWS Health issue still open, successful launches from
+  `detect_min_groups` groups in `detect_min_zones` zones since then (the only evidence
+  that outweighs the issue); else a Health issue closed since the impairment began; else,
+  for an impairment no launch or termination was part of, the quiet probes themselves.
 - recovering -> normal: no open Health issue, and no regional capacity failure at any
   share, for a further `capacity_hold_minutes` after the quiet.
 - recovering -> impaired: whenever the impairment conditions hold again. Failures between
@@ -180,7 +181,8 @@ def evaluate(signals: Iterable[Signal], previous: Verdict | None, settings, now:
                           previous.since if previous.state == IMPAIRED else None)
     quiet = now - quiet_since if quiet_since else None
     quiet_ok = quiet is None or quiet >= need_quiet
-    launch_evidence = _launch_evidence(outcomes, settings, now)
+    evidence_since = quiet_since or now - need_quiet
+    launch_evidence = _launch_evidence(outcomes, settings, evidence_since, now, regional=True)
 
     impairing = (
         _capacity_reasons(now_window, settings)
@@ -208,7 +210,12 @@ def evaluate(signals: Iterable[Signal], previous: Verdict | None, settings, now:
         if quiet < need_quiet:
             waiting.append(f"quiet for {_minutes(quiet)} min, recovery needs {settings.recover_quiet_minutes}"
                            + _what_was_bad(now_window, settings, last_failing, quiet_since))
-        evidence = launch_evidence
+        elif now_window.share(settings) > 1 - settings.recover_success_share:
+            # A quiet shorter than the window: the window itself must be below the share too.
+            waiting.append(f"capacity-class failures still {now_window.share(settings):.0%} of the window's launches, "
+                           f"recovery needs at most {1 - settings.recover_success_share:.0%}")
+        evidence = launch_evidence or (None if open_issues else
+                                       _launch_evidence(outcomes, settings, evidence_since, now, regional=False))
         if not evidence and not open_issues:
             closed = [i for i in issues if i.closed_at is not None and i.closed_at >= previous.since]
             if closed:
@@ -218,8 +225,8 @@ def evaluate(signals: Iterable[Signal], previous: Verdict | None, settings, now:
                 evidence = "probes healthy again (no launch failure or health-check termination was part of it)"
         if not evidence:
             waiting.append(f"no successful launches from {settings.detect_min_groups} groups in "
-                           f"{settings.detect_min_zones} zones within {settings.recover_quiet_minutes} min"
-                           + ("" if open_issues else ", nor a closed AWS Health issue"))
+                           f"{settings.detect_min_zones} zones since the quiet began, while AWS's issue is open"
+                           if open_issues else "no successful launch since the quiet began, nor a closed AWS Health issue")
         if waiting:
             return verdict(IMPAIRED, ["holding: " + "; ".join(waiting)])
         return verdict(RECOVERING, [f"quiet for {_minutes(quiet)} min", evidence, *still_open])
@@ -328,16 +335,16 @@ def _termination_reasons(terminations: list[Signal], settings, start: datetime) 
             f"within {settings.detect_window_minutes} min: {', '.join(groups[:5])}{' …' if len(groups) > 5 else ''}"]
 
 
-def _launch_evidence(outcomes: list[Signal], settings, now: datetime) -> str | None:
-    """Successful launches across the region within the quiet: the evidence of recovery."""
-    start = now - timedelta(minutes=settings.recover_quiet_minutes)
-    ok = [s for s in outcomes if s.klass == LAUNCHED and s.time > start]
+def _launch_evidence(outcomes: list[Signal], settings, since: datetime, now: datetime, *, regional: bool) -> str | None:
+    """Successful launches since the quiet began: the evidence of recovery; across the
+    region (`regional`) when it must outweigh AWS's open issue."""
+    ok = [s for s in outcomes if s.klass == LAUNCHED and s.time > since]
     groups, zones = {s.group for s in ok if s.group}, {s.zone for s in ok if s.zone}
-    if not _regional(len(groups), len(zones), settings):
+    if not ok or (regional and not _regional(len(groups), len(zones), settings)):
         return None
-    failed = sum(1 for s in outcomes if s.klass == CAPACITY and s.time > start)
-    return (f"successful launches from {len(groups)} groups in {len(zones)} zones within "
-            f"{settings.recover_quiet_minutes} min ({len(ok)} launched, {failed} capacity-class failures)")
+    failed = sum(1 for s in outcomes if s.klass == CAPACITY and s.time > since)
+    return (f"successful launches from {len(groups)} groups in {len(zones)} zones in the last "
+            f"{_minutes(now - since)} min ({len(ok)} launched, {failed} capacity-class failures, routine ones)")
 
 
 def _what_was_bad(now_window: Window, settings, last_failing, quiet_since) -> str:
