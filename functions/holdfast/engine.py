@@ -316,7 +316,7 @@ class Engine:
                         and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
                         and (known is None or changed_since_walked(act, c, known, self.ledger))]
                 if act.tag_batch > 1 and not dry_run:
-                    results = run.each_many("engage", kind, todo, act.tag_batch, many)
+                    results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
                 else:
                     results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
                 run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
@@ -393,7 +393,7 @@ class Engine:
                     return results
 
                 if act.tag_batch > 1:
-                    run.each_many("relax", kind, items, act.tag_batch, many)
+                    run.each_many("relax", kind, items, act.walk_batch or act.tag_batch, many)
                 else:
                     run.each("relax", kind, items, _safe(kind, one))
 

@@ -98,3 +98,19 @@ def test_target_groups_share_an_add_tags_call_per_distinct_record(clients, ledge
     assert calls.count()["RemoveTags"] == 1
     tags = clients("elbv2").describe_tags(ResourceArns=plain + custom)["TagDescriptions"]
     assert not [t for d in tags for t in d["Tags"] if t["Key"].startswith(("holdfast:original", "holdfast:applied"))]
+
+
+def test_many_target_groups_are_listed_in_pages_and_tagged_in_whole_calls_per_record(clients, ledger_table):
+    plain = [make_target_group(clients, f"p{i:02d}") for i in range(23)]
+    custom = [make_target_group(clients, f"c{i:02d}", attributes={
+        "target_group_health.dns_failover.minimum_healthy_targets.count": "2"}) for i in range(4)]
+    make_target_group(clients, "not-mine", selected=False)
+    calls = Calls(clients("elbv2"))
+    report = walks.engage_all(clients, Settings(), ledger_table, kinds=("nlb",))
+    assert sorted(o.arn for o in report.outcomes if o.action == ENGAGED) == sorted(plain + custom)
+    # 27 selected: every target group of the account in pages of 400 (one here), not 2 calls by ARN.
+    assert calls.count()["DescribeTargetGroups"] == 1
+    assert [p.get("PageSize") for op, p in calls.seen if op == "DescribeTargetGroups"] == [400]
+    # 23 with the default record: 20 + 3; 4 with the other one: 4 (the walk engages 60 at a time).
+    adds = sorted(len(p["ResourceArns"]) for op, p in calls.seen if op == "AddTags")
+    assert adds == [3, 4, 20]

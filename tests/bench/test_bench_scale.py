@@ -3,6 +3,7 @@ that throttles like AWS.
 
     make bench                                   # every benchmark, the issue's fleet
     HOLDFAST_BENCH_SCALE=0.1 .venv/bin/python -m pytest -m benchmark -s tests/bench/test_bench_scale.py
+    HOLDFAST_BENCH_LAMBDA_RATE=15 ...            # Holdfast's Lambda budget at AWS's quota (default 10/s)
 
 The fleet (scale 1): 500 Auto Scaling groups, 750 SQS consumers with event source
 mappings, 1,250 functions with async configs, 250 NLB target groups, all selected by the
@@ -52,6 +53,9 @@ SCALE = float(os.environ.get("HOLDFAST_BENCH_SCALE", "1"))
 # HOLDFAST_BENCH_GOVERNED=1: run the CLI in process with holdfast.budget's Governor on its clients.
 GOVERNED = os.environ.get("HOLDFAST_BENCH_GOVERNED") == "1"
 HOLDFAST = Path(sys.executable).parent / "holdfast"
+# HOLDFAST_BENCH_LAMBDA_RATE=15: Holdfast's own Lambda budget (lambda_writes_per_second, default
+# 10/s, which leaves room for the account's deploys) at AWS's quota instead, through a settings file.
+LAMBDA_RATE = float(os.environ["HOLDFAST_BENCH_LAMBDA_RATE"]) if os.environ.get("HOLDFAST_BENCH_LAMBDA_RATE") else None
 KINDS = tuple(ISSUE_FLEET)
 THROTTLE_CODES = ("Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
                   "ProvisionedThroughputExceededException", "RequestLimitExceeded")
@@ -67,8 +71,13 @@ def _run(proxy: ThrottleProxy, command: list[str]) -> tuple[float, int, dict, st
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
     env.pop("HOLDFAST_EXPIRED_QUEUE_ARN", None)
+    settings = []
+    if LAMBDA_RATE is not None:
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"holdfast-bench-settings-{os.getpid()}.json"
+        path.write_text(json.dumps({"lambda_writes_per_second": LAMBDA_RATE}))
+        settings = ["--settings", str(path)]
     started = time.perf_counter()
-    done = subprocess.run([str(HOLDFAST), "--endpoint-url", proxy.url, "--rate-budget", "on", "--json", *command],
+    done = subprocess.run([str(HOLDFAST), "--endpoint-url", proxy.url, "--rate-budget", "on", *settings, "--json", *command],
                           capture_output=True, text=True, env=env, timeout=4 * 3600)
     wall = time.perf_counter() - started
     try:
@@ -165,6 +174,12 @@ def _report(label: str, wall: float, code: int, doc: dict, proxy: ThrottleProxy,
           f"for the minimum calls: {floor_min:.1f} s ({max(floors_min, key=floors_min.get)})")
     print(f"  wall / floor(calls made) = {wall / floor_made:.2f}; wall / floor(minimum) = {wall / floor_min:.2f}"
           f"  (goal: within 1.15 of the minimum's floor)")
+    own = LAMBDA_RATE or Settings().lambda_writes_per_second
+    lambda_made = service_total(arrived, "lambda", floor_only=True) - service_total(throttled, "lambda", floor_only=True)
+    own_floor = min_calls.floor_seconds(lambda_made, own, 1)
+    print(f"  Holdfast's own Lambda budget {own:g}/s (lambda_writes_per_second): floor {own_floor:.1f} s for the "
+          f"Lambda calls made; wall / that floor = {wall / own_floor:.2f}" if own_floor else
+          f"  Holdfast's own Lambda budget {own:g}/s")
     print(f"  {'kind':<8}{'resources':>10}{'calls':>7}{'per resource':>14}{'minimum':>9}{'calls/min':>11}")
     for kind in KINDS:
         made, least, n = doc["api_calls"].get(kind, 0), sum(minimum[kind].values()), counts[kind]

@@ -116,6 +116,7 @@ class TaggedActuator(ABC):
     not_found: tuple[str, ...] = ("ResourceNotFoundException",)
     lambda_limited = False                        # writes pass the shared Lambda token bucket
     tag_batch: ClassVar[int] = 1                  # resources one record-tag call can carry
+    walk_batch: ClassVar[int] = 0                 # resources engaged together (0: tag_batch)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -331,8 +332,7 @@ class TaggedActuator(ABC):
                 out[j] = (done, why)
             else:
                 batch.append((j, resource, tags))
-        for k in range(0, len(batch), max(1, self.tag_batch)):
-            chunk = batch[k:k + max(1, self.tag_batch)]
+        for chunk in self._tag_chunks(batch):
             if len(chunk) > 1:
                 try:
                     self._tag_many([(resource, tags) for _, resource, tags in chunk])
@@ -347,6 +347,12 @@ class TaggedActuator(ABC):
                 except (Vanished, ClientError, BotoCoreError) as err:
                     out[j] = err
         return out
+
+    def _tag_chunks(self, batch: list) -> list[list]:
+        """The tag writes of `batch` ((j, resource, tags) each), one list per call: `tag_batch`
+        at a time in order, by default."""
+        size = max(1, self.tag_batch)
+        return [batch[k:k + size] for k in range(0, len(batch), size)]
 
     def _tag_one(self, resource: Resource, tags: Mapping[str, str]) -> tuple[bool, str]:
         try:
