@@ -507,12 +507,14 @@ def settled(act, candidate: Candidate, ledger) -> bool:
 def _cursor(act, ledger, items: list[Candidate], results: list, start: str | None,
             stuck: frozenset[str] = frozenset()) -> str | None:
     """The position of the last of the run of finished items from the start; None when
-    all finished. A stuck resource's failure does not stop it."""
+    all finished. A stuck resource's failure does not stop it. Never moved back: an item
+    before `start` that a resumed walk read again (its harm rose) leaves it where it was."""
     cursor = start
     for item, result in zip(items, results):
         if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
             return cursor
-        cursor = position(act, item, ledger)
+        here = position(act, item, ledger)
+        cursor = here if cursor is None or here > cursor else cursor
     return None
 
 

@@ -111,3 +111,25 @@ def test_a_cursor_written_as_a_bare_arn_still_resumes_safely(clients, ledger_tab
     # but none is settled (all out of posture, no record): all are walked.
     report = _engine(clients, ledger_table, ("esm",)).engage(after={"esm": arn[uuids[-1]]})
     assert {o.arn for o in report.outcomes if o.action == ENGAGED} == set(arn.values())
+
+
+def test_a_resumed_walk_never_moves_its_cursor_back(clients, ledger_table):
+    from botocore.exceptions import ClientError
+
+    uuids = _mappings_least_harmful_first_by_arn(clients, [10, 20, 200, 300, None])
+    first = _engine(clients, ledger_table, ("esm",), stop_after=2).engage()
+    cursor = first.cursor["esm"]
+    # The least harmful mapping's harm rises past the cursor; the first after it (cap 200) will fail.
+    lam = clients("lambda")
+    lam.update_event_source_mapping(UUID=uuids[0], ScalingConfig={})
+
+    def fail(model, params, **_):
+        if model.name == "UpdateEventSourceMapping" and params.get("UUID") == uuids[2]:
+            raise ClientError({"Error": {"Code": "InjectedFault", "Message": "no"}}, model.name)
+
+    lam.meta.events.register("before-parameter-build", fail)
+    resumed = _engine(clients, ledger_table, ("esm",)).engage(after={"esm": cursor})
+    actions = {o.arn.rsplit(":", 1)[-1]: o.action for o in resumed.outcomes}
+    assert actions == {uuids[0]: ENGAGED, uuids[2]: "failed", uuids[1]: ENGAGED}
+    # The one read again before the cursor does not pull it back; the failure holds it where it was.
+    assert resumed.cursor["esm"] == cursor
