@@ -32,7 +32,8 @@ The models (the demo's, the timeline gives no rates):
 - zone rebalancing: a group with launch failures in one zone and successes in another
   within an hour (05:28 to 13:50) is rebalanced once if AZRebalance runs (a launch in
   the short zone, a termination in the long one).
-- SQS consumers: 200 messages a minute arrive on each queue; a concurrent batch consumes
+- SQS consumers: 200 messages a minute arrive on each queue (on a queue whose owner's cap
+  consumes less, 80 % of what that cap consumes: the owner sized it for its load); a concurrent batch consumes
   60 a minute (batches of 10); a mapping runs min(cap, what its backlog needs) batches,
   an uncapped one up to about 1,000 (Lambda's SQS scaling). Nothing is consumed while
   Lambda's SQS polling is impaired (23:48 to 04:40). The oldest message's age is the
@@ -112,6 +113,13 @@ class _Queue:
     original: int | None
     backlog: float = 0.0             # with Holdfast
     backlog_without: float = 0.0     # without Holdfast, same arrivals
+
+    @property
+    def arrivals(self) -> float:
+        """Messages a minute: ARRIVALS, or what the owner sized the cap for (80 % of what it
+        consumes) when that is less: a queue its owner's cap cannot keep up with would have
+        grown a backlog before the event, with or without Holdfast."""
+        return ARRIVALS if self.original is None else min(ARRIVALS, 0.8 * self.original * PER_BATCH)
 
 
 class World:
@@ -208,17 +216,17 @@ class World:
         for q in self.queues:
             cap = state.caps.get(q.mapping, q.original)
             before = q.backlog
-            used, q.backlog = _consume(q.backlog, cap, polling)
-            used_without, q.backlog_without = _consume(q.backlog_without, q.original, polling)
+            used, q.backlog = _consume(q.backlog, q.arrivals, cap, polling)
+            used_without, q.backlog_without = _consume(q.backlog_without, q.arrivals, q.original, polling)
             with_total += used
             without_total += used_without
             stamp = t + timedelta(seconds=30)
-            age = q.backlog / ARRIVALS * 60.0
+            age = q.backlog / q.arrivals * 60.0
             ages.append(age)
             queue = [{"Name": "QueueName", "Value": q.queue}]
-            consumed = before + ARRIVALS - q.backlog
+            consumed = before + q.arrivals - q.backlog
             for name, value in (("ApproximateAgeOfOldestMessage", age), ("ApproximateNumberOfMessagesVisible", q.backlog),
-                                ("NumberOfMessagesSent", ARRIVALS), ("NumberOfMessagesDeleted", consumed)):
+                                ("NumberOfMessagesSent", q.arrivals), ("NumberOfMessagesDeleted", consumed)):
                 metrics["AWS/SQS"].append({"MetricName": name, "Timestamp": stamp, "Value": value, "Dimensions": queue})
             group = consumer_group(q.original)
             group_ages[group] = max(group_ages.get(group, 0.0), age)
@@ -284,9 +292,9 @@ def consumer_group(owner_cap: int | None) -> str:
     return CONSUMER_GROUPS[1] if owner_cap > 100 else CONSUMER_GROUPS[2]
 
 
-def _consume(backlog: float, cap: int | None, polling: bool) -> tuple[int, float]:
+def _consume(backlog: float, arrivals: float, cap: int | None, polling: bool) -> tuple[int, float]:
     """One minute of one queue: (concurrent batches, backlog after)."""
-    waiting = backlog + ARRIVALS
+    waiting = backlog + arrivals
     if not polling:
         return 0, waiting
     needed = math.ceil(waiting / PER_BATCH)

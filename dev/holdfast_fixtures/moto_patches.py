@@ -95,6 +95,12 @@ rollback. The reconciler's plan guard is a transaction before every relaxing wri
 and the ledger holds thousands of signal items by the recovery, so each guard cost
 about 0.1 s and the copies piled up to gigabytes. The patch snapshots only the items a
 transaction touches and rolls those back; the outcome of every transaction is moto's.
+A DynamoDB transaction is serializable against every other write (DynamoDB Developer
+Guide, "Isolation levels for DynamoDB transactions"); a moto server answers requests on
+several threads, and a failing transaction's rollback could restore items another
+controller's transaction had written meanwhile (the plan history losing a generation).
+So the patch runs each backend's writes (PutItem, UpdateItem, DeleteItem and the
+transactions) one at a time.
 """
 
 from __future__ import annotations
@@ -425,7 +431,26 @@ def _cheap_transactions(stack: ExitStack) -> None:
             inside.transaction = False
 
     stack.enter_context(mock.patch.object(Table, "__deepcopy__", table_deepcopy, create=True))
-    stack.enter_context(mock.patch.object(DynamoDBBackend, "transact_write_items", transact_write_items))
+    writes = {"transact_write_items": transact_write_items}
+    for name in ("put_item", "update_item", "delete_item"):
+        writes[name] = getattr(DynamoDBBackend, name)
+    for name, write in writes.items():
+        stack.enter_context(mock.patch.object(DynamoDBBackend, name, _serialized(write)))
+
+
+_WRITE_LOCKS: dict[int, threading.RLock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def _serialized(write):
+    """`write` holding its backend's write lock: DynamoDB's writes are serializable."""
+    def locked(self, *args, **kwargs):
+        with _WRITE_LOCKS_GUARD:
+            lock = _WRITE_LOCKS.setdefault(id(self), threading.RLock())
+        with lock:
+            return write(self, *args, **kwargs)
+
+    return locked
 
 
 def role_documents(account: str, role_arn: str) -> list[str]:

@@ -36,7 +36,7 @@ from dataclasses import replace
 import pytest
 
 from holdfast_fixtures.drain_strategies import Controller, Fixed, Ladder, ideal_cap
-from holdfast_fixtures.recovery_model import SCENARIOS, caught_up_at, outcome, simulate
+from holdfast_fixtures.recovery_model import ARITHMETIC, SCENARIOS, bronson, caught_up_at, outcome, recovers_below, simulate
 
 
 def _fmt(o) -> list[str]:
@@ -58,9 +58,24 @@ def _within(measured, caught: int, tolerance: float) -> int | None:
     return first
 
 
+def _anchors() -> None:
+    """The published anchors, measured from the model's own output (tests/drain asserts them)."""
+    seeds = simulate(ARITHMETIC, None)
+    backlog = seeds.backlog_at(ARITHMETIC.outage_end)
+    drained = (caught_up_at(seeds) - ARITHMETIC.outage_end) / 60
+    print(f"\nanchors: the seeds' arithmetic: {backlog:,.0f} messages after the 172-minute outage (206,400), "
+          f"drained in {drained:.0f} min at full speed (344)")
+    healthy = bronson(lambda t: 280.0, seconds=600)
+    tipped = bronson(lambda t: 280.0, seconds=1800, outage=(60, 10))
+    print(f"anchors: Bronson et al.: 280 qps on a 300 qps database: goodput {healthy.goodput[-1]:.0f} qps; "
+          f"after a 10 s spike: load {min(tipped.load[300:]):.0f} qps, goodput {max(tipped.goodput[300:]):.0f} "
+          f"(sustained failure); recovers only below {recovers_below(range(100, 201, 2))} qps (about 150)")
+
+
 @pytest.mark.benchmark
 def test_bench_drain():
     started = time.perf_counter()
+    _anchors()
     header = ["strategy", "time ÷ bound", "peak ÷ knee", "s over SLO", "dead-lettered", "collapsed"]
     goals = []
     for scenario in SCENARIOS:

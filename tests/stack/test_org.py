@@ -116,7 +116,7 @@ def test_the_read_only_role_is_made_once_per_account_and_trusts_the_admin_accoun
     assert json.dumps(trust["Principal"]).count(f":iam::{ADMIN}:root") == 1
     (policy,) = role["Properties"]["Policies"]
     actions = {a for s in policy["PolicyDocument"]["Statement"] for a in s["Action"]}
-    assert actions == {"dynamodb:GetItem", "dynamodb:Query", "ssm:GetParameter", "ssm:GetParametersByPath"}
+    assert actions == {"dynamodb:GetItem", "dynamodb:Query"}
 
 
 def test_org_stacks_and_the_member_template_pass_cdk_nag_and_cfn_lint(org_synthesized, tmp_path):
