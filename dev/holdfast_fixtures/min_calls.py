@@ -7,20 +7,34 @@ Reads (bulk wherever an API lists in bulk):
 - asg: DescribeAutoScalingGroups with a `tag:KEY` filter, 100 groups a page, suspended
   processes and tags included.
 - esm: ListEventSourceMappings, 100 a response whatever MaxItems says (its API
-  reference), over every mapping of the account. Selection: the function's tags come
-  with the GetResources pages async needs anyway; a mapping's own tags either from
-  GetResources too (`esm_tags="tagging"`: the Tagging API's GetResources "supports all
-  resource types", and mappings are taggable by their own ARN; this model counts a
-  page of 100 per mapping selected by its own tag) or one ListTags per mapping
-  (`esm_tags="listtags"`, what Holdfast does today, and what the issue's "about 350 s"
-  counts).
+  reference), over every mapping of the account. Then one ListTags per SQS mapping
+  (`esm_tags="listtags"`, the default): a mapping's own tags both select it (when its
+  function's do not) and carry its record, which an engage while the ledger was
+  unreachable wrote nowhere else, so even a mapping its function selects needs them
+  before a write (reading none would re-record an owner's change as the original:
+  invariant 2). `esm_tags="tagging"` counts instead a GetResources page of 100 per
+  mapping selected by its own tag: what it would cost if the Tagging API indexed
+  mappings, which no AWS reference Holdfast found says (moto does not), so it is a
+  what-if, not the minimum. (This model's first version made "tagging" the default; the
+  issue's "about 350 s" counts the ListTags.) The function's reserved concurrency (a cap
+  above it only throttles; below the floor the mapping is skipped): one GetFunction per
+  distinct function of a mapping the floor lowers (`esm_lowered_functions`), on
+  GetFunction's own 100/s budget — there is no bulk read of it.
 - async: GetResources (lambda:function, 100 a page) finds the functions and their tags;
   there is no bulk read of async configs, so one GetFunctionEventInvokeConfig each.
 - nlb: GetResources (elasticloadbalancing:targetgroup) for the tags; DescribeTargetGroups
   (400 a page, every group of the account) for the protocol; one
   DescribeTargetGroupAttributes each.
 - restore reads the records from the ledger (one Query page per 1 MB, a few thousand
-  small records) rather than a tag read per resource; the same listings as engage.
+  small records) rather than a tag read per resource, and lists each kind (a record may
+  be on a tag only: engaged while the ledger was unreachable): the same listings as
+  engage, less the per-resource reads the ledger makes moot. Before each relaxing write
+  a fresh read of what it decides from (invariant 2: never overwrite an owner's change):
+  GetEventSourceMapping per mapping (the listing is minutes old by then),
+  GetFunctionEventInvokeConfig per async config, DescribeTargetGroupAttributes per
+  target group; Auto Scaling's listing is the read (ResumeProcesses names only the
+  processes Holdfast suspended, so it cannot undo an owner's change). A mapping the
+  ledger holds no record for has its tags read (ListTags), as on engage.
 
 Writes, only for resources that need one (`engaged`: the engage outcomes "engaged"):
 - the setting: one call per resource (SuspendProcesses / ResumeProcesses,
@@ -58,6 +72,7 @@ class Fleet:
     all_mappings: int                           # every mapping in the account (listing)
     all_target_groups: int                      # every target group in the account (listing)
     esm_by_own_tag: int                         # selected mappings selected by their own tag
+    esm_lowered_functions: int = 0              # distinct functions of mappings the floor lowers
     nlb_records: Iterable[int] = field(default_factory=list)   # engaged groups per distinct record
 
 
@@ -65,7 +80,7 @@ def _pages(n: int, size: int) -> int:
     return max(1, math.ceil(n / size)) if n else 1
 
 
-def engage(f: Fleet, *, esm_tags: str = "tagging", tag_record: bool = True) -> dict[str, Counter[str]]:
+def engage(f: Fleet, *, esm_tags: str = "listtags", tag_record: bool = True) -> dict[str, Counter[str]]:
     """kind -> Counter("service:Operation" -> calls) of the fewest calls of a correct engage."""
     if esm_tags not in ("tagging", "listtags"):
         raise ValueError("esm_tags is 'tagging' or 'listtags'")
@@ -80,12 +95,13 @@ def engage(f: Fleet, *, esm_tags: str = "tagging", tag_record: bool = True) -> d
     e = f.engaged.get("esm", 0)
     esm = Counter({
         "lambda:ListEventSourceMappings": _pages(f.all_mappings, PAGE["esm"]),
+        "lambda:GetFunction": f.esm_lowered_functions,
         "lambda:UpdateEventSourceMapping": e,
         "lambda:TagResource": e if tag_record else 0,
         "dynamodb:PutItem": e,
     })
     if esm_tags == "listtags":
-        esm["lambda:ListTags"] = f.selected.get("esm", 0)
+        esm["lambda:ListTags"] = f.all_mappings
     elif f.esm_by_own_tag:
         esm["tagging:GetResources"] = _pages(f.esm_by_own_tag, PAGE["tagging"])
     out["esm"] = esm
@@ -125,20 +141,24 @@ def restore(f: Fleet, *, tag_record: bool = True) -> dict[str, Counter[str]]:
     e = f.engaged.get("esm", 0)
     out["esm"] = Counter({
         "lambda:ListEventSourceMappings": _pages(f.all_mappings, PAGE["esm"]),
+        "lambda:ListTags": max(0, f.all_mappings - e),      # no ledger record: a record may be on the tag only
+        "lambda:GetEventSourceMapping": e,                   # the fresh read before the write
         "lambda:UpdateEventSourceMapping": e,
         "lambda:UntagResource": e if tag_record else 0,
         "dynamodb:DeleteItem": e,
     })
     e = f.engaged.get("async", 0)
     out["async"] = Counter({
-        # Only the engaged functions: their ARNs are in the ledger, no listing needed.
-        "lambda:GetFunctionEventInvokeConfig": e,
+        # The functions' tags (a record on a tag only); the engaged configs' ARNs are in the ledger.
+        "tagging:GetResources": _pages(f.selected.get("async", 0), PAGE["tagging"]),
+        "lambda:GetFunctionEventInvokeConfig": e,            # the fresh read before the write
         "lambda:PutOrDeleteFunctionEventInvokeConfig": e,
         "lambda:UntagResource": e if tag_record else 0,
         "dynamodb:DeleteItem": e,
     })
     e = f.engaged.get("nlb", 0)
     out["nlb"] = Counter({
+        "tagging:GetResources": _pages(f.selected.get("nlb", 0), PAGE["tagging"]),
         "elasticloadbalancing:DescribeTargetGroupAttributes": e,
         "elasticloadbalancing:ModifyTargetGroupAttributes": e,
         "elasticloadbalancing:RemoveTags": math.ceil(e / ELB_ARNS_PER_TAG_CALL) if tag_record else 0,

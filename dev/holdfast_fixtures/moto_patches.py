@@ -60,6 +60,11 @@ One place holds every departure from moto that Holdfast depends on; the tests
   client error its API reference lists), Auto Scaling CreateOrUpdateTags LimitExceeded.
   (Moto's ELB AddTags already refuses past 10 tags, stricter than AWS's 50.)
 
+- Lambda GetFunction's `Concurrency` (API reference: "The function's reserved
+  concurrency") is in the answer whenever a reserved concurrency is set, 0 included (a
+  function throttled to nothing). moto 5.2.5 leaves it out when it is 0 (`if
+  self.reserved_concurrency:`); the patch puts it in.
+
 - CloudWatch GetMetricData (API reference): at most 500 MetricDataQueries a call, each
   Id unique and matching `[a-z][a-zA-Z0-9_]*` ("the first character must be a lowercase
   letter"), StartTime rounded down to the whole minute (data under 15 days old), and
@@ -290,7 +295,16 @@ def aws_semantics() -> Iterator[None]:
                 })
         return ActionResult({"EvaluationResults": results, "IsTruncated": False})
 
+    original_get_code = lambda_models.LambdaFunction.get_code
+
+    def get_code(self):
+        answer = original_get_code(self)
+        if self.reserved_concurrency is not None and "Concurrency" not in answer:
+            answer["Concurrency"] = {"ReservedConcurrentExecutions": int(self.reserved_concurrency)}
+        return answer
+
     with ExitStack() as stack:
+        stack.enter_context(mock.patch.object(lambda_models.LambdaFunction, "get_code", get_code))
         _cheap_transactions(stack)
         _cheap_query_answers(stack)
         _metric_data(stack)

@@ -17,13 +17,27 @@ refusals are outcomes in the Report. `deadline()` returning True stops the walk 
 (`complete` False) and the next run continues — engage and relax are both idempotent.
 
 An engage walk lists each kind's candidates in bulk (cheap), checks the blast radius on
-that full count, then reads and engages one candidate at a time in ARN order. Its
-`Report.cursor[kind]` is where the next walk may resume: the highest ARN such that it
-and every candidate before it finished (engaged, already, not selected, vanished). A
-FAILED resource is never passed over — unless it is one of `stuck` (it failed on every
-walk of several ticks: holdfast.core.progress), which no longer holds the kind back:
-the cursor stops before it, so the next walk retries it. None = from the start; a kind
-that finished without failure has None.
+that full count, then reads and engages them most harmful first: each actuator's
+`harm(candidate)`, from the listing alone (no call), e.g. uncapped mappings and then the
+highest caps, groups with the most instances; ties in ARN order. A candidate's place in
+that order is its `position` ("<rank> <arn>", rank = HARM_CEILING - harm, so positions
+sort as strings). Its `Report.cursor[kind]` is where the next walk may resume: the
+position such that every candidate at or before it finished (engaged, already, not
+selected, vanished). A FAILED resource is never passed over — unless it is one of
+`stuck` (it failed on every walk of several ticks: holdfast.core.progress), which no
+longer holds the kind back: the cursor stops before it, so the next walk retries it.
+None = from the start; a kind that finished without failure has None.
+
+An engaged resource's harm is taken from its record's original values (the ledger's),
+so engaging it does not move it in the order. Harm still changes between walks for
+resources not yet engaged (an owner removes a cap, a group scales out), so a position
+that was after the cursor can be before it on the next walk: a resumed walk therefore
+passes over a candidate at or before the cursor only when it is `settled` — its listing
+shows it in posture (or its only differences are the owner's drift on a record), or,
+for a kind whose listing does not show the managed values, the ledger holds its record.
+Anything else at or before the cursor is read again: a resource whose priority rose
+past the cursor is never skipped. A cursor that is a bare ARN (written before positions)
+is compared by ARN, with the same rule.
 
 `Report.seen[kind]` holds the key (actuators.tagged.walk_key) of every candidate the walk
 finished. A re-walk of a kind already done (`engage(seen=...)`, holdfast.reconciler)
@@ -78,7 +92,7 @@ class Report:
     complete: bool = True
     refused: str | None = None   # the blast-radius limit stopped the run before any write
     ledger_error: str | None = None
-    cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this ARN (engage)
+    cursor: dict[str, str | None] = field(default_factory=dict)   # kind -> resume after this position (engage)
     seen: dict[str, set[str]] = field(default_factory=dict)   # kind -> walk keys of finished candidates
     # Kinds the deadline cut short (`complete` is False when any is): a walk of several kinds
     # at once says which of them finished (holdfast.reconciler marks each kind apart).
@@ -193,6 +207,29 @@ class _Run:
                 self.progress(f"{verb} {kind}: {done}/{len(items)}")
         return results
 
+    def each_many(self, verb: str, kind: str, items: list, size: int, work: Callable[[list], list]) -> list:
+        """`each`, `size` items at a time: `work(chunk)` gives one result per item."""
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        done, results = 0, []
+
+        def one(chunk):
+            if self.deadline():
+                self.report.complete = False
+                return [_SKIPPED] * len(chunk)
+            return work(chunk)
+
+        parent = contextvars.copy_context()
+        with ThreadPoolExecutor(max_workers=self.writers) as pool:
+            for out in pool.map(lambda chunk: parent.copy().run(one, chunk), chunks):
+                for result in out:
+                    if isinstance(result, Outcome):
+                        with self._lock:
+                            self.report.outcomes.append(result)
+                    results.append(result)
+                done += len(out)
+                self.progress(f"{verb} {kind}: {done}/{len(items)}")
+        return results
+
     def finish(self) -> Report:
         self.report.ledger_available = self.ledger.available
         self.report.ledger_error = self.ledger.error
@@ -271,20 +308,42 @@ class Engine:
                 )
                 return run.finish()
         def engage_kind(kind: str) -> None:
-            act, start, candidates = acts[kind], after.get(kind), listed[kind]
+            act, start = acts[kind], after.get(kind)
             known = (seen or {}).get(kind)
-            prints = {c.arn: walk_key(c) for c in candidates}
-            todo = [c for c in candidates if (start is None or c.arn > start) and c.arn not in skip
-                    and (known is None or changed_since_walked(act, c, known, self.ledger))]
             work = act.plan if dry_run else act.engage
 
             def one(c: Candidate) -> Outcome | None:
                 resource = read[c.arn] if c.arn in read else act.read(c)
                 return None if resource is None else work(resource)
 
+            def many(chunk: list[Candidate]) -> list:
+                """Read each of `chunk`, then engage them together (their record tags in one call)."""
+                results: list = [None] * len(chunk)
+                ready: list[tuple[int, Resource]] = []
+                for j, c in enumerate(chunk):
+                    try:
+                        resource = read[c.arn] if c.arn in read else act.read(c)
+                    except (ClientError, BotoCoreError) as err:
+                        results[j] = Outcome(kind, c.arn, FAILED, error=error_text(err))
+                        continue
+                    if resource is not None:
+                        ready.append((j, resource))
+                for (j, _), outcome in zip(ready, act.engage_many([r for _, r in ready])):
+                    results[j] = outcome
+                return results
+
             def walk() -> None:
-                results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-                run.report.cursor[kind] = _cursor(todo, results, start, stuck)
+                # In the kind's call context: the ledger's one Query is counted with the kind that made it.
+                candidates = sorted(listed[kind], key=lambda c: position(act, c, self.ledger))   # most harmful first
+                prints = {c.arn: walk_key(c) for c in candidates}
+                todo = [c for c in candidates if c.arn not in skip
+                        and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
+                        and (known is None or changed_since_walked(act, c, known, self.ledger))]
+                if act.tag_batch > 1 and not dry_run:
+                    results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
+                else:
+                    results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
+                run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
                 run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
 
             run.kind(kind, walk)
@@ -339,14 +398,15 @@ class Engine:
                 run.progress(f"discover {kind}")
                 recorded = {rec.arn for rec in records if rec.kind == kind}
                 if wanted is None:
-                    candidates = act.candidates()
+                    candidates = act.relax_candidates(recorded)
                     listed = {c.arn for c in candidates}
                     items: list = candidates + sorted(recorded - listed)
                 else:
                     items = sorted(a for a in wanted if kind_of(a) == kind)
 
-                def one(item):
-                    resource = act.read(item) if isinstance(item, Candidate) else act.get(item)
+                def prepare(item):
+                    """The item's Outcome or None (nothing to do), or (resource, target) to relax."""
+                    resource = act.read_recorded(item) if isinstance(item, Candidate) else act.get(item)
                     arn = item.arn if isinstance(item, Candidate) else item
                     if resource is None and isinstance(item, Candidate) and arn in recorded:
                         resource = act.get(arn)  # no longer selected, or gone: by its ARN
@@ -357,9 +417,29 @@ class Engine:
                     target = target_for(resource) if target_for else None
                     if target == LEAVE:
                         return Outcome(kind, resource.arn, ALREADY)
-                    return act.relax(resource, target, guard)
+                    return resource, target
 
-                run.each("relax", kind, items, _safe(kind, one))
+                def one(item):
+                    ready = prepare(item)
+                    return act.relax(*ready, guard) if isinstance(ready, tuple) else ready
+
+                def many(chunk: list) -> list:
+                    """Prepare each of `chunk`; the full restores among them go together (their
+                    record tags removed in one call), partial relaxes one by one."""
+                    results: list = [_safe(kind, prepare)(item) for item in chunk]
+                    full = [(j, r[0]) for j, r in enumerate(results) if isinstance(r, tuple) and r[1] is None]
+                    for j, r in enumerate(results):
+                        if isinstance(r, tuple) and r[1] is not None:
+                            results[j] = _safe(kind, lambda res: act.relax(res, r[1], guard))(r[0])
+                    if full:
+                        for (j, _), outcome in zip(full, act.restore_many([res for _, res in full], guard)):
+                            results[j] = outcome
+                    return results
+
+                if act.tag_batch > 1:
+                    run.each_many("relax", kind, items, act.walk_batch or act.tag_batch, many)
+                else:
+                    run.each("relax", kind, items, _safe(kind, one))
 
             run.kind(kind, walk)
 
@@ -434,14 +514,51 @@ def _finished(result) -> bool:
         result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)))
 
 
-def _cursor(items: list[Candidate], results: list, start: str | None, stuck: frozenset[str] = frozenset()) -> str | None:
-    """The last ARN of the run of finished items from the start; None when all finished.
-    A stuck resource's failure does not stop it."""
+HARM_CEILING = 10**12   # harm values stay below it (rank = HARM_CEILING - harm, 13 digits)
+
+
+def position(act, candidate: Candidate, ledger=None) -> str:
+    """The candidate's place in the engage order, as a string that sorts in that order:
+    most harm first, then by ARN. An engaged resource's harm is its original's (the
+    ledger's record), so engaging it does not move it."""
+    record = ledger.cached(candidate.arn) if ledger is not None else None
+    harm = max(0, min(int(act.harm(candidate, record.original if record else None)), HARM_CEILING - 1))
+    return f"{HARM_CEILING - harm:013d} {candidate.arn}"
+
+
+def _before(act, candidate: Candidate, cursor: str, ledger) -> bool:
+    """Whether `candidate` is at or before `cursor` (a position, or a bare ARN)."""
+    if " " not in cursor:
+        return candidate.arn <= cursor
+    return position(act, candidate, ledger) <= cursor
+
+
+def settled(act, candidate: Candidate, ledger) -> bool:
+    """Whether a resumed walk may pass over `candidate` without reading it: its listing
+    shows it in posture (differences that are the owner's drift on its record aside), or
+    — when the listing does not show the managed values — the ledger holds its record."""
+    record = ledger.cached(candidate.arn)
+    current = act.listed_current(candidate)
+    if current is None:
+        return record is not None
+    changes = act.posture(current)
+    if record is not None:
+        drift = restore.drift(restore.decide(record.original, record.applied, current))
+        changes = {k: v for k, v in changes.items() if k not in drift}
+    return not changes
+
+
+def _cursor(act, ledger, items: list[Candidate], results: list, start: str | None,
+            stuck: frozenset[str] = frozenset()) -> str | None:
+    """The position of the last of the run of finished items from the start; None when
+    all finished. A stuck resource's failure does not stop it. Never moved back: an item
+    before `start` that a resumed walk read again (its harm rose) leaves it where it was."""
     cursor = start
     for item, result in zip(items, results):
         if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
             return cursor
-        cursor = item.arn
+        here = position(act, item, ledger)
+        cursor = here if cursor is None or here > cursor else cursor
     return None
 
 

@@ -3,6 +3,7 @@ that throttles like AWS.
 
     make bench                                   # every benchmark, the issue's fleet
     HOLDFAST_BENCH_SCALE=0.1 .venv/bin/python -m pytest -m benchmark -s tests/bench/test_bench_scale.py
+    HOLDFAST_BENCH_LAMBDA_RATE=15 ...            # Holdfast's Lambda budget at AWS's quota (default 10/s)
 
 The fleet (scale 1): 500 Auto Scaling groups, 750 SQS consumers with event source
 mappings, 1,250 functions with async configs, 250 NLB target groups, all selected by the
@@ -52,6 +53,9 @@ SCALE = float(os.environ.get("HOLDFAST_BENCH_SCALE", "1"))
 # HOLDFAST_BENCH_GOVERNED=1: run the CLI in process with holdfast.budget's Governor on its clients.
 GOVERNED = os.environ.get("HOLDFAST_BENCH_GOVERNED") == "1"
 HOLDFAST = Path(sys.executable).parent / "holdfast"
+# HOLDFAST_BENCH_LAMBDA_RATE=15: Holdfast's own Lambda budget (lambda_writes_per_second, default
+# 10/s, which leaves room for the account's deploys) at AWS's quota instead, through a settings file.
+LAMBDA_RATE = float(os.environ["HOLDFAST_BENCH_LAMBDA_RATE"]) if os.environ.get("HOLDFAST_BENCH_LAMBDA_RATE") else None
 KINDS = tuple(ISSUE_FLEET)
 THROTTLE_CODES = ("Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
                   "ProvisionedThroughputExceededException", "RequestLimitExceeded")
@@ -67,8 +71,13 @@ def _run(proxy: ThrottleProxy, command: list[str]) -> tuple[float, int, dict, st
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
     env.pop("HOLDFAST_EXPIRED_QUEUE_ARN", None)
+    settings = []
+    if LAMBDA_RATE is not None:
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"holdfast-bench-settings-{os.getpid()}.json"
+        path.write_text(json.dumps({"lambda_writes_per_second": LAMBDA_RATE}))
+        settings = ["--settings", str(path)]
     started = time.perf_counter()
-    done = subprocess.run([str(HOLDFAST), "--endpoint-url", proxy.url, "--rate-budget", "on", "--json", *command],
+    done = subprocess.run([str(HOLDFAST), "--endpoint-url", proxy.url, "--rate-budget", "on", *settings, "--json", *command],
                           capture_output=True, text=True, env=env, timeout=4 * 3600)
     wall = time.perf_counter() - started
     try:
@@ -165,10 +174,27 @@ def _report(label: str, wall: float, code: int, doc: dict, proxy: ThrottleProxy,
           f"for the minimum calls: {floor_min:.1f} s ({max(floors_min, key=floors_min.get)})")
     print(f"  wall / floor(calls made) = {wall / floor_made:.2f}; wall / floor(minimum) = {wall / floor_min:.2f}"
           f"  (goal: within 1.15 of the minimum's floor)")
+    own = LAMBDA_RATE or Settings().lambda_writes_per_second
+    lambda_made = service_total(arrived, "lambda", floor_only=True) - service_total(throttled, "lambda", floor_only=True)
+    own_floor = min_calls.floor_seconds(lambda_made, own, 1)
+    print(f"  Holdfast's own Lambda budget {own:g}/s (lambda_writes_per_second): floor {own_floor:.1f} s for the "
+          f"Lambda calls made; wall / that floor = {wall / own_floor:.2f}" if own_floor else
+          f"  Holdfast's own Lambda budget {own:g}/s")
     print(f"  {'kind':<8}{'resources':>10}{'calls':>7}{'per resource':>14}{'minimum':>9}{'calls/min':>11}")
     for kind in KINDS:
         made, least, n = doc["api_calls"].get(kind, 0), sum(minimum[kind].values()), counts[kind]
         print(f"  {kind:<8}{n:>10}{made:>7}{made / n:>14.2f}{least / n:>9.2f}{made / least:>11.2f}")
+    by_kind = doc.get("api_calls_by_kind") or {}
+    for kind in KINDS:
+        made = Counter()
+        for op, n in by_kind.get(kind, {}).items():
+            service, name = op.split(":", 1)
+            made[f"{SIGNING.get(service, service)}:{_model_name(name, label)}"] += n
+        least = minimum[kind]
+        differ = {op: (made[op], least[op]) for op in sorted(set(made) | set(least)) if made[op] != least[op]}
+        if differ:
+            print(f"    {kind} calls made / minimum where they differ: "
+                  + ", ".join(f"{op} {a}/{b}" for op, (a, b) in differ.items()))
     print(f"  throttles answered by the proxy: {dict(sorted(proxy.throttles_by_service().items()))}; "
           f"failed resources: {len(failed)}, of them for throttling: {sum(n for c, n in surfaced.items() if c != 'other')} "
           f"{dict(surfaced)}")
@@ -176,6 +202,16 @@ def _report(label: str, wall: float, code: int, doc: dict, proxy: ThrottleProxy,
         print(f"    failed: {f['kind']} {f['arn']}: {f['error']}")
     return {"wall": wall, "code": code, "floor_made": floor_made, "floor_min": floor_min,
             "lambda_calls": service_total(calls, "lambda"), "failed": len(failed)}
+
+
+def _model_name(operation: str, label: str) -> str:
+    """The operation as min_calls names it (its alternatives as one)."""
+    if operation in ("PutFunctionEventInvokeConfig", "UpdateFunctionEventInvokeConfig", "DeleteFunctionEventInvokeConfig"):
+        return ("PutOrUpdateFunctionEventInvokeConfig" if label == "engage" and operation != "DeleteFunctionEventInvokeConfig"
+                else "PutOrDeleteFunctionEventInvokeConfig")
+    if operation == "ListFunctionEventInvokeConfigs" and label == "engage":
+        return "GetFunctionEventInvokeConfig"   # one call per function either way: the listing names the qualifiers
+    return operation
 
 
 def _check_outcomes(label: str, doc: dict, fleet) -> None:
@@ -191,7 +227,18 @@ def _check_outcomes(label: str, doc: dict, fleet) -> None:
               f"{missing} selected resources without an outcome")
 
 
-def _model(fleet, counts: dict[str, int], resources: list[dict], needs_write: str) -> min_calls.Fleet:
+def _lowered_functions(direct, fleet, floor: int) -> int:
+    """Distinct functions of the selected mappings the floor lowers (no cap, or above it):
+    each needs its reserved concurrency read once (min_calls)."""
+    selected = set(fleet.selected["esm"])
+    pages = direct("lambda").get_paginator("list_event_source_mappings").paginate()
+    return len({m["FunctionArn"] for page in pages for m in page["EventSourceMappings"]
+                if m.get("EventSourceMappingArn") in selected and not m.get("ProvisionedPollerConfig")
+                and ((m.get("ScalingConfig") or {}).get("MaximumConcurrency") or floor + 1) > floor})
+
+
+def _model(fleet, counts: dict[str, int], resources: list[dict], needs_write: str,
+           lowered_functions: int = 0) -> min_calls.Fleet:
     """The min_calls model's view of the fleet: the resources whose outcome is `needs_write`
     are the ones a correct run must write."""
     needed = Counter(o["kind"] for o in resources if o["action"] == needs_write)
@@ -203,7 +250,7 @@ def _model(fleet, counts: dict[str, int], resources: list[dict], needs_write: st
         selected=counts, engaged=dict(needed),
         all_mappings=len(fleet.arns("esm")), all_target_groups=len(fleet.arns("nlb")),
         esm_by_own_tag=counts["esm"] - consumers_selected_by_function(counts["esm"]),
-        nlb_records=list(nlb_records.values()),
+        nlb_records=list(nlb_records.values()), esm_lowered_functions=lowered_functions,
     )
 
 
@@ -223,7 +270,8 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
     # What a correct engage must write: a dry run (`holdfast plan`'s walk) straight on moto.
     plan = walks.engage_all(direct, Settings(), DEFAULT_TABLE, dry_run=True, kinds=KINDS)
     assert not plan.failed, [o.to_dict() for o in plan.failed[:3]]
-    needs = _model(fleet, counts, [o.to_dict() for o in plan.outcomes], "planned")
+    lowered = _lowered_functions(direct, fleet, Settings().esm_floor)
+    needs = _model(fleet, counts, [o.to_dict() for o in plan.outcomes], "planned", lowered)
     print(f"resources that need a write (dry run): {dict(needs.engaged)}")
 
     with ThrottleProxy(moto_server.url) as proxy:
@@ -233,7 +281,8 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
         _check_outcomes("engage", engaged, fleet)
         least = min_calls.engage(needs)
         result = {"engage": _report("engage", wall, code, engaged, proxy, least, counts)}
-        for name, variant in (("a ListTags per mapping (today's selection)", min_calls.engage(needs, esm_tags="listtags")),
+        for name, variant in (("mappings' tags from the Tagging API, if it indexed them (a what-if)",
+                               min_calls.engage(needs, esm_tags="tagging")),
                               ("the record in the ledger only, no write-ahead tag", min_calls.engage(needs, tag_record=False))):
             lam = _lambda_floor_ops(_all_kinds(variant))
             print(f"  minimum with {name}: {lam} Lambda calls, floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")

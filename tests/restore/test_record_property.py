@@ -80,8 +80,8 @@ class FakeLambda:
         assert name == "list_event_source_mappings"
         return _Pages([{"EventSourceMappings": [self._mapping(u) for u in sorted(self.caps)]}])
 
-    def get_function_concurrency(self, FunctionName):
-        return {}   # none reserved
+    def get_function(self, FunctionName):
+        return {"Configuration": {"FunctionArn": FunctionName}}   # no Concurrency: none reserved
 
     def get_event_source_mapping(self, UUID):
         return self._mapping(UUID)

@@ -20,6 +20,8 @@ from holdfast.core.errors import Vanished
 
 class AsgActuator(TaggedActuator):
     spec = kinds.ASG
+    # CreateOrUpdateTags takes at most 25 tags a call (DESIGN.md), two a record: 12 groups.
+    tag_batch = 12
 
     @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
     def candidates(self) -> list[Candidate]:
@@ -29,6 +31,11 @@ class AsgActuator(TaggedActuator):
         )
         groups = [g for page in pages for g in page["AutoScalingGroups"]]
         return sorted((Candidate(g["AutoScalingGroupARN"], g) for g in groups), key=lambda c: c.arn)
+
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
+        """The most instances first: what ReplaceUnhealthy and AZRebalance can terminate."""
+        group = candidate.listed
+        return max(int(group.get("DesiredCapacity") or 0), len(group.get("Instances") or ()))
 
     def read(self, candidate: Candidate) -> Resource | None:
         return self._resource(candidate.listed)  # the listing carries everything
@@ -83,10 +90,29 @@ class AsgActuator(TaggedActuator):
             _vanished(err)
             raise
 
+    @uses("autoscaling:CreateOrUpdateTags", by=("reconciler", "cli"))
+    def _tag_many(self, items) -> None:
+        """Several groups' record tags in one call (at most 25 tags: `tag_batch` groups)."""
+        client = self.clients("autoscaling")
+        try:
+            client.create_or_update_tags(Tags=[
+                {"ResourceId": resource.name, "ResourceType": "auto-scaling-group", "Key": k, "Value": v,
+                 "PropagateAtLaunch": False}
+                for resource, tags in items for k, v in tags.items()
+            ])
+        except client.exceptions.ClientError as err:
+            _vanished(err)
+            raise
+
     @uses("autoscaling:DeleteTags", by=("reconciler", "cli"))
     def _untag(self, resource: Resource, keys: list[str]) -> None:
+        self._untag_many([resource], keys)
+
+    @uses("autoscaling:DeleteTags", by=("reconciler", "cli"))
+    def _untag_many(self, resources: list[Resource], keys: list[str]) -> None:
         self.clients("autoscaling").delete_tags(Tags=[
-            {"ResourceId": resource.name, "ResourceType": "auto-scaling-group", "Key": k} for k in keys
+            {"ResourceId": resource.name, "ResourceType": "auto-scaling-group", "Key": k}
+            for resource in resources for k in keys
         ])
 
 

@@ -66,6 +66,7 @@ DEFAULT_MAX_RETRIES = 2
 MANAGED = ("config", "max_age", "max_retries", "on_failure")
 # The owner's opt-in to a shorter event age with no destination: expired events are dropped.
 OPT_IN_KEY, OPT_IN_DISCARD = "holdfast:expired-events", "discard"
+_UNREAD = object()      # a relax candidate's config, read just before its relax
 LATEST = "$LATEST"
 MAX_TAGS = 50           # per Lambda function (Lambda quotas: tags per resource)
 MAX_KEY = 128           # characters in a tag key
@@ -154,9 +155,13 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli"))
     def candidates(self) -> list[Candidate]:
         """Each selected function's unqualified config, and every qualifier that has one."""
+        return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items()),
+                      key=lambda c: c.arn)
+
+    def _list_configs(self, functions) -> list[Candidate]:
         client = self.clients("lambda")
         found = []
-        for arn, tags in sorted(tagged(self.clients, self.settings, "lambda:function").items()):
+        for arn, tags in sorted(functions):
             try:
                 configs = [c for page in client.get_paginator("list_function_event_invoke_configs").paginate(FunctionName=arn)
                            for c in page.get("FunctionEventInvokeConfigs", [])]
@@ -165,12 +170,59 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             by_qualifier = {split(c["FunctionArn"])[1]: c for c in configs}
             found.append(Candidate(arn, (tags, by_qualifier.pop(None, None), None)))
             found += [Candidate(f"{arn}:{q}", (tags, c, q)) for q, c in by_qualifier.items()]
-        return sorted(found, key=lambda c: c.arn)
+        return found
+
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
+        """The most retries first (each is another invocation against a dependency that
+        is down), then the longest event age (how long old events keep coming back); an
+        engaged config's original values."""
+        _tags, config, _qualifier = candidate.listed
+        config = config if isinstance(config, Mapping) else {}
+        original = original or {}
+        retries = original.get("max_retries", config.get("MaximumRetryAttempts"))
+        age = original.get("max_age", config.get("MaximumEventAgeInSeconds"))
+        return (DEFAULT_MAX_RETRIES if retries is None else int(retries)) * 100_000 + \
+            int(DEFAULT_MAX_AGE if age is None else age)
+
+    def relax_candidates(self, recorded: set[str]) -> list[Candidate]:
+        """The candidates a relax needs: only functions with a record, on their tags (the
+        tagging index's) or in the ledger (`recorded`), and of those only the configs
+        recorded. A function whose tags carry a record the ledger does not account for has
+        its configs listed (ListFunctionEventInvokeConfigs), as an engage lists them; a
+        config the ledger names is read by `read` just before it is relaxed (one
+        GetFunctionEventInvokeConfig, which is also its fresh read). Functions with no
+        record anywhere cost no Lambda call."""
+        by_function: dict[str, set[str]] = {}
+        for arn in recorded:
+            by_function.setdefault(split(arn)[0], set()).add(arn)
+        found, listed = [], []
+        for arn, tags in sorted(tagged(self.clients, self.settings, "lambda:function").items()):
+            ledger = by_function.get(arn, set())
+            on_tags = {k for k in tags if k.startswith(ORIGINAL_KEY)}
+            if on_tags - {record_keys(split(a)[1])[0] for a in ledger}:
+                listed.append((arn, tags))   # a record only its tags show: list its configs
+                continue
+            found += [Candidate(a, (tags, _UNREAD, split(a)[1])) for a in sorted(ledger)]
+        return sorted(found + self._list_configs(listed), key=lambda c: c.arn)
 
     def read(self, candidate: Candidate) -> Resource | None:
         tags, config, qualifier = candidate.listed
+        if config is _UNREAD:
+            config = self._config(candidate.arn, qualifier)
+            resource = self._resource(candidate.arn, qualifier, config, tags)
+            # Read just now, before the relax that follows: that read is the fresh one.
+            return replace(resource, confirmed=False, ref={**resource.ref, "fresh": True})
         # The tags come from the tagging API's index: a record there is confirmed before use.
         return replace(self._resource(candidate.arn, qualifier, config, tags), confirmed=False)
+
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    def _config(self, arn: str, qualifier: str | None) -> Mapping[str, Any] | None:
+        client = self.clients("lambda")
+        try:
+            return client.get_function_event_invoke_config(
+                FunctionName=split(arn)[0], **({"Qualifier": qualifier} if qualifier else {}))
+        except client.exceptions.ResourceNotFoundException:
+            return None
 
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         tags, config, qualifier = candidate.listed
@@ -196,13 +248,10 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         """The config read again just before a restore, which Puts the whole config: built
         from this read, it keeps whatever the owner changed meanwhile (an OnSuccess
         destination, say)."""
-        client = self.clients("lambda")
+        if resource.ref.get("fresh"):
+            return resource   # read by `read` moments ago, just before this relax
         qualifier = resource.ref.get("qualifier")
-        try:
-            config = client.get_function_event_invoke_config(
-                FunctionName=resource.ref["function"], **({"Qualifier": qualifier} if qualifier else {}))
-        except client.exceptions.ResourceNotFoundException:
-            config = None
+        config = self._config(resource.ref["function"], qualifier)
         again = self._resource(resource.arn, qualifier, config, {})
         return replace(resource, current={**again.current, "discard_expired": resource.current.get("discard_expired")})
 

@@ -15,14 +15,23 @@ for SQS event source mappings"):
   exclusive options": a mapping in provisioned mode is `skipped` and reported, never
   written (its MaximumPollers is the owner's to lower by hand; the note says how);
 - a cap above the function's reserved concurrency only produces throttles: Holdfast's
-  own caps (the floor, each of the drain controller's caps) never exceed it (GetFunctionConcurrency, once
-  per function); a function whose reserved concurrency is below the floor is already
-  limited harder than Holdfast would, and is skipped; an owner cap above it is kept
-  (exact restore) and reported.
+  own caps (the floor, each of the drain controller's caps) never exceed it. It is read
+  with GetFunction (its `Concurrency`), once per function and only where it decides
+  something: for a mapping the floor would lower (no cap, or one above the floor), and
+  before a partial relax. GetFunction has its own 100/s budget, apart from the 15/s the
+  rest of Lambda's control plane shares (GetFunctionConcurrency spends that one). A
+  function whose reserved concurrency is below the floor is already limited harder than
+  Holdfast would, and such a mapping is skipped; an owner cap above it is kept (exact
+  restore) and reported. (A mapping already at or below the floor needs no write
+  whatever its function reserves: `already`, without the read.)
 
 Selected by the mapping's own tag or its function's. Mappings carry their own tags
 (by their own ARN; they do not inherit the function's), read with ListTags for each SQS
-mapping: the tagging API does not list mappings.
+mapping an engage walks: the record on the mapping is only there (an engage while the
+ledger was unreachable wrote it nowhere else), and Holdfast has found no AWS reference
+that the Tagging API's GetResources indexes mappings (moto does not). A relax skips the
+ListTags of a mapping the ledger holds a record for: the ledger's record is the
+engagement, and the untag is sent whether or not the tag is still there.
 """
 
 from __future__ import annotations
@@ -62,16 +71,19 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         self._lock = threading.Lock()
         self._reserved_by_function: dict[str, int | None] = {}
 
-    @uses("lambda:GetFunctionConcurrency", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", by=("reconciler", "cli"))
     def _reserved(self, function_arn: str) -> int | None:
-        """The function's reserved concurrency (None: none reserved), once per function."""
+        """The function's reserved concurrency (None: none reserved), once per function:
+        GetFunction's `Concurrency` (GetFunction has its own budget, GetFunctionConcurrency
+        spends the control plane's)."""
         function = unqualified(function_arn)
         with self._lock:
             if function in self._reserved_by_function:
                 return self._reserved_by_function[function]
         client = self.clients("lambda")
         try:
-            reserved = client.get_function_concurrency(FunctionName=function).get("ReservedConcurrentExecutions")
+            reserved = (client.get_function(FunctionName=function).get("Concurrency") or {}).get(
+                "ReservedConcurrentExecutions")
         except client.exceptions.ResourceNotFoundException:
             reserved = None
         with self._lock:
@@ -91,6 +103,18 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         ]
         return sorted(found, key=lambda c: c.arn)
 
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
+        """Uncapped mappings first (Lambda scales one to about 1,000 concurrent batches),
+        then the highest caps (an engaged one's original cap); disabled mappings after
+        enabled ones of the same cap (they flood nothing until re-enabled); provisioned
+        ones, which Holdfast does not cap, last."""
+        mapping = candidate.listed
+        if mapping.get("ProvisionedPollerConfig"):
+            return 0
+        cap = (original or {}).get(KEY, (mapping.get("ScalingConfig") or {}).get(KEY))
+        harm = 2 * (1001 if cap is None else int(cap))
+        return harm if mapping.get("State") in ("Disabled", "Disabling") else harm + 1
+
     @uses("lambda:ListTags", by=("reconciler", "cli"))
     def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("lambda")
@@ -102,11 +126,17 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             return self._resource(candidate.listed, tags)
         return None
 
+    def read_recorded(self, candidate: Candidate) -> Resource | None:
+        """For a relax: a mapping the ledger holds a record for needs no ListTags (its
+        record is the ledger's; the tags count as unconfirmed, so the untag is sent)."""
+        if self.ledger.cached(candidate.arn) is None:
+            return self.read(candidate)
+        return replace(self._resource(candidate.listed, {}), confirmed=False)
+
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         """The cap as listed (no call: the reserved concurrency only if this run read it)."""
         mapping = candidate.listed
-        with self._lock:
-            reserved = self._reserved_by_function.get(unqualified(mapping["FunctionArn"]))
+        reserved = self._known_reserved(mapping["FunctionArn"])
         return {KEY: (mapping.get("ScalingConfig") or {}).get(KEY),
                 "provisioned": mapping.get("ProvisionedPollerConfig") or None, "reserved": reserved}
 
@@ -129,10 +159,24 @@ class EsmActuator(LambdaTagged, TaggedActuator):
     def _resource(self, mapping: Mapping[str, Any], tags: Mapping[str, str]) -> Resource:
         cap = (mapping.get("ScalingConfig") or {}).get(KEY)
         name = f"{mapping['FunctionArn'].split(':')[6]}<-{mapping['EventSourceArn'].split(':')[-1]}"
-        # Observed with the cap, never written: provisioned mode and the function's reserved concurrency.
-        current = {KEY: cap, "provisioned": mapping.get("ProvisionedPollerConfig") or None,
-                   "reserved": self._reserved(mapping["FunctionArn"])}
-        return make_resource(self.kind, self._arn(mapping), name, current, tags, {"uuid": mapping["UUID"]})
+        provisioned = mapping.get("ProvisionedPollerConfig") or None
+        # Observed with the cap, never written: provisioned mode and the function's reserved
+        # concurrency — read only where the floor would lower the cap (see the module doc).
+        lowers = not provisioned and (cap is None or cap > self.settings.esm_floor)
+        reserved = self._reserved(mapping["FunctionArn"]) if lowers else self._known_reserved(mapping["FunctionArn"])
+        current = {KEY: cap, "provisioned": provisioned, "reserved": reserved}
+        return make_resource(self.kind, self._arn(mapping), name, current, tags,
+                             {"uuid": mapping["UUID"], "function": mapping["FunctionArn"]})
+
+    def _known_reserved(self, function_arn: str) -> int | None:
+        with self._lock:
+            return self._reserved_by_function.get(unqualified(function_arn))
+
+    def _raise(self, resource: Resource, record: Record, target: Mapping[str, Any], guard) -> Outcome:
+        """A partial relax's cap never passes the function's reserved concurrency: read it."""
+        if "function" in resource.ref:
+            resource = replace(resource, current={**resource.current, "reserved": self._reserved(resource.ref["function"])})
+        return super()._raise(resource, record, target, guard)
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         cap = current.get(KEY)

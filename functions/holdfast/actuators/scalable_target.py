@@ -69,6 +69,11 @@ class ScalableTargetActuator(TaggedActuator):
         ]
         return sorted(found, key=lambda c: c.arn)
 
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
+        """The widest room to scale in first (MaxCapacity - MinCapacity tasks)."""
+        target = candidate.listed
+        return max(0, int(target.get("MaxCapacity") or 0) - int(target.get("MinCapacity") or 0))
+
     @uses("application-autoscaling:ListTagsForResource", by=("reconciler", "cli"))
     def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("application-autoscaling")

@@ -115,6 +115,8 @@ class TaggedActuator(ABC):
     service = ""                                  # the boto3 service `_call` writes through
     not_found: tuple[str, ...] = ("ResourceNotFoundException",)
     lambda_limited = False                        # writes pass the shared Lambda token bucket
+    tag_batch: ClassVar[int] = 1                  # resources one record-tag call can carry
+    walk_batch: ClassVar[int] = 0                 # resources engaged together (0: tag_batch)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -138,6 +140,22 @@ class TaggedActuator(ABC):
     @abstractmethod
     def read(self, candidate: Candidate) -> Resource | None:
         ...
+
+    def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
+        """How much the automation of this resource can do while the region is impaired,
+        from its listing alone (no call): an engage walks the highest first (0: no order
+        beyond ARNs). `original`: the record's original values, when it is engaged — its
+        harm is what it was before Holdfast's change, so its place in the order stays."""
+        return 0
+
+    def relax_candidates(self, recorded: set[str]) -> list[Candidate]:
+        """The candidates a relax walks, given the ARNs the ledger holds records for: every
+        candidate by default (a record may be on a tag only)."""
+        return self.candidates()
+
+    def read_recorded(self, candidate: Candidate) -> Resource | None:
+        """`read`, for a relax (a kind may skip a read the ledger's record makes moot)."""
+        return self.read(candidate)
 
     def discover(self) -> list[Resource]:
         return [r for c in self.candidates() if (r := self.read(c)) is not None]
@@ -220,63 +238,123 @@ class TaggedActuator(ABC):
         return replace(again, current=resource.current, tag_count=max(again.tag_count, resource.tag_count))
 
     def engage(self, resource: Resource) -> Outcome:
-        try:
-            resource, record = self.known(resource)
-        except Vanished:
-            return Outcome(self.kind, resource.arn, VANISHED)
-        except (ClientError, BotoCoreError) as err:
-            return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
-        changes = self.posture(resource.current)
-        owner_changed: dict[str, Any] = {}
-        if record is not None:
-            # A value the owner changed while engaged is theirs (invariant 2): re-engaging,
-            # like restoring, leaves it alone and reports it.
-            owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
-            changes = {k: v for k, v in changes.items() if k not in owner_changed}
-        try:
-            if not changes:
-                outcome = Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
+        return self.engage_many([resource])[0]
+
+    def engage_many(self, resources: list[Resource]) -> list[Outcome]:
+        """Engage each of `resources`, in order, as `engage` does; the record tags of those
+        that need a write are written first, together where the service's tag API takes
+        several resources (`tag_batch`), and each resource is changed only after its own
+        record is written (the tag, then the ledger's copy)."""
+        results: list[Outcome | None] = [None] * len(resources)
+        staged: list[tuple[int, Resource, Record, dict[str, Any], Outcome]] = []
+        for i, resource in enumerate(resources):
+            outcome = None
+            try:
+                resource, record = self.known(resource)
+                changes = self.posture(resource.current)
+                owner_changed: dict[str, Any] = {}
                 if record is not None:
-                    self._keep_copies(resource, record, outcome)
-                return outcome
-            new = restore.grow(record, self.kind, resource.arn, resource.current, changes, self.may_write)
-            outcome = Outcome(self.kind, resource.arn, ENGAGED, changes=self._changes(resource, changes),
-                              drift=owner_changed)
-            # Write-ahead: the tag, then the ledger's copy (conditional: a recorded original
-            # stays; another original there is a Conflict, and the resource is not changed).
-            tagged, why = self._write_tag(resource, new)
-            outcome.ledger_written = self.ledger.put_original(new, resource.name)
-            if not tagged and not outcome.ledger_written:
-                return Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
-                    "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
-                            "anywhere would lose its original (invariant 1)"),
-                    "fix": "the next walk with the ledger answering engages it through the ledger record"}})
-            outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if outcome.ledger_written else [])
-            if not tagged:
-                outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
-                                           "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
-            self._write(resource, changes, restoring=False)
-        except Vanished:
+                    # A value the owner changed while engaged is theirs (invariant 2): re-engaging,
+                    # like restoring, leaves it alone and reports it.
+                    owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
+                    changes = {k: v for k, v in changes.items() if k not in owner_changed}
+                if not changes:
+                    outcome = Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
+                    if record is not None:
+                        self._keep_copies(resource, record, outcome)
+                    results[i] = outcome
+                    continue
+                new = restore.grow(record, self.kind, resource.arn, resource.current, changes, self.may_write)
+                outcome = Outcome(self.kind, resource.arn, ENGAGED, changes=self._changes(resource, changes),
+                                  drift=owner_changed)
+                staged.append((i, resource, new, changes, outcome))
+            except (Vanished, Conflict, ClientError, BotoCoreError) as err:
+                results[i] = self._engage_error(resources[i], outcome, err)
+        # Write-ahead: every staged resource's record tags, before any of them is changed.
+        tagged_all = self._write_tags([(resource, new) for _, resource, new, _, _ in staged])
+        for (i, resource, new, changes, outcome), tagged in zip(staged, tagged_all):
+            try:
+                if isinstance(tagged, Exception):
+                    raise tagged
+                tagged_ok, why = tagged
+                # Then the ledger's copy (conditional: a recorded original stays; another
+                # original there is a Conflict, and the resource is not changed).
+                outcome.ledger_written = self.ledger.put_original(new, resource.name)
+                if not tagged_ok and not outcome.ledger_written:
+                    results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
+                        "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
+                                "anywhere would lose its original (invariant 1)"),
+                        "fix": "the next walk with the ledger answering engages it through the ledger record"}})
+                    continue
+                outcome.recorded_in = (["tag"] if tagged_ok else []) + (["ledger"] if outcome.ledger_written else [])
+                if not tagged_ok:
+                    outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
+                                               "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+                self._write(resource, changes, restoring=False)
+                results[i] = outcome
+            except (Vanished, Conflict, ClientError, BotoCoreError) as err:
+                results[i] = self._engage_error(resource, outcome, err)
+        return results  # type: ignore[return-value]
+
+    def _engage_error(self, resource: Resource, outcome: Outcome | None, err: Exception) -> Outcome:
+        if isinstance(err, Vanished):
             return Outcome(self.kind, resource.arn, VANISHED)
-        except Conflict as err:
+        if isinstance(err, Conflict):
             return Outcome(self.kind, resource.arn, FAILED, error=f"conflict: {err}")
-        except (ClientError, BotoCoreError) as err:
-            outcome.action, outcome.error = FAILED, error_text(err)
+        if outcome is None:
+            return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
+        outcome.action, outcome.error = FAILED, error_text(err)
         return outcome
 
-    def _write_tag(self, resource: Resource, record: Record) -> tuple[bool, str]:
-        """Write the record's tags ahead of a change: (True, "") when the tag holds it,
-        (False, why) when the resource cannot take them (no room, or too long)."""
+    def _tag_plan(self, resource: Resource, record: Record) -> tuple[dict[str, str] | None, bool, str]:
+        """(the tags to write, or None; when None: whether the tag already holds the record, why not)."""
         if not room_for_record(resource.tag_count):
-            return False, (f"no room for the record tags ({resource.tag_count} of {MAX_TAGS} tags are the owner's; "
-                           f"Holdfast needs {len(RECORD_KEYS)})")
+            return None, False, (f"no room for the record tags ({resource.tag_count} of {MAX_TAGS} tags are the owner's; "
+                                 f"Holdfast needs {len(RECORD_KEYS)})")
         on_tag = resource.record
         if resource.confirmed and on_tag is not None and (on_tag.original, on_tag.applied) == (record.original, record.applied):
-            return True, ""
+            return None, True, ""
         try:
-            tags = record_tags(record.original, record.applied)
+            return record_tags(record.original, record.applied), False, ""
         except TagError as err:
-            return False, f"the record does not fit in a tag ({err})"
+            return None, False, f"the record does not fit in a tag ({err})"
+
+    def _write_tags(self, items: list[tuple[Resource, Record]]) -> list:
+        """Write each record's tags ahead of a change; per item (True, ""), (False, why) when
+        the resource cannot take them, or the exception its own write raised. Up to
+        `tag_batch` resources a call (`_tag_many`); when a batched call fails, each is
+        written alone, so the error is that resource's."""
+        out: list = [None] * len(items)
+        batch: list[tuple[int, Resource, dict[str, str]]] = []
+        for j, (resource, record) in enumerate(items):
+            tags, done, why = self._tag_plan(resource, record)
+            if tags is None:
+                out[j] = (done, why)
+            else:
+                batch.append((j, resource, tags))
+        for chunk in self._tag_chunks(batch):
+            if len(chunk) > 1:
+                try:
+                    self._tag_many([(resource, tags) for _, resource, tags in chunk])
+                    for j, _, _ in chunk:
+                        out[j] = (True, "")
+                    continue
+                except (ClientError, BotoCoreError, Vanished):
+                    pass   # one of them vanished or is at its tag limit: each alone says which
+            for j, resource, tags in chunk:
+                try:
+                    out[j] = self._tag_one(resource, tags)
+                except (Vanished, ClientError, BotoCoreError) as err:
+                    out[j] = err
+        return out
+
+    def _tag_chunks(self, batch: list) -> list[list]:
+        """The tag writes of `batch` ((j, resource, tags) each), one list per call: `tag_batch`
+        at a time in order, by default."""
+        size = max(1, self.tag_batch)
+        return [batch[k:k + size] for k in range(0, len(batch), size)]
+
+    def _tag_one(self, resource: Resource, tags: Mapping[str, str]) -> tuple[bool, str]:
         try:
             self._tag(resource, tags)
         except TagError as err:   # the kind's own room check (a function carries one record per qualifier)
@@ -286,6 +364,24 @@ class TaggedActuator(ABC):
                 return False, f"the tag write answered the tag limit ({error_text(err)})"
             raise
         return True, ""
+
+    def _tag_many(self, items: list[tuple[Resource, Mapping[str, str]]]) -> None:
+        """Several resources' record tags in one call (kinds with `tag_batch` > 1)."""
+        for resource, tags in items:
+            self._tag(resource, tags)
+
+    def _untag_many(self, resources: list[Resource], keys: list[str]) -> None:
+        """Several resources' record tags removed in one call (kinds with `tag_batch` > 1)."""
+        for resource in resources:
+            self._untag(resource, keys)
+
+    def _write_tag(self, resource: Resource, record: Record) -> tuple[bool, str]:
+        """Write the record's tags ahead of a change: (True, "") when the tag holds it,
+        (False, why) when the resource cannot take them (no room, or too long)."""
+        tags, done, why = self._tag_plan(resource, record)
+        if tags is None:
+            return done, why
+        return self._tag_one(resource, tags)
 
     def _keep_copies(self, resource: Resource, record: Record, outcome: Outcome) -> None:
         """An engaged resource already in posture: put back whichever copy of its record
@@ -321,6 +417,76 @@ class TaggedActuator(ABC):
             return Outcome(self.kind, resource.arn, FAILED, error=f"conflict: {err}")
         except (ClientError, BotoCoreError) as err:
             return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
+
+    def restore_many(self, resources: list[Resource], guard: Guard) -> list[Outcome]:
+        """Full restores (`relax(resource, None, guard)`) of several resources, in the same
+        order of steps, with the record tags of all of them removed together (`tag_batch`
+        a call): each resource is written back, then the batch is untagged, then each
+        ledger record is forgotten — each step only after the one before succeeded, every
+        write behind the guard. A batched untag that fails is retried one by one, so an
+        error is only its resource's."""
+        results: list[Outcome | None] = [None] * len(resources)
+        written: list[tuple[int, Resource, dict, dict]] = []
+        for i, resource in enumerate(resources):
+            try:
+                resource, record = self.known(resource)
+                if record is None:
+                    results[i] = Outcome(self.kind, resource.arn, ALREADY)
+                    continue
+                resource = self.fresh(resource)
+                decisions = restore.decide(record.original, record.applied, resource.current)
+                values = restore.writes(decisions)
+                if values:
+                    guard()
+                    self._write(resource, values, restoring=True)
+                written.append((i, resource, decisions, values))
+            except Exception as err:   # noqa: BLE001  (mapped as relax maps them; others re-raised)
+                results[i] = self._relax_error(resources[i], guard, err)
+        untag = [(i, r) for i, r, _, _ in written if r.record is not None or not r.confirmed]
+        failed: dict[int, Outcome] = {}
+        if untag:
+            try:
+                guard()
+                batch = [r for _, r in untag]
+                for k in range(0, len(batch), max(1, self.tag_batch)):
+                    chunk = batch[k:k + max(1, self.tag_batch)]
+                    try:
+                        self._untag_many(chunk, list(RECORD_KEYS)) if len(chunk) > 1 else self._untag(chunk[0], list(RECORD_KEYS))
+                    except (ClientError, BotoCoreError, Vanished):
+                        for resource in chunk:
+                            i = next(j for j, r in untag if r is resource)
+                            try:
+                                self._untag(resource, list(RECORD_KEYS))
+                            except Exception as err:   # noqa: BLE001
+                                failed[i] = self._relax_error(resource, guard, err)
+            except StalePlan as err:
+                for i, resource in untag:
+                    failed[i] = Outcome(self.kind, resource.arn, REFUSED_STALE, error=str(err) or None)
+        for i, resource, decisions, values in written:
+            if i in failed:
+                results[i] = failed[i]
+                continue
+            try:
+                guard()
+                forgotten = self.ledger.forget(resource.arn)
+                drift = restore.drift(decisions)
+                results[i] = Outcome(self.kind, resource.arn, DRIFT_KEPT if drift else RESTORED,
+                                     changes=self._changes(resource, values), drift=drift, ledger_written=forgotten)
+            except Exception as err:   # noqa: BLE001
+                results[i] = self._relax_error(resource, guard, err)
+        return results  # type: ignore[return-value]
+
+    def _relax_error(self, resource: Resource, guard: Guard, err: Exception) -> Outcome:
+        """The outcome `relax` gives for an error; an error it does not map is re-raised."""
+        if isinstance(err, StalePlan):
+            return Outcome(self.kind, resource.arn, REFUSED_STALE, error=str(err) or None)
+        if isinstance(err, Vanished):
+            return self.forget_vanished(resource.arn, guard)
+        if isinstance(err, Conflict):
+            return Outcome(self.kind, resource.arn, FAILED, error=f"conflict: {err}")
+        if isinstance(err, (ClientError, BotoCoreError)):
+            return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
+        raise err
 
     def forget_vanished(self, arn: str, guard: Guard) -> Outcome:
         try:

@@ -10,7 +10,8 @@ decides anything about a resource.
      "resources": [Outcome.to_dict(), ...],            # every resource touched or planned
      "failed": [{"kind", "arn", "error"}, ...],        # also in resources, with action "failed"
      "summary": {action: count},
-     "api_calls": {kind: count}, "api_calls_by_operation": {"service:Operation": count}}
+     "api_calls": {kind: count}, "api_calls_by_kind": {kind: {"service:Operation": count}},
+     "api_calls_by_operation": {"service:Operation": count}}
 
 and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
 original, applied, current, drift, recorded_in}], "drifted": [arn, ...], "stuck": [{kind, arn,
@@ -220,6 +221,7 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=No
             "failed": failed,
             "summary": summary,
             "api_calls": dict(report.api_calls),
+            "api_calls_by_kind": {kind: dict(ops) for kind, ops in report.operations.items()},
             "api_calls_by_operation": dict(ctx.clients.calls),
             **({"expired_queue": {"arn": queue[0], "found_by": queue[1]}} if queue else {}),
         },
