@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -95,6 +96,10 @@ class _Builder:
         self.prefix = prefix
         self.workers = workers
         self._shared: dict[str, Any] = {}
+        # moto's ELBv2 backend iterates its target groups unlocked while creating one, so
+        # parallel CreateTargetGroup calls on a moto server can fail with a 500 ("OrderedDict
+        # mutated during iteration"); AWS has no such limit. Target groups are made one at a time.
+        self._elbv2 = threading.Lock()
 
     # ---- shared infrastructure, created once ------------------------------------------
 
@@ -231,6 +236,10 @@ class _Builder:
     @uses("elasticloadbalancing:CreateTargetGroup", "elasticloadbalancing:AddTags",
           "elasticloadbalancing:ModifyTargetGroupAttributes", "elasticloadbalancing:CreateListener", by=BY)
     def nlb(self, i: int, selected: bool) -> None:
+        with self._elbv2:
+            self._nlb(i, selected)
+
+    def _nlb(self, i: int, selected: bool) -> None:
         net = self.network()
         tags = [{"Key": k, "Value": v} for k, v in OWNER_TAG.items()]
         if selected:
