@@ -173,8 +173,12 @@ class Replay:
                 last_label = label
             if self.posture_at is None and stage == "hold" and plan.done >= ENGAGED_MARKS:
                 self.posture_at = now
-                # The clock stands still during a tick: its wall time is its event time.
-                self.posture_seconds = (now - self.first_signal).total_seconds() + tick_wall
+                if self.first_signal is None:
+                    self.failures.append(f"full posture at {now.astimezone(PDT):%H:%M} PDT before any capacity-class "
+                                         f"signal ({'; '.join(result.reasons) or 'no reason given'})")
+                else:
+                    # The clock stands still during a tick: its wall time is its event time.
+                    self.posture_seconds = (now - self.first_signal).total_seconds() + tick_wall
             self.samples.append(report.Sample(now, stage, list(caps.values()), dict(Counter(self.engaged.values())),
                                               verdict, raw.get("failure_share"), groups=self.by_group(caps)))
 
@@ -437,7 +441,9 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         "settings": "the stack's defaults (Settings())",
         "event time replayed": f"{scenario.START:%H:%M} to {last.astimezone(PDT):%H:%M} PDT, {replay.ticks} reconciler ticks",
         "full posture": (f"{replay.posture_at.astimezone(PDT):%H:%M} PDT, {replay.posture_seconds:.0f} s after the first "
-                         f"qualifying signal" if replay.posture_at else "never"),
+                         f"qualifying signal" if replay.posture_seconds is not None else
+                         f"{replay.posture_at.astimezone(PDT):%H:%M} PDT, before any qualifying signal" if replay.posture_at
+                         else "never"),
         "back to normal at": f"{last.astimezone(PDT):%H:%M} PDT" if not replay.failures else "not reached",
         "AWS API calls by the controllers (probes' own clients not counted)": f"{holdfast_calls} ({metric_calls} GetMetricData)",
         "end state": f"{tally['restored']} restored exactly, {tally['drift-kept']} owner change kept and reported, "

@@ -18,18 +18,25 @@ REGION = "us-east-1"
 
 @contextmanager
 def moto_server() -> Iterator[str]:
-    """A moto server on 127.0.0.1 (a free port), with AWS's semantics; yields its URL."""
+    """A moto server on 127.0.0.1 (a free port), with AWS's semantics, and empty; yields its URL.
+
+    moto's backends are global to the process: a server started in a process that ran
+    other moto work (a test suite) would see its tables, plans and functions. The demo's
+    AWS is its own, so every backend is reset before the first call and after the last."""
+    from moto.moto_api import _internal
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    _internal.moto_api_backend.reset()
     try:
         with aws_semantics():
             host, port = server.get_host_and_port()
             yield f"http://{host}:{port}"
     finally:
         server.stop()
+        _internal.moto_api_backend.reset()
 
 
 def session():

@@ -3,7 +3,10 @@
 import threading
 
 from holdfast.observation import probes
-from holdfast.core.signals import PROBE_FAILED, PROBE_OK
+from datetime import timedelta
+
+from holdfast.core import detector
+from holdfast.core.signals import PROBE_FAILED, PROBE_INCONCLUSIVE, PROBE_OK
 from holdfast.settings import Settings
 from tests.detection.factory import utc
 
@@ -28,7 +31,8 @@ def test_dns_empty_or_failed_answer_is_a_failure():
     assert probes.success_ratio(list(results.values())) == 0.5
 
 
-def test_a_hung_resolver_costs_one_timeout():
+def test_a_hung_resolver_costs_one_timeout_and_alone_proves_nothing():
+    # Only timeouts in the round: the controller may be the slow one, so it is inconclusive.
     release = threading.Event()
     settings = Settings.from_mapping({"probe_api_services": [], "probe_timeout_seconds": 0.1,
                                       "probe_endpoints": ["dynamodb.{region}.amazonaws.com"]})
@@ -37,7 +41,36 @@ def test_a_hung_resolver_costs_one_timeout():
     finally:
         release.set()
     assert result.detail["target"] == "dns:dynamodb.eu-west-1.amazonaws.com"
-    assert result.klass == PROBE_FAILED and "timed out" in result.detail["error"]
+    assert result.klass == PROBE_INCONCLUSIVE and "timed out" in result.detail["error"]
+
+
+def test_a_timeout_beside_an_empty_answer_is_a_failure():
+    release = threading.Event()
+    settings = Settings.from_mapping({"probe_api_services": [], "probe_timeout_seconds": 0.1,
+                                      "probe_endpoints": ["dynamodb.{region}.amazonaws.com", "ec2.{region}.amazonaws.com"]})
+    answers = {"dynamodb.eu-west-1.amazonaws.com": lambda: [], "ec2.eu-west-1.amazonaws.com": lambda: release.wait(5)}
+    try:
+        results = by_target(probes.run(no_api, settings, "eu-west-1", NOW, resolver=lambda host: answers[host]()))
+    finally:
+        release.set()
+    assert {t: s.klass for t, s in results.items()} == {
+        "dns:dynamodb.eu-west-1.amazonaws.com": PROBE_FAILED, "dns:ec2.eu-west-1.amazonaws.com": PROBE_FAILED}
+
+
+def test_a_slow_controller_never_reads_as_an_impaired_region():
+    # Every API probe times out, round after round, as on a CPU-starved host: no verdict moves.
+    class Slow:
+        def __getattr__(self, method):
+            def call(**_):
+                raise TimeoutError("read timed out")
+            return call
+
+    settings = Settings.from_mapping({"probe_endpoints": [], "probe_api_services": list(probes.API_CALLS)})
+    rounds = [s for minute in range(10)
+              for s in probes.run(lambda service: Slow(), settings, "us-east-1", NOW + timedelta(minutes=minute))]
+    assert {s.klass for s in rounds} == {PROBE_INCONCLUSIVE}
+    verdict = detector.evaluate(rounds, None, settings, NOW + timedelta(minutes=10))
+    assert verdict.state == detector.NORMAL, verdict
 
 
 def test_api_probes_make_one_cheap_read_each(clients):

@@ -58,7 +58,8 @@ from typing import Any, Iterable, Mapping
 
 from holdfast.core.classify import CAPACITY
 from holdfast.core.signals import (
-    ELB_TERMINATION, HEALTH, HEALTH_CLOSED, HEALTH_OPEN, LAUNCHED, PROBE, PROBE_FAILED, Signal, iso, parse_time,
+    ELB_TERMINATION, HEALTH, HEALTH_CLOSED, HEALTH_OPEN, LAUNCHED, PROBE, PROBE_FAILED, PROBE_INCONCLUSIVE, Signal, iso,
+    parse_time,
 )
 
 NORMAL, IMPAIRED, RECOVERING = "normal", "impaired", "recovering"
@@ -157,7 +158,7 @@ def evaluate(signals: Iterable[Signal], previous: Verdict | None, settings, now:
 
     outcomes = [s for s in seen if s.klass in (CAPACITY, LAUNCHED)]
     terminations = [s for s in seen if s.klass == ELB_TERMINATION]
-    probes = [s for s in seen if s.source == PROBE]
+    probes = [s for s in seen if s.source == PROBE and s.klass != PROBE_INCONCLUSIVE]
     failing_at, regional_at = _scan_launches(outcomes, settings)
     last_failure = _latest(previous.last_capacity_failure, *(s.time for s in outcomes if s.klass == CAPACITY))
     last_launch = _latest(previous.last_successful_launch, *(s.time for s in outcomes if s.klass == LAUNCHED))

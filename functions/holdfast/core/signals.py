@@ -45,8 +45,12 @@ LAUNCHED = "launch"
 ELB_TERMINATION = "elb-termination"   # an instance replaced after failing its ELB health check
 HEALTH_OPEN, HEALTH_CLOSED = "health-open", "health-closed"
 PROBE_OK, PROBE_FAILED = "probe-ok", "probe-failed"
+# A probe that only timed out in a round where nothing else failed: the controller may be
+# the slow one (a loaded Lambda, a slow network path), so it is evidence of nothing.
+PROBE_INCONCLUSIVE = "probe-inconclusive"
 LAUNCH_FAILURES = (CAPACITY, CONFIGURATION, UNKNOWN)
-KLASSES = LAUNCH_FAILURES + (LAUNCHED, ELB_TERMINATION, HEALTH_OPEN, HEALTH_CLOSED, PROBE_OK, PROBE_FAILED)
+KLASSES = LAUNCH_FAILURES + (LAUNCHED, ELB_TERMINATION, HEALTH_OPEN, HEALTH_CLOSED, PROBE_OK, PROBE_FAILED,
+                             PROBE_INCONCLUSIVE)
 
 # Sources.
 ASG, HEALTH, PROBE, POLLING = "aws.autoscaling", "aws.health", "probe", "polling"
@@ -337,14 +341,38 @@ def _health_event(event: Mapping[str, Any], region: str, settings) -> Parsed:
     return Parsed(klass, f"{service} issue {status} in {region}: {detail.get('eventTypeCode', arn)}", signal)
 
 
-def probe_signal(target: str, ok: bool, error: str | None, now: datetime) -> Signal:
+class ProbeOutcome(NamedTuple):
+    """What one probe target did in a round: its error (None when it answered) and
+    whether that error was only a timeout."""
+
+    error: str | None
+    timed_out: bool = False
+
+
+def probe_round(outcomes: Mapping[str, ProbeOutcome], now: datetime) -> list[Signal]:
+    """One signal per target for a round of probes.
+
+    A timeout is evidence only beside an answer that failed: an empty DNS answer or an
+    error from an endpoint (what clients saw in October). A round whose only failures
+    are timeouts is what a slow controller sees of a healthy region (a loaded Lambda, a
+    slow network path, a CPU-starved host) as much as what a hung region looks like, so
+    its timeouts are inconclusive: recorded, never counted toward a probe's failure
+    ratio. A region that only hangs still shows itself through launch failures and
+    AWS Health."""
+    answered_failure = any(o.error is not None and not o.timed_out for o in outcomes.values())
+    return [probe_signal(target, o.error is None, o.error, now,
+                         inconclusive=o.timed_out and not answered_failure)
+            for target, o in outcomes.items()]
+
+
+def probe_signal(target: str, ok: bool, error: str | None, now: datetime, *, inconclusive: bool = False) -> Signal:
     """One probe result; its id is unique per target and tick."""
     return Signal(
         time=now,
         source=PROBE,
         zone=None,
         group=None,
-        klass=PROBE_OK if ok else PROBE_FAILED,
+        klass=PROBE_OK if ok else PROBE_INCONCLUSIVE if inconclusive else PROBE_FAILED,
         detail={"target": target, **({"error": error[:300]} if error else {})},
         id=f"probe:{target}@{iso(now)}",
     )

@@ -10,7 +10,9 @@
 All probes run at once in daemon threads and each must answer within
 settings.probe_timeout_seconds, so a hung resolver costs one timeout, not a tick.
 Each result is a signal (target `dns:<host>` or `api:<service>`); the detector judges
-the failure ratio per target over its window.
+the failure ratio per target over its window. A timeout counts only beside a probe
+that answered with a failure (holdfast.core.signals.probe_round): a slow controller
+must not read as an impaired region.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Any, Callable
 from botocore.config import Config
 
 from holdfast.iam import uses
-from holdfast.core.signals import PROBE_OK, Signal, probe_signal
+from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+from holdfast.core.signals import PROBE_OK, ProbeOutcome, Signal, probe_round
 
 Resolver = Callable[[str], Any]
 
@@ -65,8 +69,7 @@ def run(client_for: Callable[[str], Any], settings, region: str, now: datetime, 
     for service in settings.probe_api_services:
         method, kwargs = API_CALLS[service]
         tasks[f"api:{service}"] = lambda service=service, method=method, kwargs=kwargs: getattr(client_for(service), method)(**kwargs)
-    errors = _bounded(tasks, settings.probe_timeout_seconds)
-    return [probe_signal(target, errors[target] is None, errors[target], now) for target in tasks]
+    return probe_round(_bounded(tasks, settings.probe_timeout_seconds), now)
 
 
 def success_ratio(results: list[Signal]) -> float | None:
@@ -81,17 +84,20 @@ def _resolve(resolver: Resolver, host: str) -> None:
         raise LookupError(f"empty answer for {host}")
 
 
-def _bounded(tasks: dict[str, Callable[[], None]], timeout: float) -> dict[str, str | None]:
-    """Run the tasks at once; target -> None on success, else the error. A task still
-    running at the deadline has failed; its daemon thread is abandoned."""
-    errors: dict[str, str | None] = {}
+_TIMEOUTS = (TimeoutError, ReadTimeoutError, ConnectTimeoutError)
+
+
+def _bounded(tasks: dict[str, Callable[[], None]], timeout: float) -> dict[str, ProbeOutcome]:
+    """Run the tasks at once; each target's outcome. A task still running at the deadline
+    has timed out; its daemon thread is abandoned."""
+    errors: dict[str, ProbeOutcome] = {}
 
     def attempt(name: str, task: Callable[[], None]) -> None:
         try:
             task()
-            errors[name] = None
+            errors[name] = ProbeOutcome(None)
         except Exception as err:  # noqa: BLE001 - every failure is a failed probe, reported
-            errors[name] = f"{type(err).__name__}: {err}"
+            errors[name] = ProbeOutcome(f"{type(err).__name__}: {err}", isinstance(err, _TIMEOUTS))
 
     threads = [threading.Thread(target=attempt, args=item, daemon=True) for item in tasks.items()]
     for t in threads:
@@ -100,4 +106,4 @@ def _bounded(tasks: dict[str, Callable[[], None]], timeout: float) -> dict[str, 
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
     done = dict(errors)
-    return {name: done[name] if name in done else f"timed out after {timeout:g}s" for name in tasks}
+    return {name: done[name] if name in done else ProbeOutcome(f"timed out after {timeout:g}s", True) for name in tasks}
