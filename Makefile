@@ -22,7 +22,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 test: $(VENV)/.installed
-	PYTHONPATH=functions:dev $(VENV)/bin/lint-imports --no-cache
+	PYTHONPATH=functions:stacks:dev $(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 demo: $(VENV)/.installed

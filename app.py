@@ -4,7 +4,7 @@
 One stack per settings target (`cdk deploy --all` covers them all), or one stack in
 the CLI's default environment when no target is named. With
 `org_organizational_unit_ids` set, the organization's stacks as well (a code bucket
-per region and the StackSet, `holdfast.cdk.org`), and no default stack. A bad setting
+per region and the StackSet, `holdfast_cdk.org`), and no default stack. A bad setting
 stops synth with a message naming the key, the value and what is allowed.
 """
 
@@ -18,8 +18,8 @@ from typing import Any, Mapping
 import aws_cdk as cdk
 
 from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
-from holdfast.cdk import HoldfastStack
-from holdfast.cdk.org import org_stacks
+from holdfast_cdk import HoldfastStack
+from holdfast_cdk.org import org_stacks
 
 DEFAULT_STACK = "Holdfast"
 

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from holdfast import audit, audit_rules
+from holdfast.cli import account_audit, audit_rules
 from holdfast.actuators import ACTUATORS, REGISTRY, _registry
 from holdfast.actuators.tagged import TaggedActuator
 from holdfast.core import kinds, policy
@@ -25,7 +25,7 @@ def test_each_kind_declares_everything_the_rest_derives_from():
         assert kind.label and kind.name
         assert kind.relaxed_in in policy.STAGES
         assert callable(getattr(audit_rules, kind.audit_rule)), f"{kind.name}: audit rule {kind.audit_rule} missing"
-    assert set(audit.READERS) == set(kinds.KINDS)
+    assert set(account_audit.READERS) == set(kinds.KINDS)
 
 
 def test_a_kind_without_an_actuator_or_an_actuator_without_a_kind_fails_at_import():

@@ -68,7 +68,7 @@ pytestmark = pytest.mark.benchmark
 SCALE = float(os.environ.get("HOLDFAST_BENCH_SCALE", "1"))
 KINDS = tuple(ISSUE_FLEET)
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
-LAMBDA_TIMEOUT = 900   # the reconciler's (holdfast/cdk/constructs/controllers.py)
+LAMBDA_TIMEOUT = 900   # the reconciler's (holdfast_cdk/constructs/controllers.py)
 ZONES = ("us-east-1a", "us-east-1b")
 # The writes that put a resource in posture (not the write-ahead tags).
 PROTECTIVE = {("autoscaling", "SuspendProcesses"), ("lambda", "UpdateEventSourceMapping"),

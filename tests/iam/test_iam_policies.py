@@ -25,7 +25,7 @@ from iam_checks import (
     unscoped_writes,
     wildcard_actions,
 )
-from holdfast.cdk import role_policies as policies
+from holdfast_cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent
 ROLES = ("detector", "reconciler", "readonly")

@@ -13,7 +13,7 @@ import pytest
 
 from holdfast_fixtures.iam_policy import Unsupported, allows, decide
 from reference_checks import SAMPLE, fill, reference_findings
-from holdfast.cdk import role_policies as policies
+from holdfast_cdk import role_policies as policies
 
 # Every policy document Holdfast ships, not only the two controllers'.
 ROLES = tuple(sorted(p.stem for p in policies.POLICIES_DIR.glob("*.json")))

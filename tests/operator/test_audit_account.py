@@ -16,7 +16,7 @@ import zipfile
 import pytest
 from botocore.exceptions import ClientError
 
-from holdfast import audit
+from holdfast.cli import account_audit
 from holdfast.cli import main
 from holdfast.settings import Settings
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
@@ -184,7 +184,7 @@ def test_unreadable_resources_are_named_and_exit_1(account, clients, capsys, mon
     monkeypatch.setattr(elb, "describe_target_group_attributes", attributes)
     monkeypatch.setattr(asg, "get_paginator", lambda _: (_ for _ in ()).throw(denied))
 
-    result = audit.run(clients, Settings())
+    result = account_audit.run(clients, Settings())
 
     assert result.unreadable == ["Auto Scaling groups: AccessDenied: not allowed", "target group tg-default: AccessDenied: not allowed"]
     assert {f.kind for f in result.findings} == {"esm", "async", "function", "scalable-target"}

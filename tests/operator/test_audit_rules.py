@@ -13,7 +13,7 @@ import botocore.session
 import pytest
 from botocore import xform_name
 
-from holdfast import audit_rules as rules
+from holdfast.cli import audit_rules as rules
 from holdfast.settings import Settings
 
 S = Settings()

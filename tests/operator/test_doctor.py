@@ -14,9 +14,9 @@ import json
 
 import pytest
 
-from holdfast.cdk import role_policies
+from holdfast_cdk import role_policies
 from holdfast.cli import main
-from holdfast import doctor
+from holdfast.cli import readiness
 from holdfast_fixtures.moto_patches import publish_public_parameter
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.actuators.fleet import ACCOUNT, make_asg, make_function, make_service_target, role
@@ -26,9 +26,9 @@ REGION = "us-east-1"
 
 
 def test_the_doctor_checks_the_layer_parameter_the_stack_deploys():
-    from holdfast.cdk.constructs import controllers
+    from holdfast_cdk.constructs import controllers
 
-    assert doctor.POWERTOOLS_LAYER_PARAMETER == controllers.POWERTOOLS_LAYER_PARAMETER
+    assert readiness.POWERTOOLS_LAYER_PARAMETER == controllers.POWERTOOLS_LAYER_PARAMETER
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def deployed(clients, ledger_table):
     url = sqs.create_queue(QueueName="HoldfastStack-ExpiredEvents")["QueueUrl"]
     queue = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     clients("ssm").put_parameter(Name="/holdfast/HoldfastStack/expired-queue-arn", Value=queue, Type="String")
-    publish_public_parameter(ACCOUNT, REGION, doctor.POWERTOOLS_LAYER_PARAMETER,
+    publish_public_parameter(ACCOUNT, REGION, readiness.POWERTOOLS_LAYER_PARAMETER,
                              f"arn:aws:lambda:{REGION}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:20")
     document = role_policies.render(role_policies.read("reconciler"), {
         "Partition": "aws", "Region": REGION, "Account": ACCOUNT, "SelectorKey": "holdfast:protect",

@@ -2,8 +2,9 @@
 that has only the wheel synthesizes Holdfast from it, with the construct kept out of the
 Lambda asset.
 
-The wheel is built from a copy of the sources (pyproject.toml and functions/), with the
-venv's own setuptools and no network (`--no-build-isolation`), once for the module.
+The wheel is built from a copy of the sources (pyproject.toml, functions/, stacks/ and
+policies/), with the venv's own setuptools and no network (`--no-build-isolation`), once
+for the module.
 """
 
 from __future__ import annotations
@@ -19,13 +20,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The tree's shipped folders and where each lands in the wheel.
+SHIPPED = {"functions": "", "stacks": "", "policies": "holdfast_cdk/policies/"}
+
+
+def tree_files() -> set[str]:
+    """What the wheel must hold: every module and policy file of the shipped folders."""
+    found = set()
+    for folder, prefix in SHIPPED.items():
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and ".egg-info" not in str(path) \
+                    and path.suffix in (".py", ".json", ".md"):
+                found.add(prefix + str(path.relative_to(ROOT / folder)))
+    return found
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
     shutil.copy(ROOT / "pyproject.toml", source)
-    shutil.copytree(ROOT / "functions", source / "functions", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for folder in SHIPPED:
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     out = tmp_path_factory.mktemp("dist")
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(source), "-w", str(out)],
@@ -38,24 +53,16 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_holds_the_function_code_the_construct_and_its_policies(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {
-        "holdfast/handlers/detector.py",
-        "holdfast/handlers/reconciler.py",
-        "holdfast/reconciler.py",
-        "holdfast/settings.py",
-        "holdfast/cdk/__init__.py",
-        "holdfast/cdk/construct.py",
-        "holdfast/cdk/org.py",
-        "holdfast/cdk/game_day.py",
-        "holdfast/cdk/policies/detector.json",
-        "holdfast/cdk/policies/reconciler.json",
-        "holdfast/cdk/policies/readonly.json",
-        "holdfast/cdk/policies/README.md",
-    } <= names
+    expected = tree_files()
+    assert {"holdfast/handlers/reconciler.py", "holdfast_cdk/construct.py", "holdfast_cdk/policies/reconciler.json",
+            "holdfast_cdk/policies/README.md"} <= expected  # the tree is where this test thinks it is
+    assert expected - names == set(), "in the tree but not in the wheel (pyproject.toml's packages)"
+    shipped = {n for n in names if ".dist-info/" not in n}
+    assert shipped - expected == set(), "in the wheel but not in the tree"
     # One copy of the policies: the wheel's are the repository's.
     for role in ("detector", "reconciler", "readonly"):
-        packaged = json.loads(zipfile.ZipFile(wheel).read(f"holdfast/cdk/policies/{role}.json"))
-        assert packaged == json.loads((ROOT / "functions/holdfast/cdk/policies" / f"{role}.json").read_text())
+        packaged = json.loads(zipfile.ZipFile(wheel).read(f"holdfast_cdk/policies/{role}.json"))
+        assert packaged == json.loads((ROOT / "policies" / f"{role}.json").read_text())
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(metadata).decode()
     assert "Provides-Extra: cdk" in text and "aws-cdk-lib" in text
@@ -67,7 +74,7 @@ import json, sys, zipfile
 from pathlib import Path
 import aws_cdk as cdk
 import holdfast
-from holdfast.cdk import Holdfast
+from holdfast_cdk import Holdfast
 assert holdfast.__file__.startswith(sys.argv[1]), holdfast.__file__
 app = cdk.App(outdir=sys.argv[2])
 stack = cdk.Stack(app, "UsersOwn", env=cdk.Environment(account="123456789012", region="eu-west-1"))
@@ -92,5 +99,5 @@ def test_a_cdk_app_with_only_the_wheel_synthesizes_holdfast_and_its_asset_leaves
     assert result.returncode == 0, result.stderr[-3000:]
     files = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"holdfast/handlers/detector.py", "holdfast/handlers/reconciler.py", "holdfast/settings.py"} <= set(files)
-    assert not [f for f in files if f.startswith(("holdfast/cdk/", "holdfast/cli/"))]
+    assert not [f for f in files if f.startswith(("holdfast_cdk/", "holdfast/cli/"))]
     assert not [f for f in files if f.endswith(".dist-info") or ".dist-info/" in f]

@@ -114,7 +114,7 @@ def foreign(tmp_path_factory) -> Foreign:
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_sqs as sqs
 
-    from holdfast.cdk import Holdfast
+    from holdfast_cdk import Holdfast
 
     app = App(outdir=str(tmp_path_factory.mktemp("cdk.out.foreign")))
     Aspects.of(app).add(AwsSolutionsChecks())

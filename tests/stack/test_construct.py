@@ -11,8 +11,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Annotations, Match, Template
 
-from holdfast.cdk import Holdfast
-from holdfast.cdk.code import NOT_IN_ASSET
+from holdfast_cdk import Holdfast
+from holdfast_cdk.code import NOT_IN_ASSET
 from holdfast.settings import Settings
 
 ACCOUNT, REGION = "123456789012", "us-east-1"  # as tests/stack/conftest.py

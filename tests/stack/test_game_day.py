@@ -13,7 +13,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 from cfnlint.api import ManualArgs, lint
 
 from app import build_app
-from holdfast.cdk import GameDay
+from holdfast_cdk import GameDay
 from holdfast.settings import Settings, SettingsError
 
 ACCOUNT, REGION = "123456789012", "us-east-1"  # as conftest

@@ -1,5 +1,5 @@
 """The Lambda asset holds only what runs in Lambda: the controllers' code, no CLI, no
-demo, no test support (issue 9, "What ships")."""
+demo, no test support, none of the CLI-only checks (audit, doctor, the drill)."""
 
 from __future__ import annotations
 
@@ -23,4 +23,5 @@ def test_the_asset_is_the_controllers_code_only(synthesized):
     shipped_tops = {f.split("/")[0] for f in files}
     assert shipped_tops == {"holdfast"}, shipped_tops          # no holdfast_demo, holdfast_fixtures
     assert not [f for f in files if f.startswith("holdfast/cli/")]
+    assert not [f for f in files if f.rsplit("/", 1)[-1] in ("account_audit.py", "audit_rules.py", "readiness.py", "drill.py")]
     assert not [f for f in files if f.endswith((".pyc", ".csv")) or "egg-info" in f or "__pycache__" in f]

@@ -10,8 +10,8 @@ from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint
 
 from holdfast.settings import Settings
-from holdfast.cdk import HoldfastStack
-from holdfast.cdk import role_policies as policies
+from holdfast_cdk import HoldfastStack
+from holdfast_cdk import role_policies as policies
 
 NAG = Match.string_like_regexp("AwsSolutions-.*")
 

@@ -6,8 +6,8 @@ import json
 
 from aws_cdk.assertions import Match
 
-from holdfast.cdk import role_policies as policies
-from holdfast.cdk.constructs.controllers import POWERTOOLS_LAYER_PARAMETER
+from holdfast_cdk import role_policies as policies
+from holdfast_cdk.constructs.controllers import POWERTOOLS_LAYER_PARAMETER
 
 
 def _only(synthesized, cfn_type: str, **match) -> dict:

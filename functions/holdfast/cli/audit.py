@@ -1,7 +1,7 @@
 """`holdfast audit`: the account's risky defaults, and how to pause each mechanism.
 
 Read-only. Lists, per resource, the settings that make recovery from a regional
-impairment worse (holdfast.audit_rules has the rules) and, for each mechanism Holdfast
+impairment worse (holdfast.cli.audit_rules has the rules) and, for each mechanism Holdfast
 engages, the AWS CLI commands that pause it and resume it. With --json:
 {"findings": [{"kind", "resource", "problem", "pause_command", "resume_command"[, "fix_command"]}]}.
 With the expired-events queue known (found as `engage` finds it), it also lists the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from holdfast import audit
+from holdfast.cli import account_audit
 from holdfast.cli.context import table
 
 
@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 def run(ctx, args) -> int:
     queue, _ = ctx.use_expired_queue()
-    result = audit.run(ctx.clients, ctx.settings, progress=ctx.progress, expired_queue_arn=queue)
+    result = account_audit.run(ctx.clients, ctx.settings, progress=ctx.progress, expired_queue_arn=queue)
     ctx.progress("")
     ctx.emit(result.to_dict(), render(result))
     for what in result.unreadable:
@@ -38,7 +38,7 @@ def run(ctx, args) -> int:
     return 1 if result.unreadable else 0
 
 
-def render(result: audit.AuditResult) -> str:
+def render(result: account_audit.AuditResult) -> str:
     if not result.findings:
         return "no findings"
     lines = [table(["kind", "resource", "problem"], [[f.kind, f.name, f.problem] for f in result.findings])]

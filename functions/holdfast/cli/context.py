@@ -24,7 +24,7 @@ from holdfast.settings import CONTEXT_KEY, Settings
 
 # Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
 # to SSM at <parameter prefix>/expired-queue-arn, the prefix being /holdfast/<stack name>
-# by default (holdfast.cdk.construct). A queue named this is found too.
+# by default (holdfast_cdk.construct). A queue named this is found too.
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
 EXPIRED_QUEUE_NAME = "holdfast-expired-events"

@@ -1,13 +1,14 @@
 """`holdfast doctor`: check in an account what a deploy and an event need, each with a fix.
 
-Read-only (holdfast.doctor has the checks). With --json:
+Read-only (holdfast.cli.readiness has the checks). With --json:
 {"command": "doctor", "ok": bool, "checks": [{"check", "ok", "detail", "fix"}]}.
 Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 """
 
 from __future__ import annotations
 
-from holdfast import audit, doctor, engine
+from holdfast import engine
+from holdfast.cli import account_audit, readiness
 from holdfast.aws import Clients
 from holdfast.core.kinds import KINDS
 from holdfast.core.model import FAILED, SKIPPED
@@ -32,10 +33,10 @@ def run(ctx, args) -> int:
         return clients if region == clients.region else Clients(region=region, profile=profile, endpoint_url=endpoint)
 
     ctx.progress("checking the Powertools layer")
-    checks = doctor.powertools_layer(clients_for, regions)
+    checks = readiness.powertools_layer(clients_for, regions)
     queue, found_by = ctx.use_expired_queue()
-    checks.append(doctor.expired_queue(clients, queue, found_by))
-    checks.append(doctor.health_rule(clients, clients.region, settings))
+    checks.append(readiness.expired_queue(clients, queue, found_by))
+    checks.append(readiness.health_rule(clients, clients.region, settings))
 
     ctx.progress("planning every selected resource")
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
@@ -46,26 +47,26 @@ def run(ctx, args) -> int:
     stuck = [o for o in report.outcomes if o.action in (FAILED, SKIPPED)]
     for o in stuck:
         note = next(iter(o.notes.values()), {}) if o.notes else {}
-        checks.append(doctor.Check(f"resource {o.kind}", False, f"{o.arn}: {o.action}: {note.get('why') or o.error}",
+        checks.append(readiness.Check(f"resource {o.kind}", False, f"{o.arn}: {o.action}: {note.get('why') or o.error}",
                                    note.get("fix") or note.get("command") or "see the error; `holdfast plan` shows it again"))
     if queue:
-        found = audit.AuditResult()
-        audit.destinations(clients, settings, queue, found, ctx.progress)
+        found = account_audit.AuditResult()
+        account_audit.destinations(clients, settings, queue, found, ctx.progress)
         for f in found.findings:
-            checks.append(doctor.Check("resource async destination", False, f"{f.name}: {f.problem}", f.fix_command))
+            checks.append(readiness.Check("resource async destination", False, f"{f.name}: {f.problem}", f.fix_command))
         for what in found.unreadable:
-            checks.append(doctor.Check("resource async destination", False, f"could not check {what}",
+            checks.append(readiness.Check("resource async destination", False, f"could not check {what}",
                                        "the CLI's credentials need iam:SimulatePrincipalPolicy"))
     if not stuck and report.complete:
-        checks.append(doctor.Check("resources", True, f"{len(report.outcomes)} selected resources: Holdfast can act on each"))
+        checks.append(readiness.Check("resources", True, f"{len(report.outcomes)} selected resources: Holdfast can act on each"))
 
-    role, where = doctor.reconciler_role(clients, ctx.ledger_table)
+    role, where = readiness.reconciler_role(clients, ctx.ledger_table)
     if role is None:
-        checks.append(doctor.Check("controller-role", False, where, "deploy Holdfast's stack here (npx cdk deploy)"))
+        checks.append(readiness.Check("controller-role", False, where, "deploy Holdfast's stack here (npx cdk deploy)"))
     else:
         account = role.split(":")[4]
-        kinds = {k: selected.get(k) or doctor.sample_arn(k, clients.partition, clients.region, account) for k in KINDS}
-        checks += doctor.controller_permissions(clients, role, kinds, settings)
+        kinds = {k: selected.get(k) or readiness.sample_arn(k, clients.partition, clients.region, account) for k in KINDS}
+        checks += readiness.controller_permissions(clients, role, kinds, settings)
 
     ctx.progress("")
     ok = all(c.ok for c in checks)
@@ -76,7 +77,7 @@ def run(ctx, args) -> int:
     return 0 if ok else 1
 
 
-def render(checks: list[doctor.Check]) -> str:
+def render(checks: list[readiness.Check]) -> str:
     rows = [("ok" if c.ok else "FAIL", c.name, c.detail) for c in checks]
     failed = sum(1 for c in checks if not c.ok)
     return table(("", "CHECK", "DETAIL"), rows) + f"\n{len(checks)} checks, {failed} failed"

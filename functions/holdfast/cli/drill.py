@@ -89,7 +89,7 @@ from holdfast.cli.context import Context, UsageError, operator_name
 
 DEFAULT_STACK = "Holdfast"
 PARAMETER_ROOT = "/holdfast"
-TEMPLATE_PARAMETER = "experiment-template-id"   # published by holdfast.cdk.GameDay
+TEMPLATE_PARAMETER = "experiment-template-id"   # published by holdfast_cdk.GameDay
 SETTINGS_PARAMETER = "settings"                  # the deployed settings' JSON
 ASG_ICE_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
 # ExperimentStatus values after which FIS injects nothing more (FIS API reference, ExperimentState).

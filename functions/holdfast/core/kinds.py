@@ -3,7 +3,7 @@
 
 A `Kind` says what the pure core and the operator need to know about a kind: its name,
 the ARN shape that names one, the stage in which it is relaxed (before that stage it is
-held), its label, and the audit rule (in holdfast.audit_rules) that judges it. The
+held), its label, and the audit rule (in holdfast.cli.audit_rules) that judges it. The
 actuator for a kind names its Kind (`spec = kinds.ASG`); `holdfast.actuators.REGISTRY`
 maps each Kind to its actuator, and tests/actuators/test_registry.py fails when a Kind
 has no actuator or an actuator no Kind. Everything else — the tuple of kind names, the

@@ -3,7 +3,7 @@ impaired). Thin: build the shell once per container, call reconciler.tick, retur
 
 An engaging tick may walk for as long as the invocation has time (its remaining time,
 from the Lambda context, less MARGIN_SECONDS: `tick(engage_seconds=)`); the function's
-timeout is Lambda's maximum (holdfast/cdk/constructs/controllers.py). Relaxing keeps the
+timeout is Lambda's maximum (holdfast_cdk/constructs/controllers.py). Relaxing keeps the
 short `tick_budget_seconds`.
 
 The controller id is the Lambda log stream, unique per execution environment, so two

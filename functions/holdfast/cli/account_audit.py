@@ -1,6 +1,6 @@
 """`holdfast audit`: read an account's automation and list what makes recovery worse.
 
-The imperative shell over holdfast.audit_rules: it lists Auto Scaling groups, SQS
+The imperative shell over holdfast.cli.audit_rules: it lists Auto Scaling groups, SQS
 event source mappings, Lambda functions (their environment and async invoke config),
 NLB target groups and Application Auto Scaling targets, every page of each, and hands
 each resource to its rule.
@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
-from holdfast import audit_rules as rules
+from holdfast.cli import audit_rules as rules
 from holdfast.actuators.scalable_target import ScalableTargetActuator
 from holdfast.core.kinds import BY_NAME, KINDS
 from holdfast.iam import uses

@@ -43,7 +43,7 @@ from constructs import Construct
 
 from holdfast.settings import Settings
 
-from holdfast.cdk import suppressions
+from holdfast_cdk import suppressions
 
 ASG_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
 LAMBDA_ACTION = "aws:lambda:invocation-error"

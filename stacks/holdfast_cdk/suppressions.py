@@ -31,7 +31,7 @@ XRAY = NagPackSuppression(
 POLICY_WILDCARDS = NagPackSuppression(
     id="AwsSolutions-IAM5",
     applies_to=[{"regex": "/^Resource::.*$/"}],
-    reason="Resource wildcards in holdfast/cdk/policies/<role>.json are explained statement by "
+    reason="Resource wildcards in policies/<role>.json are explained statement by "
     "statement in its README.md: every write on account resources is limited to the selector tag "
     "by a condition where the service supports one, and tests/iam enforces that.",
 )

@@ -33,8 +33,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import error_code, error_text
 from holdfast.iam import uses
 
-# The layer the stack deploys with (holdfast.cdk.constructs.controllers; a test keeps the
-# two equal: the CLI may not import holdfast.cdk).
+# The layer the stack deploys with (holdfast_cdk.constructs.controllers; a test keeps the
+# two equal: the CLI may not import holdfast_cdk).
 POWERTOOLS_VERSION = "3.37.0"
 POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.13/{POWERTOOLS_VERSION}"
 RECONCILER_HANDLER = "holdfast.handlers.reconciler.handler"
@@ -64,7 +64,7 @@ def powertools_layer(clients_for: Callable[[str], Any], regions: Iterable[str]) 
             missing = error_code(err) == "ParameterNotFound"
             checks.append(Check(name, False, f"{POWERTOOLS_LAYER_PARAMETER}: {error_text(err)}",
                                 (f"Powertools publishes no layer {POWERTOOLS_VERSION} for python3.13 arm64 in {region}: "
-                                 "pin a release that has one (requirements.txt and holdfast.cdk.constructs.controllers."
+                                 "pin a release that has one (requirements.txt and holdfast_cdk.constructs.controllers."
                                  "POWERTOOLS_VERSION) or deploy elsewhere") if missing else
                                 "the CLI's credentials need ssm:GetParameter on the public /aws/service/powertools/* parameters"))
         except BotoCoreError as err:
@@ -151,7 +151,7 @@ def controller_permissions(clients, role_arn: str, kinds: Mapping[str, str], set
         else:
             if denied:
                 checks.append(Check(f"controller-role {kind}", False, f"{role_arn} may not: {', '.join(denied)} on {arn}",
-                                    "deploy the stack's policy (functions/holdfast/cdk/policies/reconciler.json) unchanged, "
+                                    "deploy the stack's policy (policies/reconciler.json) unchanged, "
                                     "or find the permission boundary or SCP that denies it"))
             else:
                 checks.append(Check(f"controller-role {kind}", True, f"{role_arn} may make every {kind} write on {arn}"))

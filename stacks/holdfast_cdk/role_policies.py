@@ -1,4 +1,5 @@
-"""The controllers' IAM policies, from holdfast/cdk/policies/<role>.json (package data).
+"""The controllers' IAM policies, from policies/<role>.json: the repository's top-level
+`policies/`, shipped in the wheel as `holdfast_cdk/policies/` (pyproject.toml's package-dir).
 
 The JSON documents are the reviewable source of truth: tests/iam compares their
 actions with the `@uses` declarations in the code. They carry placeholders such as
@@ -19,7 +20,13 @@ from typing import Any, Mapping
 
 from aws_cdk import aws_iam as iam
 
-POLICIES_DIR = Path(__file__).resolve().parent / "policies"
+def _policies_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    packaged = here / "policies"  # an installed wheel
+    return packaged if packaged.is_dir() else here.parents[1] / "policies"  # a clone: <root>/policies
+
+
+POLICIES_DIR = _policies_dir()
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 
 

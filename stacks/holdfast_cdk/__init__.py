@@ -1,20 +1,20 @@
 """Holdfast for CDK apps: the construct, its stacks, the game day and the organization.
 
 Imported only at synth (it needs aws-cdk-lib and constructs: `pip install holdfast[cdk]`);
-it is left out of the controllers' Lambda asset (`holdfast.cdk.code`).
+it is left out of the controllers' Lambda asset (`holdfast_cdk.code`).
 
 - `Holdfast`: the whole of Holdfast as one construct, for a stack of your own.
 - `HoldfastStack`: that construct in a stack of its own (what `app.py` deploys per target).
 - `GameDay`: an AWS FIS experiment template that rehearses a regional launch impairment.
-- `HoldfastOrgStack` and friends (`holdfast.cdk.org`): every account of an OU, every
+- `HoldfastOrgStack` and friends (`holdfast_cdk.org`): every account of an OU, every
   region named, through a service-managed CloudFormation StackSet.
 
-The IAM policies of the two controller roles are package data in `holdfast/cdk/policies/`
-(`holdfast.cdk.role_policies` reads and fills them).
+The IAM policies of the two controller roles are package data in `policies/`
+(`holdfast_cdk.role_policies` reads and fills them).
 """
 
-from holdfast.cdk.construct import Holdfast
-from holdfast.cdk.game_day import GameDay
-from holdfast.cdk.stack import HoldfastStack
+from holdfast_cdk.construct import Holdfast
+from holdfast_cdk.game_day import GameDay
+from holdfast_cdk.stack import HoldfastStack
 
 __all__ = ["GameDay", "Holdfast", "HoldfastStack"]

@@ -55,8 +55,8 @@ from constructs import Construct
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.settings import Settings
 
-from holdfast.cdk import code, role_policies, suppressions
-from holdfast.cdk.stack import HoldfastStack
+from holdfast_cdk import code, role_policies, suppressions
+from holdfast_cdk.stack import HoldfastStack
 
 STACK_SET_NAME = "Holdfast"
 MEMBER_STACK_NAME = "Holdfast"

@@ -5,10 +5,9 @@ a wheel installed in site-packages, so a CDK user's app ships the same code as t
 repository's. The package is copied into a directory of its own first (site-packages
 holds far more than Holdfast), leaving out:
 
-- `holdfast/cdk`: this subpackage, imported only at synth (it needs aws-cdk-lib, which
-  Lambda does not have);
-- `holdfast/cli`: the CLI runs on an operator's machine (the demo and the test support
-  live outside the package, in dev/);
+- `holdfast/cli`: the CLI runs on an operator's machine, with its checks (audit,
+  doctor) and the drill's harness (the demo and the test support live outside the
+  package, in dev/);
 - caches and build metadata.
 
 The copy's content alone decides the asset hash (CDK fingerprints relative paths and
@@ -27,7 +26,7 @@ import holdfast
 
 PACKAGE_DIR = Path(holdfast.__file__).resolve().parent
 # Subpackages of `holdfast` left out of the Lambda asset.
-NOT_IN_ASSET = ("cdk", "cli")
+NOT_IN_ASSET = ("cli",)
 # The same rule as CDK exclude patterns (relative to the asset root), applied again when
 # the asset is staged, so a file that slipped into the copy would still stay out.
 ASSET_EXCLUDE = ["*.egg-info", "**/__pycache__", "**/*.pyc", *(f"holdfast/{name}" for name in NOT_IN_ASSET)]

@@ -1,7 +1,7 @@
 """The audit's rules: which settings make recovery from a regional impairment worse.
 
 Pure: each rule takes one resource as the AWS API describes it (plain dicts) and the
-settings, and returns a Finding or None. No boto3, no clock. holdfast.audit reads the
+settings, and returns a Finding or None. No boto3, no clock. holdfast.cli.account_audit reads the
 account and calls them.
 
 For each mechanism Holdfast engages, a finding carries the exact AWS CLI command that

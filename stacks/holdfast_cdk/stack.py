@@ -19,8 +19,8 @@ from constructs import Construct
 
 from holdfast.settings import Settings
 
-from holdfast.cdk.construct import Holdfast
-from holdfast.cdk.game_day import GameDay
+from holdfast_cdk.construct import Holdfast
+from holdfast_cdk.game_day import GameDay
 
 DESCRIPTION = "Holdfast: keeps automation safe during a regional EC2 impairment"
 

@@ -1,12 +1,12 @@
 """`Holdfast`: the whole of Holdfast as one construct, for a stack of your own.
 
-    from holdfast.cdk import Holdfast
+    from holdfast_cdk import Holdfast
     from holdfast.settings import Settings
 
     holdfast = Holdfast(self, "Holdfast", settings=Settings.from_mapping({"mode": "recommend"}))
     holdfast.grant_expired_events_destination(my_function)
 
-The construct composes the parts in `holdfast.cdk.constructs` and wires what crosses
+The construct composes the parts in `holdfast_cdk.constructs` and wires what crosses
 between them: the values filled into the IAM policy documents, the controllers'
 environment (the HOLDFAST_* variables `holdfast.handlers` reads), and the topic's key
 for the reconciler, which announces stage changes. It publishes the expired-events
@@ -31,8 +31,8 @@ from constructs import Construct
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.settings import ENV_VAR, Settings
 
-from holdfast.cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
-from holdfast.cdk.suppressions import acknowledge
+from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
+from holdfast_cdk.suppressions import acknowledge
 
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
@@ -61,7 +61,7 @@ class Holdfast(Construct):
     - ``parameter_prefix`` (``str | None``, default ``/holdfast/<stack name>``): the SSM
       path under which Holdfast publishes what the CLI must find.
     - ``policies_dir`` (``Path | None``, default ``None``: the packaged
-      ``holdfast/cdk/policies``): a directory with your own ``<role>.json`` documents.
+      ``policies``): a directory with your own ``<role>.json`` documents.
     - ``acknowledge_nag_findings`` (``bool``, default ``True``): add Holdfast's cdk-nag
       acknowledgements (each with its reason) when cdk-nag is installed.
 

@@ -6,10 +6,10 @@
 - reconciler: invoked by the schedule (and by the detector); moves the account toward the
   desired posture. An engaging tick walks for as long as its invocation has time.
 
-Both run the installed `holdfast` package (`holdfast.cdk.code`: no Docker, no bundling:
+Both run the installed `holdfast` package (`holdfast_cdk.code`: no Docker, no bundling:
 the package has no dependency the runtime and the Powertools layer do not bring). Each
-role's policy is holdfast/cdk/policies/<role>.json with its placeholders filled
-(`holdfast.cdk.role_policies`); the log, trace and dead-letter permissions that running
+role's policy is policies/<role>.json with its placeholders filled
+(`holdfast_cdk.role_policies`); the log, trace and dead-letter permissions that running
 a function needs are added by CDK.
 
 Choices:
@@ -37,8 +37,8 @@ from constructs import Construct
 
 from holdfast.settings import LOG_RETENTION_DAYS, Settings
 
-from holdfast.cdk import code
-from holdfast.cdk import role_policies as policies
+from holdfast_cdk import code
+from holdfast_cdk import role_policies as policies
 
 # AWS's public Powertools layer, resolved at deploy time from the public SSM parameter
 # Powertools publishes per release, so the layer is exactly the version requirements.txt
