@@ -45,7 +45,7 @@ Why not the alternatives:
 - an exclusive lease on the engage walk serialises walks that need not be (an
   operator's `resume --now` behind a tick's engage), lets a stalled holder — the
   October enactor — block the others until its lease expires, and makes engaging
-  depend on the ledger, which invariant 3 forbids.
+  depend on the ledger, while engaging must go on when the ledger is unreachable.
 When the board cannot be reached, a budget assumes `fallback_shares` holders (2) and
 carries on: engaging never waits for the ledger, and the AIMD still answers any
 overshoot. `LocalShareBoard` is the in-process board (tests, and several budgets of one

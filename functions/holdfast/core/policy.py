@@ -4,7 +4,7 @@ Pure: no boto3, no clock. `decide(verdict, plan, alarms, now, settings)` returns
 next plan and the reasons for it; the reconciler writes that plan (a new generation)
 only when it differs, and moves the resources toward `posture(plan, settings)`.
 
-Stages follow the recovery order (DESIGN.md, "Default recovery plan"):
+Stages follow the recovery order:
 
     normal -> hold -> drain -> replay -> fresh-work -> routing -> capacity -> normal
 
@@ -311,7 +311,7 @@ def _minutes(delta: timedelta) -> str:
     return f"{max(delta.total_seconds(), 0) / 60:.1f} min"
 
 
-# ---- the drain and the replay (issue 15) ------------------------------------------------
+# ---- the drain and the replay ----------------------------------------------------------
 #
 # Event source mappings are lifted by a feedback controller each (holdfast.core.drain_control),
 # not by a stage's hold. Their posture is CONTROL in hold and in drain: the reconciler
