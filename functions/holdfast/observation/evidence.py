@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
 from holdfast.aws import AWS_ERRORS, error_text
+from holdfast.core import kinds
 from holdfast.core.evidence import (
     DRAIN, ROUTING, Consumer, DrainEvidence, Evidence, Points, RoutingEvidence, TargetHealth,
 )
@@ -53,8 +54,9 @@ def read(runtime, now: datetime, needed: Iterable[str]) -> Evidence:
     start = end - timedelta(minutes=runtime.settings.hold_minutes) - MARGIN
     try:
         held = _held(runtime)
-        drain = _drain(runtime, start, end, held.get("esm", set())) if DRAIN in needed else None
-        routing = _routing(runtime, start, end, held.get("nlb", set())) if ROUTING in needed else None
+        # The held resources of the kinds that declare they feed each evidence (core.kinds).
+        drain = _drain(runtime, start, end, kinds.held_by_evidence(held, DRAIN)) if DRAIN in needed else None
+        routing = _routing(runtime, start, end, kinds.held_by_evidence(held, ROUTING)) if ROUTING in needed else None
     except Exception as err:  # noqa: BLE001 - an answer of an unexpected shape: the gates stay shut
         logger.exception("built-in evidence unreadable")
         text = f"{type(err).__name__}: {err}"
