@@ -8,7 +8,7 @@ Three scenarios (holdfast_fixtures.recovery_model): the seeds' arithmetic withou
 a database with a knee at 30 req/s (1,800 msg/min), timeouts and one retry; the same
 with the knee at 40 req/s. Three strategies, each driven by Holdfast's real code:
 
-- the fixed ladder Holdfast shipped before issue 15: the real stage policy's hold (the
+- the fixed ladder Holdfast shipped before the per-mapping controller: the real stage policy's hold (the
   launch verdict's 15 min quiet window, a 10 min hold), then floor 2, steps 5, 20, 100,
   300 one per hold, then the owner's value — here no cap — and no gating alarm (the
   ladder is reproduced in holdfast_fixtures.drain_strategies: the shipped policy no longer

@@ -1,6 +1,7 @@
 """Three controllers ticking at the same time (threads, one moto server) through a full
-event. The in-memory engine checks invariants 3 and 4 at the moment of every write;
-after every round of ticks World.check covers 1 and 5; at the end, invariant 2.
+event. The in-memory engine checks at the moment of every write that engaging only
+protects and relaxing has the current plan; after every round of ticks World.check covers
+write-ahead and records in use; at the end, that nothing was lost.
 
 The server runs with the fixtures' AWS semantics: moto rolls back a failed transaction by
 restoring a copy of the whole table taken when it began, which would erase another

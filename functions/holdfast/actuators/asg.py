@@ -20,7 +20,7 @@ from holdfast.core.errors import Vanished
 
 class AsgActuator(TaggedActuator):
     spec = kinds.ASG
-    # CreateOrUpdateTags takes at most 25 tags a call (DESIGN.md), two a record: 12 groups.
+    # CreateOrUpdateTags takes at most 25 tags a call (Auto Scaling API reference), two a record: 12 groups.
     tag_batch = 12
 
     @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))

@@ -17,7 +17,7 @@ Per source: GetQueueUrl, GetQueueAttributes (visible messages), ListDeadLetterSo
 the live queues' consumers (the drain's records of this hold, and the settings by queue
 name). Then the pure decision, and:
 
-- START: the guard (a start adds load: it is relaxing, invariant 4), StartMessageMoveTask
+- START: the guard (a start adds load: it is relaxing, so it needs the current plan), StartMessageMoveTask
   with MaxNumberOfMessagesPerSecond, then the record. A crash between the two leaves a
   task that ListMessageMoveTasks shows the next tick, which adopts it.
 - CANCEL: CancelMessageMoveTask (protective: no guard), then the record.
