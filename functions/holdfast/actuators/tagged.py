@@ -503,18 +503,22 @@ class TaggedActuator(ABC):
         values = self.partial(record, resource.current, target)
         if not values:
             return Outcome(self.kind, resource.arn, ALREADY)
-        grown = Record(record.kind, record.arn, record.original, restore.grow_applied(record.applied, values))
+        # The values that can be Holdfast's once this write is made (restore.advance): the
+        # record stays as short as the tag however many times a drain moves the cap.
+        moved = Record(record.kind, record.arn, record.original,
+                       restore.advance(record.applied, resource.current, values, self.may_write))
         ledger = self.ledger.cached(resource.arn)
-        if ledger is None or not restore.covers(ledger, grown):
-            # The ledger's copy missing (engaged while it was unreachable) or short: a relax
+        if ledger is None or not restore.same(ledger, moved):
+            # The ledger's copy missing (engaged while it was unreachable) or another: a relax
             # has the ledger, so both copies hold the record before the write.
             guard()
-            self.ledger.put_original(grown, resource.name)
-        if not restore.covers(record, grown) and (resource.record is not None or not resource.confirmed):
-            # A value not yet recorded as Holdfast's (the steps changed since the engage):
-            # on the tag too before it is written (no room: the ledger's copy holds it).
+            self.ledger.put_original(moved, resource.name, advance=True)
+        on_tag = resource.record
+        if (on_tag is not None and not restore.same(on_tag, moved)) or \
+                (on_tag is None and not resource.confirmed and not restore.same(record, moved)):
+            # On the tag too before the write (no room for it: the ledger's copy holds it).
             guard()
-            self._write_tag(resource, grown)
+            self._write_tag(resource, moved)
         guard()
         self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
