@@ -54,18 +54,18 @@ def test_a_long_drain_keeps_the_tag_exact_and_a_re_engage_from_the_tag_alone_cap
         assert outcome.action == RAISED, (n, outcome)
     assert cap(clients, uuid) == 875
 
-    # THEN the tag on the mapping still says 875 is Holdfast's, and it fits
-    original, applied = read_record(tags(clients, arn))
-    assert original == {KEY: None}
-    assert 875 in applied[KEY], f"the tag's copy froze at {applied[KEY]}"
-    assert len(tags(clients, arn)[APPLIED_KEY]) <= MAX_VALUE
+    on_tag = tags(clients, arn)
 
     # WHEN a new impairment re-engages it with the ledger unreachable
     [outcome] = walks.engage_all(clients, SETTINGS, UNREACHABLE, kinds=("esm",)).outcomes
 
     # THEN the 875 is not mistaken for the owner's: the mapping is back at the floor for the new hold
-    assert (outcome.action, outcome.drift) == (ENGAGED, {})
+    assert (outcome.action, outcome.drift) == (ENGAGED, {}), outcome
     assert cap(clients, uuid) == SETTINGS.esm_floor
+    # (the tag said 875 is Holdfast's, and fits)
+    original, applied = read_record(on_tag)
+    assert original == {KEY: None} and 875 in applied[KEY]
+    assert len(on_tag[APPLIED_KEY]) <= MAX_VALUE
     # AND a restore from the tag alone gives the owner back no cap at all
     [outcome] = walks.relax_all(clients, SETTINGS, UNREACHABLE, kinds=("esm",)).outcomes
     assert (outcome.action, outcome.drift) == (RESTORED, {})

@@ -11,7 +11,8 @@ invariants depend on:
 
 engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
          The record is one record from both copies (core.restore.merge: a recorded
-         original is never replaced; the applied values only grow). Without room for
+         original is never replaced; an engage only adds applied values, a partial relax moves
+         them: restore.advance). Without room for
          the two record tags (50 tags per resource), or when the tag write answers the
          tag limit, the resource is engaged through the ledger record only; with
          neither a tag nor the ledger it is left unchanged (`skipped`): a change with no

@@ -24,10 +24,11 @@ Shape:
   relaxing write, AWS or ledger, and raises `StalePlan` when the plan generation has
   moved on; the actuator then stops and returns `refused-stale` (invariant 4).
 
-The record of what Holdfast applied only grows during an engagement: every value
-Holdfast wrote or may write (for a mapping, the floor and every cap step) is in it
-from the first write-ahead on, so no late or retried write can make one of Holdfast's
-own values look like the owner's (holdfast.core.restore.grow).
+The record of what Holdfast applied holds, before each write, every value that can be
+Holdfast's on the resource once the write is made (for a mapping: the floor, the cap on
+it now and the cap about to be written), so no crash between record and write and no
+late write can make one of Holdfast's own values look like the owner's
+(holdfast.core.restore.grow and advance).
 """
 
 from __future__ import annotations
