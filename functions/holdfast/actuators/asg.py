@@ -14,6 +14,7 @@ from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.settings import ASG_PROCESSES
 from holdfast.core.model import VANISHED, Candidate, Outcome, Resource
+from holdfast.actuators.selection import selected
 from holdfast.actuators.tagged import TaggedActuator, make_resource
 from holdfast.core.errors import Vanished
 from holdfast.aws import error_text
@@ -24,6 +25,7 @@ class AsgActuator(TaggedActuator):
     spec = kinds.ASG
     # CreateOrUpdateTags takes at most 25 tags a call (DESIGN.md), two a record: 12 groups.
     tag_batch = 12
+    restore_needs_tag = True
 
     @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
     def candidates(self) -> list[Candidate]:
@@ -82,13 +84,9 @@ class AsgActuator(TaggedActuator):
 
     def _resource(self, group: Mapping[str, Any]) -> Resource:
         suspended = {p["ProcessName"] for p in group.get("SuspendedProcesses", [])}
-        return make_resource(
-            self.kind,
-            group["AutoScalingGroupARN"],
-            group["AutoScalingGroupName"],
-            {p: p in suspended for p in ASG_PROCESSES},
-            {t["Key"]: t["Value"] for t in group.get("Tags", [])},
-        )
+        tags = {t["Key"]: t["Value"] for t in group.get("Tags", [])}
+        return make_resource(self.kind, group["AutoScalingGroupARN"], group["AutoScalingGroupName"],
+                             {p: p in suspended for p in ASG_PROCESSES}, tags, selected=selected(self.settings, tags))
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         return {p: True for p in self.settings.asg_processes if not current.get(p)}

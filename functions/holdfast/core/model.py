@@ -82,6 +82,9 @@ class Resource:
     # whose index AWS updates asynchronously: a record seen there may be gone, and one
     # just written may not show yet. True when read from the service's own tag API.
     confirmed: bool = True
+    # Whether it carries the selector tag, for kinds whose restore writes the reconciler's
+    # IAM policy allows only on the selector or Holdfast's record tag; None: not read.
+    selected: bool | None = None
 
 
 @dataclass(frozen=True)
