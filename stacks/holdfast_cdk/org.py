@@ -39,6 +39,7 @@ role, which a parallel operation may try to create before it is deleted elsewher
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -80,8 +81,8 @@ def _require_org(settings: Settings) -> None:
 
 
 class ReadOnlyAccess(Construct):
-    """`HoldfastReadOnly`: reads the ledger in every region and Holdfast's parameters,
-    assumable by the admin account (policies/readonly.json)."""
+    """`HoldfastReadOnly`: reads the ledger in every region and the configuration of the
+    resources `holdfast plan` looks at, assumable by the admin account (policies/readonly.json)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None,
                  ledger_table_name: str = DEFAULT_TABLE) -> None:
@@ -104,9 +105,11 @@ class ReadOnlyAccess(Construct):
             self.role,
             suppressions.NagPackSuppression(
                 id="AwsSolutions-IAM5",
-                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
+                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}, "Resource::*"],
                 reason="Read-only: the ledger table and Holdfast's parameters in every region the StackSet deploys "
-                "to (one role per account, IAM is global); no write, no other table or parameter.",
+                "to (one role per account, IAM is global), and the configuration reads `holdfast plan "
+                "--all-accounts` makes (Describe/List/Get of Auto Scaling, Lambda, ELB, Application Auto Scaling, "
+                "ECS, SQS, tagging), most of which take no resource ARN; no data-plane read, no write.",
             ),
         )
 
@@ -175,6 +178,8 @@ def synthesize_member_template(settings: Settings, member_settings: Settings | N
     """The member stack's template, synthesized in an app of its own (it is never a
     deployable artifact of the org app; `cdk deploy --all` must not deploy it to the admin account)."""
     app = App(outdir=tempfile.mkdtemp(prefix="holdfast-member-"), analytics_reporting=False)
+    # The overrides are the admin account's business: a member runs with its own settings only.
+    member_settings = member_settings or dataclasses.replace(settings, org_overrides=())
     HoldfastMemberStack(app, MEMBER_STACK_NAME, settings=settings, member_settings=member_settings)
     return app.synth().get_stack_by_name(MEMBER_STACK_NAME).template
 
