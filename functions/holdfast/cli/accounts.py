@@ -358,6 +358,8 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
     regions = parse_regions(args.regions) if args.regions else (
         list(dict.fromkeys(t.region for t in ctx.settings.targets)) or [ctx.clients.region])
     accounts, rows = select_accounts(ctx, args)
+    if not accounts and not rows:
+        raise UsageError("no account selected: --accounts, --ou and --tag together leave none")
     budgets = budgets or _Budgets()
     partition = _partition(ctx)
     session_name = re.sub(r"[^\w+=,.@-]", "-", f"holdfast-{command}-{operator_name()}")[:64]
