@@ -1,6 +1,10 @@
-"""Operator control: the kill switch and "skip the hold of generation g".
+"""Operator control: the kill switch, "skip the hold of generation g", and who holds
+resources by hand.
 
-Items: pk `CONTROL`, sk `PAUSE` (never expires) and `ADVANCE` (TTL one day).
+Items: pk `CONTROL`, sk `PAUSE` (never expires), `ADVANCE` (TTL one day) and `HELD`
+(who last engaged resources from the CLI, and when; removed by a complete `resume --now`).
+The resource records say what is engaged; `HELD` says by whom, for `status` and `stage`
+when no plan is in force.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import key, still_current
 
-CONTROL_PK, PAUSE, ADVANCE = "CONTROL", "PAUSE", "ADVANCE"
+CONTROL_PK, PAUSE, ADVANCE, HELD = "CONTROL", "PAUSE", "ADVANCE", "HELD"
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,9 @@ class Control:
     paused_at: str | None = None
     reason: str | None = None
     advance_generation: int | None = None
+    held_by: str | None = None       # who engaged resources by hand (the CLI), when
+    held_at: str | None = None
+    held_command: str | None = None
 
 
 def _epoch(when: datetime) -> int:
@@ -45,7 +52,7 @@ def read_control(dynamodb, table: str) -> Control:
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot read the kill switch from {table}: {failure_kind(err)}") from err
     by_sk = {item[SK]["S"]: item for item in items}
-    pause, advance = by_sk.get(PAUSE), by_sk.get(ADVANCE)
+    pause, advance, held = by_sk.get(PAUSE), by_sk.get(ADVANCE), by_sk.get(HELD)
     text = lambda item, key: item[key]["S"] if item and key in item else None
     return Control(
         paused=bool(pause and pause.get("paused", {}).get("BOOL")),
@@ -53,7 +60,23 @@ def read_control(dynamodb, table: str) -> Control:
         paused_at=text(pause, "at"),
         reason=text(pause, "reason"),
         advance_generation=int(advance["generation"]["N"]) if advance else None,
+        held_by=text(held, "by"),
+        held_at=text(held, "at"),
+        held_command=text(held, "command"),
     )
+
+
+@uses("dynamodb:PutItem", "dynamodb:DeleteItem", by=("cli",))
+def set_held(dynamodb, table: str, held: bool, *, by: str = "", command: str = "", now: datetime | None = None) -> None:
+    """Record who engaged resources by hand (held) or that a resume put everything back (not)."""
+    try:
+        if held:
+            item = {"by": {"S": by}, "command": {"S": command}, "at": {"S": now.isoformat() if now else "-"}}
+            dynamodb.put_item(TableName=table, Item={**key(CONTROL_PK, HELD), **item})
+        else:
+            dynamodb.delete_item(TableName=table, Key=key(CONTROL_PK, HELD))
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot record who holds resources by hand in {table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:PutItem", by=("cli",))
