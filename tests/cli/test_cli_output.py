@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from holdfast.cli import EXIT_CODES, build_parser
+from holdfast.cli import build_parser
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
@@ -49,6 +49,8 @@ def test_every_command_page_has_a_description_and_an_example_and_no_global_optio
         assert f"example:\n  holdfast " in page, name
         options = page.split("options:", 1)[1]
         assert not re.search(r"^\s+--(endpoint-url|ledger-table|region)\b", options, re.M), name
+    from holdfast.cli import EXIT_CODES
+
     top = holdfast("--help").stdout
     assert "--endpoint-url" in top and "exit codes:" in top
     for code, what in EXIT_CODES.items():   # one exit code per cause, documented where --help is
