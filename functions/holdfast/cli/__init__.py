@@ -10,8 +10,8 @@ on stdout and progress on stderr.
 Exit codes, one per cause (EXIT_CODES, in `holdfast --help` too): 0 success; 1 the
 command ran and something did not succeed (each resource named); 2 usage or settings
 (bad arguments or settings, a write not confirmed, a deployed mode that forbids it);
-3 AWS did not answer (the endpoint is down, no network); 4 AWS refused the credentials
-or their permissions; 130 interrupted.
+3 AWS did not answer (the endpoint is down, no network); 4 credentials (none found, or
+AWS refused them or their permissions); 130 interrupted.
 
 Each command lives in its own module here and exposes `register(subparsers)`; the
 parser sets `func(ctx, args) -> int` for the chosen command. What a command's
@@ -38,7 +38,7 @@ EXIT_CODES = {
     EXIT_FAILED: "the command ran and something did not succeed (each resource or check named)",
     EXIT_USAGE: "usage or settings: bad arguments or settings, a write not confirmed, a deployed mode that forbids it",
     EXIT_UNREACHABLE: "AWS did not answer: the endpoint is down or unreachable",
-    EXIT_DENIED: "AWS refused the credentials or their permissions",
+    EXIT_DENIED: "credentials: none found, or AWS refused them or their permissions",
     EXIT_INTERRUPTED: "interrupted",
 }
 
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = ctx.where() if ctx is not None else "AWS"
             return _fail(args, EXIT_UNREACHABLE, f"{where}: {err}")
         if credential_failure(err) or isinstance(err, (NoCredentialsError, PartialCredentialsError)):
-            return _fail(args, EXIT_DENIED, f"AWS refused the credentials: {err}")
+            return _fail(args, EXIT_DENIED, f"credentials: {err}")
         if isinstance(err, ClientError):  # AWS answered with an error that is neither of the above
             return _fail(args, EXIT_FAILED, f"AWS: {err}")
         return _fail(args, EXIT_USAGE, f"AWS: {err}")   # no region, an unknown profile, a bad parameter

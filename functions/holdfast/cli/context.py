@@ -88,9 +88,11 @@ class Context:
     # When stderr is not a terminal: a progress line at most this often (seconds).
     progress_seconds: float = 30.0
     _progress: "Progress | None" = None
-    # API calls that got an answer (any HTTP response, errors included): none at all, with
-    # calls made, is "AWS did not answer", whatever the command made of it.
+    # API calls that got an answer (any HTTP response, errors included), and calls that
+    # failed for want of a connection: none of the first and some of the second is "AWS
+    # did not answer", whatever the command made of it (exit 3).
     answered: int = 0
+    unreached: int = 0
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":
@@ -116,13 +118,20 @@ class Context:
         return ctx
 
     def _count_answers(self, service: str, client) -> None:
+        # Counts, not exact under threads: only "none at all" is read from them.
         def answered(**_):
-            self.answered += 1  # one increment per call; a lost count under threads only errs toward "answered"
+            self.answered += 1
+
+        def failed(exception=None, **_):
+            if exception is not None and connection_failure(exception):
+                self.unreached += 1
+
         client.meta.events.register("after-call", answered)
+        client.meta.events.register("after-call-error", failed)
 
     def unanswered(self) -> bool:
-        """Calls were made and not one got an answer."""
-        return bool(self.clients.calls) and self.answered == 0
+        """Calls failed for want of a connection, and not one got an answer."""
+        return self.unreached > 0 and self.answered == 0
 
     def where(self) -> str:
         """Where the requests went, for "did not answer" messages."""
@@ -166,7 +175,11 @@ class Context:
     # ---- output --------------------------------------------------------------------
 
     def emit(self, document: Any, text: str | None = None) -> None:
-        """Print the JSON document with --json, else the readable text."""
+        """Print the JSON document with --json, else the readable text. When AWS answered
+        none of the command's calls, that is the outcome: Unreachable (exit 3, its own
+        JSON error document), not a document of failures."""
+        if self.unanswered():
+            raise Unreachable(self.where())
         if self.json:
             json.dump(document, self.out, indent=2, sort_keys=False, default=str)
             self.out.write("\n")

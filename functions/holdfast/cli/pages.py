@@ -100,7 +100,7 @@ PAGES: dict[str, tuple[str, str]] = {
     ),
 }
 
-GLOBAL_NOTE = "Global options (--region, --endpoint-url, --json, ...) are listed by `holdfast --help`."
+GLOBAL_NOTE = "The global options (region, profile, endpoint, ledger table, --json, ...) are listed by `holdfast --help`."
 
 
 def describe(name: str, parser: argparse.ArgumentParser) -> None:

@@ -219,8 +219,9 @@ def release(ctx: Context, args) -> int:
         rows = [r for r in engine.Engine(ctx.runtime, kinds=(kind,)).status() if r["arn"] == arn]
         if args.dry_run:
             return _dry_restore(ctx, "release", rows, reachable)
-        ask(ctx, args, "release", f"restore {arn} and forget its record",
-            lambda: _restore_preview(ctx, rows, "release")[:2])
+        if rows:   # not engaged: nothing to write, and the release below says so
+            ask(ctx, args, "release", f"restore {arn} and forget its record",
+                lambda: _restore_preview(ctx, rows, "release")[:2])
     # Read before the release forgets it: a vanished resource with no record was never Holdfast's.
     recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
     before = Counter(ctx.clients.calls)
