@@ -89,7 +89,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from holdfast.aws import AWS_ERRORS, error_text
-from holdfast.core import policy, progress
+from holdfast.core import announce, policy, progress
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
                                  SKIPPED, VANISHED, Guard, Outcome)
@@ -733,8 +733,11 @@ class _Sticky:
 
 @uses("sns:Publish", by=("reconciler",))
 def publish_stage(runtime: Runtime, plan: Plan) -> None:
-    """Announce a new plan. A failed publish is logged; the plan stays un-notified and
-    the next tick tries again."""
+    """Announce a new plan, one message per kind of subscriber (SNS MessageStructure
+    `json`): AWS Chatbot's HTTPS subscription gets a custom notification it renders in
+    Slack or Teams, e-mail the same as text (holdfast.core.announce), and every other
+    protocol (`default`: SQS, Lambda) the JSON document. A failed publish is logged; the
+    plan stays un-notified and the next tick tries again."""
     message = {
         "generation": plan.generation,
         "stage": plan.stage,
@@ -744,10 +747,18 @@ def publish_stage(runtime: Runtime, plan: Plan) -> None:
         "mode": runtime.settings.mode,
         "controller": runtime.controller_id,
     }
+    # arn:partition:sns:region:account:name
+    region, account = (runtime.topic_arn.split(":") + ["", "", "", "", ""])[3:5]
+    where = {"account": account, "region": region or runtime.clients.region}
     runtime.clients("sns").publish(
         TopicArn=runtime.topic_arn,
         Subject=f"Holdfast: {plan.label} (generation {plan.generation})"[:100],
-        Message=json.dumps(message, indent=2),
+        MessageStructure="json",
+        Message=json.dumps({
+            "default": json.dumps(message, indent=2),
+            "email": announce.text(plan, runtime.settings, **where),
+            "https": json.dumps(announce.chat(plan, runtime.settings, **where)),
+        }),
     )
 
 

@@ -168,12 +168,14 @@ def decide(
     advance_generation: int | None = None,
     evidence: Evidence | None = None,
     drain: DrainController | None = None,
+    operator_engage: str | None = None,
 ) -> Decision:
     """The next plan. `verdict` is a holdfast.core.detector.Verdict (its state, since,
     reasons and the last times of each criterion); `alarms` maps each gating alarm name
     to its state (None when the alarm does not exist); `evidence` is what the shell read
     for the gates (`evidence_needed`); `drain` is the drain stage's exit gate
-    (`consumers_healthy` when None)."""
+    (`consumers_healthy` when None); `operator_engage` is why an operator asked for a hold
+    of this plan (holdfast.ledger.control.Control.engage_requested), None when none did."""
     plan = plan or Plan(mode=settings.mode)
     drain = drain or consumers_healthy
     state = verdict.state
@@ -205,6 +207,12 @@ def decide(
             return stay(why + ["holding"], ["verdict is impaired"])
         origin = "impairment detected" if plan.stage == NORMAL else f"new impairment during {plan.label}"
         return new(HOLD, why + [f"{origin}: back to hold"], impaired_at=now)
+
+    if operator_engage is not None:
+        if plan.stage == HOLD:
+            return stay([operator_engage, "holding"])
+        origin = "operator engage" if plan.stage == NORMAL else f"operator engage during {plan.label}"
+        return new(HOLD, [operator_engage, f"{origin}: to hold"], impaired_at=now)
 
     if plan.stage == NORMAL:
         return stay([f"verdict {state}: nothing engaged"])

@@ -111,7 +111,8 @@ class Observation:
             why = self.verdict_error or "no verdict recorded yet"
             return policy.Decision(plan, False, (f"no verdict: {why}",), ("no verdict",))
         return policy.decide(self.verdict, self.plan, self.alarms, now, settings,
-                             advance_generation=self.control.advance_generation, evidence=self.evidence)
+                             advance_generation=self.control.advance_generation, evidence=self.evidence,
+                             operator_engage=self.control.engage_requested(self.plan.generation if self.plan else 0))
 
 
 def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observation:

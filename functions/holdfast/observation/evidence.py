@@ -13,8 +13,9 @@
 
 Every metric comes from GetMetricData, up to 500 queries a call (its limit), over the
 last hold plus two minutes (a rise at the hold's first minute needs the minute before),
-a 60-second period, ending at the last whole minute (EndTime is exclusive, and the
-current minute is still being reported). Pages follow NextToken.
+a 60-second period, ending where CloudWatch's datapoints are complete
+(holdfast.observation.cloudwatch.complete_until: the minutes of the last two are still
+being reported, and a partial minute reads healthier than it was). Pages follow NextToken.
 
 A read that fails is the evidence's `error`, never an exception: the gate
 it feeds stays closed and the next tick reads again. IAM: cloudwatch:GetMetricData takes
@@ -34,6 +35,7 @@ from holdfast.core.evidence import (
 )
 from holdfast.iam import uses
 from holdfast.ledger.resources import ResourceLedger
+from holdfast.observation.cloudwatch import complete_until
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ def read(runtime, now: datetime, needed: Iterable[str]) -> Evidence:
     needed = set(needed)
     if not needed:
         return Evidence()
-    end = now.replace(second=0, microsecond=0)
+    end = complete_until(now)
     start = end - timedelta(minutes=runtime.settings.hold_minutes) - MARGIN
     try:
         held = _held(runtime)
