@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from holdfast.core.signals import PROBE_API_CALLS
+
 CONTEXT_KEY = "holdfast"
 ENV_VAR = "HOLDFAST_SETTINGS"
 
@@ -790,7 +792,8 @@ _REMOVED = {
         "see the drain_* settings"),
 }
 
-PROBE_API_SERVICES = ("dynamodb", "ec2", "autoscaling", "lambda", "sqs")
+# The services an API probe can call (holdfast.core.signals.PROBE_API_CALLS).
+PROBE_API_SERVICES = tuple(PROBE_API_CALLS)
 
 _CHECKS = {
     "selector": _selector,

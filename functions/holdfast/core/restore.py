@@ -168,3 +168,14 @@ def drift(decisions: Mapping[str, Decision]) -> dict[str, dict[str, Any]]:
         for k, d in decisions.items()
         if d.action == KEEP_DRIFT
     }
+
+
+def without_drift(changes: Mapping[str, Any], record, current: Mapping[str, Any]
+                  ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The posture changes an engage still has to make, and the owner's drift it leaves
+    alone: a key the owner changed while engaged (`record`: its original and applied
+    values; None: no record, so no drift) is theirs, kept and reported, never engaged again."""
+    if record is None:
+        return dict(changes), {}
+    owner = drift(decide(record.original, record.applied, current))
+    return {k: v for k, v in changes.items() if k not in owner}, owner
