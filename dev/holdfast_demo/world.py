@@ -56,6 +56,7 @@ OTHER_GROUPS = ("ops-batch", "ci-runners", "reporting", "bastion")
 TARGETS_PER_ZONE = 2
 ARRIVALS, PER_BATCH, BATCH, UNCAPPED = 200.0, 60.0, 10, 1000
 ERROR_SHARE = 0.004
+SECONDS_PER_MESSAGE = 60.0 / PER_BATCH   # a batch consumes PER_BATCH messages a minute, one at a time
 
 
 def _chance(*parts: object) -> float:
@@ -230,9 +231,17 @@ class World:
                 metrics["AWS/SQS"].append({"MetricName": name, "Timestamp": stamp, "Value": value, "Dimensions": queue})
             group = consumer_group(q.original)
             group_ages[group] = max(group_ages.get(group, 0.0), age)
+            # Receives: what was deleted and what failed (a failed message is received and not
+            # deleted); while DynamoDB is down every receive fails. Duration: a second a message.
+            failed = used * PER_BATCH if errors >= 1.0 else consumed * errors / (1.0 - errors)
+            received = (0.0 if errors >= 1.0 else consumed) + failed if used else 0.0
+            metrics["AWS/SQS"].append({"MetricName": "NumberOfMessagesReceived", "Timestamp": stamp, "Value": received,
+                                       "Dimensions": queue})
             if used:
                 invocations = used * PER_BATCH / BATCH
                 fn = [{"Name": "FunctionName", "Value": q.function}]
+                metrics["AWS/Lambda"].append({"MetricName": "Duration", "Timestamp": stamp,
+                                              "Value": received * 1000.0 * SECONDS_PER_MESSAGE, "Dimensions": fn})
                 metrics["AWS/Lambda"].append({"MetricName": "Invocations", "Timestamp": stamp, "Value": invocations,
                                               "Dimensions": fn})
                 metrics["AWS/Lambda"].append({"MetricName": "Errors", "Timestamp": stamp,
