@@ -152,6 +152,9 @@ class World:
         self.concurrency: list[tuple[datetime, int, int]] = []   # (t, with Holdfast, without)
         self.oldest_age: list[tuple[datetime, float]] = []       # the median queue's oldest message
         self.group_age: list[tuple[datetime, dict[str, float]]] = []   # each consumer group's oldest message
+        # The drain's built-in evidence as published: the median mapping's time per message
+        # (Duration's sum ÷ NumberOfMessagesReceived) ÷ its pre-event value; None: no receives.
+        self.duration_ratio: list[tuple[datetime, float | None]] = []
 
     def reads_processes(self, now: datetime) -> bool:
         """Whether this tick's minutes need the groups' suspended processes: replacements
@@ -213,6 +216,7 @@ class World:
         errors = 1.0 if scenario.IMPAIRMENT <= t < scenario.DYNAMODB_BACK else ERROR_SHARE
         with_total = without_total = 0
         ages = []
+        ratios = []
         group_ages: dict[str, float] = {}
         for q in self.queues:
             cap = state.caps.get(q.mapping, q.original)
@@ -240,8 +244,11 @@ class World:
             if used:
                 invocations = used * PER_BATCH / BATCH
                 fn = [{"Name": "FunctionName", "Value": q.function}]
-                metrics["AWS/Lambda"].append({"MetricName": "Duration", "Timestamp": stamp,
-                                              "Value": received * 1000.0 * SECONDS_PER_MESSAGE, "Dimensions": fn})
+                duration = received * 1000.0 * SECONDS_PER_MESSAGE
+                metrics["AWS/Lambda"].append({"MetricName": "Duration", "Timestamp": stamp, "Value": duration,
+                                              "Dimensions": fn})
+                if received:
+                    ratios.append(duration / received / (1000.0 * SECONDS_PER_MESSAGE))
                 metrics["AWS/Lambda"].append({"MetricName": "Invocations", "Timestamp": stamp, "Value": invocations,
                                               "Dimensions": fn})
                 metrics["AWS/Lambda"].append({"MetricName": "Errors", "Timestamp": stamp,
@@ -254,6 +261,7 @@ class World:
         self.concurrency.append((t, with_total, without_total))
         self.oldest_age.append((t, sorted(ages)[len(ages) // 2] if ages else 0.0))
         self.group_age.append((t, group_ages))
+        self.duration_ratio.append((t, sorted(ratios)[len(ratios) // 2] if ratios else None))
 
     def _replacements(self, t: datetime, state: State) -> list[dict]:
         if not scenario.HEALTH_CHECK_TERMINATIONS <= t < scenario.NETWORK_NORMAL:

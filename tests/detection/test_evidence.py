@@ -154,6 +154,25 @@ def test_up_to_500_queries_a_call_and_pages_are_followed(semantics, clients):
     assert paged == {k: v for k, v in data.items() if k in ("e0", "e1", "e2")}
 
 
+def test_percentiles_are_of_the_raw_values_and_absent_for_statistic_sets(semantics, clients):
+    """CloudWatch computes a percentile from raw values (a statistic set only when its
+    SampleCount is 1 or Min equals Max); moto 5.2.5 raises on any extended statistic."""
+    at = NOW - 3 * MIN + timedelta(seconds=5)
+    publish_service_metrics(ACCOUNT, REGION, "AWS/Lambda", [
+        {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "raw"}], "Timestamp": at, "Value": float(v)}
+        for v in range(1, 11)])
+    clients("cloudwatch").put_metric_data(Namespace="App", MetricData=[
+        {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "set"}], "Timestamp": at,
+         "StatisticValues": {"SampleCount": 10, "Sum": 55, "Minimum": 1, "Maximum": 10}}])
+    queries = [builtin._query("raw", "AWS/Lambda", "Duration", {"FunctionName": "raw"}, "p90"),
+               builtin._query("rawavg", "AWS/Lambda", "Duration", {"FunctionName": "raw"}, "Average"),
+               builtin._query("set", "App", "Duration", {"FunctionName": "set"}, "p90"),
+               builtin._query("setsum", "App", "Duration", {"FunctionName": "set"}, "Sum")]
+    data = builtin.metric_data(clients("cloudwatch"), queries, NOW - 10 * MIN, NOW)
+    assert [v for _, v in data["raw"]] == [9.0] and [v for _, v in data["rawavg"]] == [5.5]
+    assert data.get("set", ()) == () and [v for _, v in data["setsum"]] == [55.0]
+
+
 def test_aws_refuses_what_moto_would_take(semantics, clients):
     from botocore.exceptions import ClientError
 

@@ -74,9 +74,10 @@ FUNCTION_METRICS = {
     "throttles": ("AWS/Lambda", "Throttles", "Sum"),
     "concurrency": ("AWS/Lambda", "ConcurrentExecutions", "Maximum"),
     "duration": ("AWS/Lambda", "Duration", "Sum"),
+    "duration_high": ("AWS/Lambda", "Duration", "p90"),
 }
 # The built-in downstream evidence of a minute: read together, judged on one minute.
-MINUTE_METRICS = ("received", "deleted", "duration", "invocations", "errors")
+MINUTE_METRICS = ("received", "deleted", "duration", "duration_high", "invocations", "errors")
 
 
 def _name(arn: str) -> str:
@@ -269,7 +270,7 @@ def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str,
         for metric in ("age", "visible", "sent", "deleted", "received"):
             ns, name, stat = QUEUE_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "invocations", "concurrency", "duration"):
+        for metric in ("errors", "invocations", "concurrency", "duration", "duration_high"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     data = batch.run(clients)
@@ -277,7 +278,7 @@ def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str,
     for c in consumers:
         by_minute: dict[datetime, dict[str, float]] = {}
         for metric in ("age", "visible", "sent", "deleted", "received", "errors", "invocations", "concurrency",
-                       "duration"):
+                       "duration", "duration_high"):
             for p in data[(c.arn, metric)]:
                 by_minute.setdefault(p.at, {})[metric] = p.value
         series = [dc.Minute(at, **values) for at, values in sorted(by_minute.items())]
@@ -374,7 +375,7 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
     for c in consumers:
         for metric, (ns, name, stat) in QUEUE_METRICS.items():
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "throttles", "invocations", "duration"):
+        for metric in ("errors", "throttles", "invocations", "duration", "duration_high"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     for info in infos.values():
