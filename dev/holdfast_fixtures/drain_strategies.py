@@ -1,6 +1,6 @@
 """Drain strategies for the recovery model, each driven by Holdfast's real code.
 
-- `Ladder`: the drain as shipped before issue 15: the real stage policy's hold (holdfast
+- `Ladder`: the drain as shipped before the per-mapping controller: the real stage policy's hold (holdfast
   .core.policy with default Settings, fed a synthetic launch verdict: impaired through the
   outage, recovering `recover_quiet_minutes` after the last capacity-class failure, with a
   successful launch a minute after it; every walk done within its tick), then the old
@@ -40,17 +40,17 @@ def partial_cap(owner_cap: int | None, n: int) -> int:
     return n if owner_cap is None else min(n, owner_cap)
 
 
-# The fixed ladder Holdfast shipped before issue 15: settings.esm_cap_steps, one step per hold.
+# The fixed ladder Holdfast shipped before the per-mapping controller: settings.esm_cap_steps, one step per hold.
 LADDER_STEPS = (5, 20, 100, 300)
 
 
 class Ladder:
-    """The drain as Holdfast ran it before issue 15: the stage policy's hold (the real
+    """The drain as Holdfast ran it before the per-mapping controller: the stage policy's hold (the real
     holdfast.core.policy, which still gates hold -> drain on the launch verdict and the
     hold), then the old fixed ladder — floor, 5, 20, 100, 300, one step per hold, then the
     owner's value — which is no longer in the shipped policy and is reproduced here."""
 
-    name = "fixed ladder (before issue 15)"
+    name = "fixed ladder (before the controller)"
 
     def __init__(self, scenario: Scenario, settings: Settings | None = None, steps: tuple[int, ...] = LADDER_STEPS):
         self.scenario = scenario

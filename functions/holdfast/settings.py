@@ -90,6 +90,25 @@ class Target:
 
 
 @dataclass(frozen=True)
+class OrgOverride:
+    """Settings for some of the organization's accounts: the OUs or the accounts named
+    get `changes` over the base settings, from a StackSet of their own (`Holdfast-<name>`)."""
+
+    name: str
+    organizational_unit_ids: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    changes_json: str = "{}"   # the keys it changes, canonical JSON (the dataclass stays frozen and hashable)
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        return json.loads(self.changes_json)
+
+    def to_mapping(self) -> dict[str, Any]:
+        where = {"accounts": list(self.accounts)} if self.accounts else {"organizational_unit_ids": list(self.organizational_unit_ids)}
+        return {"name": self.name, **where, "settings": self.changes}
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every Holdfast setting, with its default. Construct with `Settings.from_mapping`."""
 
@@ -446,6 +465,15 @@ class Settings:
             "(the ledger table is retained either way)."
         ),
     )
+    org_overrides: tuple[OrgOverride, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Organization: other settings for some OUs or accounts, a list of `{\"name\": \"prod\", "
+            "\"organizational_unit_ids\": [\"ou-…\"] or \"accounts\": [\"123456789012\"], \"settings\": {\"mode\": \"recommend\"}}`. "
+            "Each is a StackSet of its own (`Holdfast-<name>`) with the base settings and its changes, validated at synth; "
+            "the base StackSet leaves its accounts out. An OU or account is named once."
+        ),
+    )
     game_day_stop_alarm: str | None = field(
         default=None,
         metadata=_doc(
@@ -524,6 +552,8 @@ class Settings:
             value = getattr(self, f.name)
             if f.name == "targets":
                 value = [dataclasses.asdict(t) for t in value]
+            elif f.name == "org_overrides":
+                value = [o.to_mapping() for o in value]
             elif isinstance(value, Mapping):
                 value = {k: list(v) for k, v in value.items()}
             elif isinstance(value, tuple):
@@ -646,6 +676,46 @@ def _region(key: str, region: str) -> None:
 def _ou(key: str, ou: str) -> None:
     if not _OU.match(ou):
         raise SettingsError(key, ou, "each must be an OU id such as ou-ab12-cd345678, or a root id such as r-ab12")
+
+
+_OVERRIDE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+
+
+def _org_overrides(key: str, value: Any) -> tuple[OrgOverride, ...]:
+    """The shape of each override; what its settings mean is checked with the whole (_check_org)."""
+    allowed = ('must be a list of {"name", "organizational_unit_ids" or "accounts", "settings"}: '
+               "a name of letters, digits and hyphens (up to 32, a letter first), OU ids or 12-digit account ids, "
+               "and an object of settings other than the org_ keys")
+    if not isinstance(value, list):
+        raise SettingsError(key, value, allowed)
+    out = []
+    for i, item in enumerate(value):
+        where = f"{key}[{i}]"
+        if not isinstance(item, Mapping) or "name" not in item or "settings" not in item or \
+                set(item) - {"name", "organizational_unit_ids", "accounts", "settings"}:
+            raise SettingsError(where, item, allowed)
+        if not isinstance(item["name"], str) or not _OVERRIDE_NAME.match(item["name"]):
+            raise SettingsError(f"{where}.name", item["name"], "must be letters, digits and hyphens, up to 32, a letter first")
+        ous, accounts = item.get("organizational_unit_ids"), item.get("accounts")
+        if (ous is None) == (accounts is None):
+            raise SettingsError(where, item, "must name either organizational_unit_ids or accounts (one of them)")
+        if ous is not None:
+            ous = _str_list(_ou, allowed="must be a non-empty list of OU ids (ou-…) or root ids (r-…)", min_len=1)(
+                f"{where}.organizational_unit_ids", ous)
+        if accounts is not None:
+            if not isinstance(accounts, list) or not accounts or not all(isinstance(a, str) and _ACCOUNT.match(a) for a in accounts) \
+                    or len(set(accounts)) != len(accounts):
+                raise SettingsError(f"{where}.accounts", accounts, "must be a non-empty list of 12-digit account ids, without duplicates")
+        changes = item["settings"]
+        if not isinstance(changes, Mapping) or not changes:
+            raise SettingsError(f"{where}.settings", changes, "must be an object with at least one setting")
+        for name in changes:
+            if str(name).startswith("org_") or name == "targets":
+                raise SettingsError(f"{where}.settings.{name}", changes[name],
+                                    "is the organization's own (where and how the StackSets deploy): set it at the top level")
+        out.append(OrgOverride(item["name"], tuple(ous or ()), tuple(accounts or ()),
+                               json.dumps(changes, sort_keys=True, separators=(",", ":"))))
+    return tuple(out)
 
 
 def _bool(key: str, value: Any) -> bool:
@@ -789,6 +859,7 @@ _CHECKS = {
     "org_max_concurrent_percentage": _int(1, 100),
     "org_failure_tolerance_percentage": _int(0, 100),
     "org_retain_stacks_on_account_removal": _bool,
+    "org_overrides": lambda key, value: _org_overrides(key, value),
     "game_day_stop_alarm": _alarm_name,
     "game_day_duration_minutes": _int(1, 180),
     "game_day_lambda_errors": _bool,
@@ -827,7 +898,7 @@ ORG_KEYS = ("org_regions", "org_admin_account", "org_id")
 def _check_org(s: Settings) -> None:
     """A StackSet needs all of: where (OUs), which regions, who deploys it, and which org may read the code."""
     if not s.org_organizational_unit_ids:
-        for key in ORG_KEYS:
+        for key in ORG_KEYS + ("org_overrides",):
             if getattr(s, key):
                 raise SettingsError(
                     "org_organizational_unit_ids", [], f"must name at least one OU (or the root) when {key} is set"
@@ -841,6 +912,42 @@ def _check_org(s: Settings) -> None:
     for key, what in (("org_admin_account", "the account that deploys the StackSet"), ("org_id", "the organization's id (o-…)")):
         if getattr(s, key) is None:
             raise SettingsError(key, None, f"required when org_organizational_unit_ids is set: {what}")
+    override_settings(s)
+
+
+def override_settings(s: Settings) -> dict[str, Settings]:
+    """Each override's whole settings (the base with its changes), by name, validated:
+    a wrong value names `org_overrides[i].settings.<key>`; an OU or account named twice,
+    or an override that changes nothing another set does not already have, is refused."""
+    base = {k: v for k, v in s.to_mapping().items() if not k.startswith("org_") and k != "targets"}
+    seen_ous = {ou: "org_organizational_unit_ids" for ou in s.org_organizational_unit_ids}
+    seen_accounts: dict[str, str] = {}
+    names: set[str] = set()
+    out: dict[str, Settings] = {}
+    sets: dict[str, str] = {Settings.from_mapping(base).to_json(): "the base settings"}
+    for i, o in enumerate(s.org_overrides):
+        where = f"org_overrides[{i}]"
+        if o.name in names:
+            raise SettingsError(f"{where}.name", o.name, "is the name of an earlier override: each StackSet needs its own")
+        names.add(o.name)
+        for ou in o.organizational_unit_ids:
+            if ou in seen_ous:
+                raise SettingsError(f"{where}.organizational_unit_ids", ou, f"is named in {seen_ous[ou]} already: an OU gets one set of settings")
+            seen_ous[ou] = where
+        for account in o.accounts:
+            if account in seen_accounts:
+                raise SettingsError(f"{where}.accounts", account, f"is named in {seen_accounts[account]} already: an account gets one set of settings")
+            seen_accounts[account] = where
+        try:
+            merged = Settings.from_mapping({**base, **o.changes})
+        except SettingsError as err:
+            raise SettingsError(f"{where}.settings.{err.key}" if err.key else f"{where}.settings", err.value, err.allowed) from err
+        same = sets.get(merged.to_json())
+        if same is not None:
+            raise SettingsError(f"{where}.settings", o.changes, f"gives the same settings as {same}: name its OUs or accounts there")
+        sets[merged.to_json()] = f"{where} ({o.name})"
+        out[o.name] = merged
+    return out
 
 
 def _check_game_day(s: Settings) -> None:

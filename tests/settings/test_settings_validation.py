@@ -207,6 +207,49 @@ RULES = {
         {**ORG, "org_retain_stacks_on_account_removal": "yes"},
         'holdfast.org_retain_stacks_on_account_removal = "yes": must be true or false',
     ),
+    "org: an override's value is checked with the whole settings": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "settings": {"mode": "on"}}]},
+        'holdfast.org_overrides[0].settings.mode = "on": must be one of auto, recommend, off',
+    ),
+    "org: an override's settings must make a valid whole": (
+        {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"],
+                                   "settings": {"recover_success_share": 0.5, "detect_failure_share": 0.1}}]},
+        "holdfast.org_overrides[0].settings.recover_success_share = 0.5: must be at least 1 - detect_failure_share (0.9), "
+        "so that recovery needs fewer failures than impairment",
+    ),
+    "org: an override names OUs or accounts, not both": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "accounts": ["222222222222"],
+                                   "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0] = {"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "accounts": ["222222222222"], '
+        '"settings": {"mode": "recommend"}}: must name either organizational_unit_ids or accounts (one of them)',
+    ),
+    "org: an OU gets one set of settings": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-cd345678"], "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0].organizational_unit_ids = "ou-ab12-cd345678": is named in org_organizational_unit_ids '
+        "already: an OU gets one set of settings",
+    ),
+    "org: an account gets one set of settings": (
+        {**ORG, "org_overrides": [{"name": "a", "accounts": ["222222222222"], "settings": {"mode": "recommend"}},
+                                  {"name": "b", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        'holdfast.org_overrides[1].accounts = "222222222222": is named in org_overrides[0] already: an account gets one set of settings',
+    ),
+    "org: an override that changes nothing": (
+        {**ORG, "org_overrides": [{"name": "same", "accounts": ["222222222222"], "settings": {"mode": "auto"}}]},
+        'holdfast.org_overrides[0].settings = {"mode": "auto"}: gives the same settings as the base settings: name its OUs or accounts there',
+    ),
+    "org: an override may not move the StackSets": (
+        {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"org_regions": ["us-east-1"]}}]},
+        'holdfast.org_overrides[0].settings.org_regions = ["us-east-1"]: is the organization\'s own (where and how the '
+        "StackSets deploy): set it at the top level",
+    ),
+    "org: an override's name": (
+        {**ORG, "org_overrides": [{"name": "prod env", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        'holdfast.org_overrides[0].name = "prod env": must be letters, digits and hyphens, up to 32, a letter first',
+    ),
+    "org: overrides need OUs": (
+        {"org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_overrides is set",
+    ),
     "game day: alarm name": ({"game_day_stop_alarm": ""}, 'holdfast.game_day_stop_alarm = "": must be a CloudWatch alarm name (1–255 printable characters) or null'),
     "game day: duration": ({"game_day_stop_alarm": "slo", "game_day_duration_minutes": 181}, "holdfast.game_day_duration_minutes = 181: must be an integer from 1 to 180"),
     "game day: lambda errors is a boolean": (

@@ -31,7 +31,7 @@ in the same GetMetricData calls), or of its evaluated datapoints if that is newe
 | missing                                  | state None: ignored, and said so                 |
 
 A read that fails leaves that input missing (None): the controller holds with the reason,
-it never crashes the tick (invariant 8).
+it never crashes the tick.
 """
 
 from __future__ import annotations

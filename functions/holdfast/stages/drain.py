@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from holdfast.core import drain_control as dc
-from holdfast.core import policy
+from holdfast.core import kinds, policy
 from holdfast.core.errors import Conflict
 from holdfast.core.model import LEAVE, Resource
 from holdfast.ledger import drain as records
@@ -44,7 +44,8 @@ from holdfast.observation import drain_inputs
 
 logger = logging.getLogger(__name__)
 
-KIND = "esm"
+# The kind this controller drives: the one kind declared `controlled` (holdfast.core.kinds).
+(KIND,) = sorted(kinds.CONTROLLED)
 KEY = "MaximumConcurrency"
 
 
