@@ -335,3 +335,37 @@ def test_one_cloudwatch_lag_for_every_evidence_reader():
     assert not hasattr(drain_inputs, "CLOUDWATCH_LAG") and not hasattr(gate_evidence, "LAG")
     assert complete_until(datetime(2025, 1, 1, 10, 5, 0, tzinfo=timezone.utc)) == datetime(2025, 1, 1, 10, 3, tzinfo=timezone.utc)
     assert complete_until(datetime(2025, 1, 1, 10, 5, 59, tzinfo=timezone.utc)) == datetime(2025, 1, 1, 10, 3, tzinfo=timezone.utc)
+
+
+# ---- invariants over arbitrary consumer evidence ---------------------------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+
+@st.composite
+def own_readings(draw):
+    minute = draw(st.integers(-20, 40))
+    received = draw(st.sampled_from([0.0, 60.0, 600.0]))
+    deleted = draw(st.sampled_from([0.0, 0.5, 0.97, 1.0])) * received
+    ms = draw(st.sampled_from([700.0, 800.0, 860.0, 900.0, 1000.0, 2000.0]))
+    duration = draw(st.booleans())
+    return reading(minute, received=received, deleted=deleted, ms=ms, duration=duration, age=draw(st.sampled_from([1.0, 9000.0])))
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(own_readings(), min_size=1, max_size=15))
+def test_a_raise_only_on_the_consumers_own_evidence_at_baseline_measured_at_the_cap(seq):
+    d = dc.start(FACTS, 2, m(0))
+    cut_for: set[datetime] = set()
+    for i, r in enumerate(seq):
+        now = m(3 * (i + 1))
+        before = d.state
+        d = dc.decide(before, FACTS, r, now)
+        assert d.reasons and dc.CapState.from_dict(d.state.to_dict()) == d.state
+        h = dc.consumer_health(FACTS, r, now)
+        if d.cap > before.cap:
+            assert d.action == RAISE and h.level == dc.GOOD and h.at >= before.in_force_since
+            assert d.cap <= dc.raise_to(before.cap, before.step, before.additive or not h.complete, 1000)
+        if d.action == CUT and h.level == CRITICAL and d.cap < before.cap and not before.warned_at:
+            assert h.at not in cut_for   # never twice for one datapoint
+            cut_for.add(h.at)
