@@ -8,12 +8,19 @@
   `drain_warning_alarms` by function name, queue name, mapping UUID or `*`, and the tags
   `holdfast:downstream-alarms` / `holdfast:downstream-warnings` on the mapping or its
   function: names separated by spaces, as Lambda tag values allow no comma).
-- `pre_event(...)`: the facts from before the hold (ConcurrentExecutions, the oldest-message
-  age, Errors and their share of Invocations, the queue's sent and deleted rates), over
-  `drain_pre_event_minutes`.
+- `pre_event(...)`: the facts from before the event (ConcurrentExecutions, the time per
+  message and its spread, the failure share, the oldest-message age, visible messages,
+  Errors and their share of Invocations, the queue's sent and deleted rates): medians over
+  `drain_pre_event_minutes` ending before the earliest sign of trouble
+  (holdfast.core.drain_control.baseline).
 - `alarms(...)`: each downstream alarm's state and the time of the datapoint it was decided
   on (holdfast.core.drain_control.Alarm).
-- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping.
+- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping, with the
+  consumer's own evidence of one minute: NumberOfMessagesReceived and NumberOfMessagesDeleted
+  of the queue, Duration (Sum and p90), Invocations and Errors of the function.
+
+Every read ends where CloudWatch's datapoints are complete
+(holdfast.observation.cloudwatch.complete_until).
 
 Metrics come from GetMetricData, at most 500 queries a call (its limit), one-minute
 periods, newest first. CloudWatch's StateReasonData names the datapoints of the last state
