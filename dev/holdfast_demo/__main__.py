@@ -471,6 +471,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
                   f"{actual['zones_rebalanced']}, {actual['target_group_zone_failovers']}, "
                   f"{actual['peak_consumer_concurrency']:,}. End state: {tally['restored']} restored, "
                   f"{tally['drift-kept']} owner change kept, {len(bad)} not restored."),
+        warning_ratio=settings.drain_duration_warning_ratio,
     )
     report_path.write_text(report.markdown(
         stage_changes=replay.stage_changes, milestones=milestones, final_check=rows,

@@ -107,6 +107,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 import threading
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
@@ -536,17 +538,38 @@ def _series(backend) -> dict:
     return index["series"]
 
 
-def _stat(stat: str, datums: list) -> float:
+_PERCENTILE = re.compile(r"p(\d{1,2}(?:\.\d{1,2})?|100)")
+
+
+def _stat(stat: str, datums: list) -> float | None:
+    """One period's statistic. Percentiles (`p90`, `p99.9`) by nearest rank over the raw
+    values. As CloudWatch documents (GetMetricStatistics, API Reference): percentiles need
+    raw data points; a statistic set counts only when its SampleCount is 1 or its Min equals
+    its Max; none when any value is negative. Without them a period has no percentile
+    datapoint (None). Moto 5.2.5 raises KeyError on any extended statistic."""
     values, sums, counts, mins, maxs = [], 0.0, 0.0, [], []
+    raw = True
     for d in datums:
         if hasattr(d, "value"):
             sums, counts = sums + d.value, counts + 1
             mins.append(d.value)
             maxs.append(d.value)
-        else:  # a StatisticSet
-            sums, counts = sums + d.sum_stat, counts + d.sample_count
-            mins.append(d.min_stat)
-            maxs.append(d.max_stat)
+            values.append(d.value)
+        else:  # a StatisticSet (moto's MetricAggregatedDatum: sum, min, max, sample_count)
+            sums, counts = sums + d.sum, counts + d.sample_count
+            mins.append(d.min)
+            maxs.append(d.max)
+            if d.sample_count == 1 or d.min == d.max:
+                values += [d.min] * int(d.sample_count)
+            else:
+                raw = False
+    match = _PERCENTILE.fullmatch(stat)
+    if match:
+        if not raw or not values or min(values) < 0:
+            return None
+        ranked = sorted(values)
+        rank = max(1, math.ceil(float(match.group(1)) / 100 * len(ranked)))
+        return ranked[rank - 1]
     return {"Sum": sums, "SampleCount": counts, "Average": sums / counts if counts else 0.0,
             "Minimum": min(mins), "Maximum": max(maxs)}[stat]
 
@@ -607,9 +630,10 @@ def _metric_data(stack: ExitStack) -> None:
                 while t < end:
                     lo = bisect.bisect_left(points, (t,))
                     hi = bisect.bisect_left(points, (t + period,))
-                    if hi > lo:
+                    value = _stat(stat_q["Stat"], [d for _, _, d in points[lo:hi]]) if hi > lo else None
+                    if value is not None:
                         stamps.append(t)
-                        values.append(_stat(stat_q["Stat"], [d for _, _, d in points[lo:hi]]))
+                        values.append(value)
                     t += period
                 if descending:
                     stamps.reverse()
