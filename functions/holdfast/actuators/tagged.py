@@ -217,6 +217,12 @@ class TaggedActuator(ABC):
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         ...
 
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """What tells this resource from a later one at its ARN, once an engage wrote it
+        (`tagged`: the record is on its tag too), for the ledger's copy; None by default:
+        kinds whose ARN carries a unique id need nothing."""
+        return None
+
     def record_on_resource(self, resource: Resource) -> bool:
         """Whether the resource carries the record tag the policy's restore statements name."""
         return resource.record is not None
@@ -329,6 +335,9 @@ class TaggedActuator(ABC):
                     if self.restore_needs_tag:
                         outcome.notes["record"]["keep"] = self._keep_selector()
                 self._write(resource, changes, restoring=False)
+                identity = self.identity_after_write(resource, tagged_ok)
+                if identity is not None and outcome.ledger_written:
+                    self.ledger.put_identity(resource.arn, identity)
                 results[i] = outcome
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
