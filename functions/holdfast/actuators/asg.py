@@ -23,11 +23,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 class AsgActuator(TaggedActuator):
     spec = kinds.ASG
-    # CreateOrUpdateTags takes at most 25 tags a call (DESIGN.md), two a record: 12 groups.
+    # CreateOrUpdateTags takes at most 25 tags a call (Auto Scaling API reference), two a record: 12 groups.
     tag_batch = 12
     restore_needs_tag = True
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly"))
     def candidates(self) -> list[Candidate]:
         pages = self.clients("autoscaling").get_paginator("describe_auto_scaling_groups").paginate(
             Filters=[{"Name": f"tag:{self.settings.selector_key}", "Values": [self.settings.selector_value]}],
@@ -47,7 +47,7 @@ class AsgActuator(TaggedActuator):
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         return self._resource(candidate.listed).current
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly"))
     def get(self, arn: str) -> Resource | None:
         name = arn.split(":autoScalingGroupName/", 1)[-1]
         groups = self.clients("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])

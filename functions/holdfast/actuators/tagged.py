@@ -16,9 +16,9 @@ engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
          the two record tags (50 tags per resource), or when the tag write answers the
          tag limit, the resource is engaged through the ledger record only; with
          neither a tag nor the ledger it is left unchanged (`skipped`): a change with no
-         record anywhere would break invariant 1. A record the tagging index shows but
-         the ledger cannot vouch for (no record there, or another one) is confirmed through
-         the service's own tag API (one read) before it is trusted: the index may still list
+         record anywhere would break write-ahead (the original recorded before any
+         change). A record the tagging index shows but the ledger cannot vouch for (no
+         record there, or another one) is confirmed through the service's own tag API (one read) before it is trusted: the index may still list
          a record a restore removed. When the index shows no record the tag is written
          anyway, as it would be.
 relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledger record
@@ -296,7 +296,7 @@ class TaggedActuator(ABC):
                 changes = self.posture(resource.current)
                 owner_changed: dict[str, Any] = {}
                 if record is not None:
-                    # A value the owner changed while engaged is theirs (invariant 2): re-engaging,
+                    # A value the owner changed while engaged is theirs (kept, reported): re-engaging,
                     # like restoring, leaves it alone and reports it.
                     owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
                     changes = {k: v for k, v in changes.items() if k not in owner_changed}
@@ -325,7 +325,7 @@ class TaggedActuator(ABC):
                 if not tagged_ok and not outcome.ledger_written:
                     results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
                         "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
-                                "anywhere would lose its original (invariant 1)"),
+                                "anywhere would lose its original"),
                         "fix": "the next walk with the ledger answering engages it through the ledger record"}})
                     continue
                 outcome.recorded_in = (["tag"] if tagged_ok else []) + (["ledger"] if outcome.ledger_written else [])
@@ -625,6 +625,6 @@ class LambdaTagged:
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         self._call("untag_resource", Resource=resource.arn, TagKeys=keys)
 
-    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         return self._call("list_tags", Resource=resource.arn)["Tags"]

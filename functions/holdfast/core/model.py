@@ -22,7 +22,8 @@ Shape:
   partial relax (for an event source mapping, `{"MaximumConcurrency": n}`: raise the
   cap to n, never above the original). `guard()` is called immediately before each
   relaxing write, AWS or ledger, and raises `StalePlan` when the plan generation has
-  moved on; the actuator then stops and returns `refused-stale` (invariant 4).
+  moved on; the actuator then stops and returns `refused-stale` (a relaxing write
+  needs the plan current at the moment of the write).
 
 The record of what Holdfast applied holds, before each write, every value that can be
 Holdfast's on the resource once the write is made (for a mapping: the floor, the cap on

@@ -17,7 +17,7 @@ Per source: GetQueueUrl, GetQueueAttributes (visible messages), ListDeadLetterSo
 the live queues' consumers (the drain's records of this hold, and the settings by queue
 name). Then the pure decision, and:
 
-- START: the guard (a start adds load: it is relaxing, invariant 4), the opt-in confirmed
+- START: the guard (a start adds load: it is relaxing, so it needs the current plan), the opt-in confirmed
   on the queues' own tags (ListQueueTags on the source DLQ and each destination: the
   tagging index that found them lags, and may still list a queue whose owner just removed
   `holdfast:replay`; a queue without it ends the replay, reported, nothing moved), then
