@@ -30,7 +30,8 @@ One place holds every departure from moto that Holdfast depends on; the tests
   queue's resource policy is not consulted, as the documented requirement is on the
   execution role.
 - Application Auto Scaling TagResource / UntagResource / ListTagsForResource on a
-  scalable target's ARN exist in AWS; moto has none of them.
+  scalable target's ARN exist in AWS; moto has none of them. A target's tags go with it
+  when it is deregistered.
 - RegisterScalableTarget on an existing target adjusts the resource's capacity into
   [MinCapacity, MaxCapacity]: "If you call the RegisterScalableTarget API to update an
   existing scalable target, Application Auto Scaling retrieves the current capacity of
@@ -257,6 +258,15 @@ def aws_semantics() -> Iterator[None]:
 
     original_register = ApplicationAutoScalingBackend.register_scalable_target
 
+    original_deregister = ApplicationAutoScalingBackend.deregister_scalable_target
+
+    def deregister_scalable_target(self, namespace, r_id, dimension):
+        """A target's tags go with it."""
+        target = self.targets.get(dimension, {}).get(r_id)
+        original_deregister(self, namespace, r_id, dimension)
+        if target is not None:
+            tags.pop(target.arn, None)
+
     def register_scalable_target(self, namespace, r_id, dimension, min_capacity, max_capacity, role_arn, suspended_state):
         existed = self._scalable_target_exists(r_id, dimension)
         target = original_register(self, namespace, r_id, dimension, min_capacity, max_capacity, role_arn, suspended_state)
@@ -339,6 +349,8 @@ def aws_semantics() -> Iterator[None]:
         stack.enter_context(mock.patch.object(IamResponse, "simulate_principal_policy", simulate_principal_policy, create=True))
         stack.enter_context(mock.patch.object(ELBv2Backend, "create_target_group", create_target_group))
         stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "register_scalable_target", register_scalable_target))
+        stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "deregister_scalable_target",
+                                              deregister_scalable_target))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "create_event_source_mapping", create_esm))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "update_event_source_mapping", update_esm))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "delete_function", delete_function))

@@ -108,3 +108,37 @@ def test_a_target_group_recreated_under_its_name_is_a_new_arn_engaged_afresh(cli
     assert outcomes[old].action == VANISHED and outcomes[new].action == RESTORED
     attributes = {a["Key"]: a["Value"] for a in elb.describe_target_group_attributes(TargetGroupArn=new)["Attributes"]}
     assert attributes["target_group_health.dns_failover.minimum_healthy_targets.count"] == "2"
+
+
+def _target(service):
+    from moto.applicationautoscaling.models import applicationautoscaling_backends
+
+    backend = applicationautoscaling_backends["123456789012"]["us-east-1"]
+    return backend.targets["ecs:service:DesiredCount"][f"service/c/{service}"]
+
+
+def test_a_scalable_target_registered_again_at_the_same_arn_is_engaged_afresh(clients, ledger_table):
+    """Whether AWS gives a target deregistered and registered again a new ARN is not in the
+    API reference (moto does); if it keeps the ARN, the target's CreationTime tells them apart."""
+    from tests.actuators.fleet import describe_target, make_service_target
+
+    aas = clients("application-autoscaling")
+    arn = make_service_target(clients, "web")
+    [outcome] = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("scalable-target",)).outcomes
+    assert outcome.action == ENGAGED and describe_target(clients, "web")["SuspendedState"]["DynamicScalingInSuspended"]
+
+    # the service's target deregistered and registered again by its owner, scale-in suspended this time
+    aas.deregister_scalable_target(ServiceNamespace="ecs", ResourceId="service/c/web",
+                                   ScalableDimension="ecs:service:DesiredCount")
+    aas.register_scalable_target(ServiceNamespace="ecs", ResourceId="service/c/web",
+                                 ScalableDimension="ecs:service:DesiredCount", MinCapacity=1, MaxCapacity=4,
+                                 SuspendedState={"DynamicScalingInSuspended": True})
+    target = _target("web")
+    target.arn, target.creation_time = arn, target.creation_time + 60   # the same ARN, created later
+
+    [outcome] = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("scalable-target",)).outcomes
+    assert outcome.action == ALREADY and "recreated" in outcome.notes
+    assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
+    # its restore leaves the owner's suspension: nothing of the old target's record is applied
+    walks.relax_all(clients, SETTINGS, ledger_table, kinds=("scalable-target",))
+    assert describe_target(clients, "web")["SuspendedState"]["DynamicScalingInSuspended"] is True

@@ -55,7 +55,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import destination_refused, error_text
 from holdfast.core import kinds
-from holdfast.core.model import ALREADY, ENGAGED, Candidate, Guard, Outcome, Record, Resource
+from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError
 from holdfast.iam import uses
 from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
@@ -158,7 +158,6 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         self._held: dict[str, dict[str, Any]] = {}     # arn -> why a destination was not attached
         self._kms: tuple[str | None] | None = None      # the expired-events queue's KMS key, once read
         self._modified: dict[str, float | None] = {}    # arn -> the config's LastModified after Holdfast's write
-        self._retired: dict[str, Record] = {}           # arn -> the record of a function since recreated
 
     # ---- discovery -------------------------------------------------------------------
 
@@ -324,43 +323,23 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
                 return None
             return {"tagged": tagged, "modified": self._modified.pop(resource.arn)}
 
-    def known(self, resource: Resource) -> tuple[Resource, Record | None]:
-        """`TaggedActuator.known`, except for a record of another function at this ARN.
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """Whether the ledger's record is of a function since deleted and created again.
 
         Deleting a function deletes its tags, versions, aliases and async configs. So when
-        the ledger's record says its tag was written, the function's own tags (ListTags)
-        show no record for this qualifier, and the config is not the one Holdfast's last
-        write left (another LastModified, or none), the record is of a function since
-        deleted: it is retired (forgotten, and reported with its values) and this one is
-        engaged afresh, never restored to a stranger's values. A tag an IaC apply stripped
-        from the same function leaves the config as Holdfast wrote it: the record holds,
-        and its tag is written again. (A record that was never on a tag, for a function
-        with no room for it, cannot be told from a recreated one: it holds.)"""
-        ledger = self.ledger.cached(resource.arn)
-        identity = (ledger.identity or {}) if ledger is not None else {}
-        if identity.get("tagged") and resource.record is None and identity.get("modified") != resource.ref.get("modified"):
-            if not resource.confirmed:
-                resource = self.confirm(resource)   # the index may not show a tag yet; the function's own tags do
-            if resource.record is None:
-                self.ledger.forget(resource.arn)
-                with self._lock:
-                    self._retired[resource.arn] = ledger
-                return resource, None
-        return super().known(resource)
-
-    def _note_retired(self, outcome: Outcome) -> Outcome:
-        with self._lock:
-            retired = self._retired.pop(outcome.arn, None)
-        if retired is not None:
-            outcome.notes["recreated"] = {
-                "why": ("the function was deleted and created again under its name since Holdfast engaged it (its "
-                        "record tag is gone and its config is not the one Holdfast wrote): that record is retired, "
-                        "never restored onto this function"),
-                "retired": {"original": dict(retired.original), "applied": dict(retired.applied)}}
-        return outcome
-
-    def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
-        return self._note_retired(super().relax(resource, target, guard))
+        the record says its tag was written, the function's own tags (ListTags) show no
+        record for this qualifier, and the config is not the one Holdfast's last write left
+        (another LastModified, or none), the record is of a function gone: retired, and this
+        one engaged afresh, never restored to a stranger's values. A tag an IaC apply
+        stripped from the same function leaves the config as Holdfast wrote it: the record
+        holds, and its tag is written again. (A record that was never on a tag, for a
+        function with no room for it, cannot be told from a recreated one: it holds.)"""
+        identity = ledger.identity or {}
+        if not identity.get("tagged") or resource.record is not None or identity.get("modified") == resource.ref.get("modified"):
+            return None
+        if not resource.confirmed:
+            resource = self.confirm(resource)   # the index may not show a tag yet; the function's own tags do
+        return resource if resource.record is None else None
 
     def record_on_resource(self, resource: Resource) -> bool:
         """The policy's restore statements name the unqualified record's tag: a version's or
@@ -392,7 +371,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         return outcome
 
     def engage(self, resource: Resource) -> Outcome:
-        outcome = self._note_retired(super().engage(resource))
+        outcome = super().engage(resource)
         with self._lock:
             held = self._held.pop(resource.arn, None)
         if held is not None:
