@@ -332,8 +332,10 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         (another LastModified, or none), the record is of a function gone: retired, and this
         one engaged afresh, never restored to a stranger's values. A tag an IaC apply
         stripped from the same function leaves the config as Holdfast wrote it: the record
-        holds, and its tag is written again. (A record that was never on a tag, for a
-        function with no room for it, cannot be told from a recreated one: it holds.)"""
+        holds, and its tag is written again. Two limits: a record that was never on a tag
+        (a function with no room for it) cannot be told from a recreated one, so it holds;
+        and a function whose owner both rewrote its config and had the tag stripped reads
+        as recreated, so its config as the owner left it becomes the original."""
         identity = ledger.identity or {}
         if not identity.get("tagged") or resource.record is not None or identity.get("modified") == resource.ref.get("modified"):
             return None
