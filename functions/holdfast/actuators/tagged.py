@@ -30,6 +30,7 @@ relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledg
 from __future__ import annotations
 
 import hashlib
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, ClassVar, Mapping
@@ -133,6 +134,8 @@ class TaggedActuator(ABC):
         self.ledger = ledger
         self.lambda_bucket = lambda_bucket
         self.expired_queue_arn = expired_queue_arn
+        self._retired_lock = threading.Lock()
+        self._retired: dict[str, Record] = {}   # arn -> the ledger's record of a resource since recreated there
 
     # ---- hooks a kind provides -------------------------------------------------------
 
@@ -214,6 +217,29 @@ class TaggedActuator(ABC):
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         ...
 
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """What tells this resource from a later one at its ARN, once an engage wrote it
+        (`tagged`: the record is on its tag too), for the ledger's copy; None by default:
+        kinds whose ARN carries a unique id need nothing."""
+        return None
+
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """`resource` (its tags confirmed, where that took a read) when it is another resource
+        than the one the ledger's record `ledger` was written for, created at the same ARN
+        since; None when it is the same one, or this kind cannot tell (by default: kinds
+        whose ARN carries a unique id)."""
+        return None
+
+    def _note_retired(self, outcome: Outcome) -> Outcome:
+        with self._retired_lock:
+            retired = self._retired.pop(outcome.arn, None)
+        if retired is not None:
+            outcome.notes["recreated"] = {
+                "why": (f"deleted and created again at this ARN since Holdfast engaged it: the record of the one before is "
+                        "retired, never restored onto this one, which is engaged as any other"),
+                "retired": {"original": dict(retired.original), "applied": dict(retired.applied)}}
+        return outcome
+
     def record_on_resource(self, resource: Resource) -> bool:
         """Whether the resource carries the record tag the policy's restore statements name."""
         return resource.record is not None
@@ -254,6 +280,15 @@ class TaggedActuator(ABC):
         (no record there, or another original), is confirmed through the service's own
         tag API first: the index may still list a record a restore removed."""
         ledger = self.ledger.cached(resource.arn)
+        if ledger is not None:
+            other = self.recreated(resource, ledger)
+            if other is not None:
+                # The record is of a resource gone from this ARN: retired (reported with its
+                # values by the outcome), and this one is engaged, or left, as unrecorded.
+                self.ledger.forget(resource.arn)
+                with self._retired_lock:
+                    self._retired[resource.arn] = ledger
+                return replace(other, record=None), None
         tag = resource.record
         vouched = ledger is not None and tag is not None and set(tag.original) <= set(ledger.original) \
             and not restore.conflicts(ledger.original, tag.original)
@@ -323,10 +358,13 @@ class TaggedActuator(ABC):
                     if self.restore_needs_tag:
                         outcome.notes["record"]["keep"] = self._keep_selector()
                 self._write(resource, changes, restoring=False)
+                identity = self.identity_after_write(resource, tagged_ok)
+                if identity is not None and outcome.ledger_written:
+                    self.ledger.put_identity(resource.arn, identity)
                 results[i] = outcome
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
-        return results  # type: ignore[return-value]
+        return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
 
     def _engage_error(self, resource: Resource, outcome: Outcome | None, err: Exception) -> Outcome:
         if isinstance(err, Vanished):
@@ -441,6 +479,9 @@ class TaggedActuator(ABC):
         `_relax_error` maps it."""
         if target is None:
             return self.restore_many([resource], guard)[0]
+        return self._note_retired(self._relax(resource, target, guard))
+
+    def _relax(self, resource: Resource, target: Mapping[str, Any], guard: Guard) -> Outcome:
         try:
             resource, record = self.known(resource)
             if record is None:
@@ -515,7 +556,7 @@ class TaggedActuator(ABC):
                                      changes=self._changes(resource, values), drift=drift, ledger_written=forgotten)
             except Exception as err:   # noqa: BLE001
                 results[i] = self._relax_error(resource, guard, err)
-        return results  # type: ignore[return-value]
+        return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
 
     def _relax_error(self, resource: Resource, guard: Guard, err: Exception) -> Outcome:
         """The outcome `relax` gives for an error; an error it does not map is re-raised."""

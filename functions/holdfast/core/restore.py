@@ -122,7 +122,7 @@ def merge(tag: Record | None, ledger: Record | None) -> Record | None:
         return tag or ledger
     original = {**tag.original, **ledger.original}
     applied = grow_applied(ledger.applied, tag.applied)
-    return Record(ledger.kind, ledger.arn, original, applied)
+    return Record(ledger.kind, ledger.arn, original, applied, ledger.identity)
 
 
 def grow(record: Record | None, kind: str, arn: str, current: Mapping[str, Any], changes: Mapping[str, Any],
