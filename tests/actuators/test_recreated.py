@@ -137,8 +137,8 @@ def test_a_scalable_target_registered_again_at_the_same_arn_is_engaged_afresh(cl
     target.arn, target.creation_time = arn, target.creation_time + 60   # the same ARN, created later
 
     [outcome] = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("scalable-target",)).outcomes
-    assert outcome.action == ALREADY and "recreated" in outcome.notes
-    assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
     # its restore leaves the owner's suspension: nothing of the old target's record is applied
     walks.relax_all(clients, SETTINGS, ledger_table, kinds=("scalable-target",))
     assert describe_target(clients, "web")["SuspendedState"]["DynamicScalingInSuspended"] is True
+    assert outcome.action == ALREADY and "recreated" in outcome.notes
+    assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
