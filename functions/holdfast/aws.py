@@ -19,6 +19,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 # What the calls made in this context are for (a kind's walk); see Clients.tagged.
 CALL_TAG: contextvars.ContextVar[str | None] = contextvars.ContextVar("holdfast_call_tag", default=None)
+# Called before every call made in this context, after it is counted: a long engage walk
+# renews its claim from it (holdfast.reconciler), so a walk that is making calls keeps the
+# claim even through a listing that checks no deadline.
+CALL_HOOK: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("holdfast_call_hook",
+                                                                                        default=None)
 
 DEFAULT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -96,6 +101,9 @@ class Clients:
             self.calls[op] += 1
             if tag is not None:
                 self.tagged[tag][op] += 1
+        hook = CALL_HOOK.get()
+        if hook is not None:
+            hook()
 
     def account_id(self) -> str:
         return self("sts").get_caller_identity()["Account"]
