@@ -20,8 +20,7 @@ import os
 import sys
 from typing import Sequence
 
-from botocore.exceptions import BotoCoreError, ClientError
-
+from holdfast.aws import AWS_ERRORS
 from holdfast.settings import SettingsError
 from holdfast.cli.context import Context, UsageError
 
@@ -80,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, UsageError) as err:
         print(f"holdfast: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except (BotoCoreError, ClientError) as err:  # credentials, profile, region, endpoint: one line, no traceback
+    except AWS_ERRORS as err:  # credentials, profile, region, endpoint: one line, no traceback
         print(f"holdfast: error: AWS: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
