@@ -61,6 +61,7 @@ class Context:
     # Looked up when a Context is made, not at import, so redirected streams (tests) are honoured.
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    _account: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":
@@ -94,6 +95,32 @@ class Context:
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
+
+    @uses("sts:GetCallerIdentity", by=("cli",))
+    def account(self) -> str:
+        """The account the credentials act in (one GetCallerIdentity, then remembered)."""
+        if self._account is None:
+            self._account = self.clients("sts").get_caller_identity()["Account"]
+        return self._account
+
+    def require_here(self, arn: str, what: str = "RESOURCE_ARN") -> None:
+        """Refuse (UsageError, exit 2) an ARN outside the partition, region and account this
+        command acts in: every call goes to the region's endpoints with the account's
+        credentials, so a foreign ARN would name, at best, another resource of the same
+        name or id here."""
+        parts = arn.split(":")
+        partition, region, account = parts[1], parts[3], parts[4]
+        here = self.clients.region
+        wrong = []
+        if partition != self.clients.partition:
+            wrong.append(f"partition {partition} (this command acts in {self.clients.partition})")
+        if region != here:
+            wrong.append(f"region {region} (this command acts in {here}: run it with --region {region})")
+        if account != self.account():
+            wrong.append(f"account {account} (these credentials act in account {self.account()}: "
+                         f"run it with credentials of {account})")
+        if wrong:
+            raise UsageError(f"{what} {arn} is in " + " and ".join(wrong) + "; nothing was done")
 
     @property
     def clients(self) -> Clients:

@@ -20,7 +20,9 @@ A stuck resource failed on `stuck_after_failures` walks and no longer holds its 
 `fix` is the command (and what to do first) that gets it out of that state.
 
 Exit codes: 0 done, 1 some resources failed (each named on stderr), 2 usage or settings
-error (including a ledger table that does not exist: `holdfast ledger-init` creates it).
+error (including a ledger table that does not exist: `holdfast ledger-init` creates it,
+and a RESOURCE_ARN outside the partition, region and account the command acts in:
+`release` acts on exactly the resource its ARN names, or on nothing).
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def release(ctx: Context, args) -> int:
         kind = kind_of(arn)
     except ValueError as err:
         raise UsageError(str(err)) from err
+    ctx.require_here(arn)
     reachable = _check_ledger(ctx)
     # Read before the release forgets it: a vanished resource with no record was never Holdfast's.
     recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
