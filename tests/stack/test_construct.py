@@ -55,7 +55,8 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
         if isinstance(c, CfnResource)
     }
     # 31, the settings parameter, and the alarm on stuck resources (issue 11)
-    assert len(holdfast_ids) == 33 and all(k.startswith("Holdfast") for k in holdfast_ids)
+    # and the parameter that names Holdfast's own resources for the CLI (holdfast.core.own)
+    assert len(holdfast_ids) == 34 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
     consumer = _role_statements(t, "ConsumerServiceRole")

@@ -238,6 +238,9 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         tags, config, qualifier = candidate.listed
         return self._resource(candidate.arn, qualifier, config, tags).current
 
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed[0]   # its function's: a qualifier's config is Holdfast's when its function is
+
     def listed_tags(self, candidate: Candidate) -> Mapping[str, str]:
         tags, _config, qualifier = candidate.listed
         return self._record_tags(tags, qualifier)

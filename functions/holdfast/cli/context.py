@@ -19,6 +19,7 @@ from holdfast.aws import Clients, error_code, error_text
 from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
+from holdfast.core.own import NOT_OWN, Own, from_document
 from holdfast.runtime import Runtime, govern
 from holdfast.settings import CONTEXT_KEY, Settings
 
@@ -27,6 +28,7 @@ from holdfast.settings import CONTEXT_KEY, Settings
 # by default (holdfast_cdk.construct). A queue named this is found too.
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+OWN_RESOURCES_PARAMETER = "own-resources"
 EXPIRED_QUEUE_NAME = "holdfast-expired-events"
 NO_QUEUE = "none"
 
@@ -91,6 +93,15 @@ class Context:
             self.warn(f"{found_by}: async configs get bounded retries only, and keep their event age "
                       "(tag a function holdfast:expired-events=discard to shorten it without a destination)")
         return arn, found_by
+
+    def use_own_resources(self) -> Own:
+        """Holdfast's own resources (holdfast.core.own), from every Holdfast stack's SSM
+        parameter here, into the runtime: the commands that engage leave them alone."""
+        found, problems = find_own_resources(self.clients)
+        for problem in problems:
+            self.warn(problem)
+        self.runtime = self.runtime.but(own=self.runtime.own | found)
+        return found
 
     @property
     def settings(self) -> Settings:
@@ -206,6 +217,28 @@ def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None
     except (ClientError, BotoCoreError) as err:
         notes.append(f"no queue {EXPIRED_QUEUE_NAME} ({error_code(err) or type(err).__name__})")
     return None, "no expired-events queue found: " + "; ".join(notes)
+
+
+@uses("ssm:GetParametersByPath", by=("cli",))
+def find_own_resources(clients: Clients) -> tuple[Own, list[str]]:
+    """(Holdfast's own resources as every stack here publishes them under
+    /holdfast/<stack>/own-resources, what could not be read). Unreadable parameters are
+    said, not fatal: the command still runs (the controllers know their own resources
+    from their environment)."""
+    found, problems = NOT_OWN, []
+    try:
+        pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
+        for page in pages:
+            for parameter in page.get("Parameters", []):
+                if parameter["Name"].endswith("/" + OWN_RESOURCES_PARAMETER):
+                    try:
+                        found = found | from_document(parameter["Value"])
+                    except ValueError as err:
+                        problems.append(f"SSM parameter {parameter['Name']}: {err}")
+    except (ClientError, BotoCoreError) as err:
+        problems.append(f"Holdfast's own resources unknown: SSM parameters unreadable ({error_text(err)}); "
+                        "a stack-wide selector tag may select them")
+    return found, problems
 
 
 def _budgeted(choice: str, endpoint_url: str | None) -> bool:

@@ -92,6 +92,7 @@ def ledger_init(ctx: Context, args) -> int:
 def plan(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
     queue = ctx.use_expired_queue()
+    ctx.use_own_resources()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
     return _finish(ctx, "plan", report, reachable, queue=queue)
 
@@ -99,6 +100,7 @@ def plan(ctx: Context, args) -> int:
 def engage(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
     queue = ctx.use_expired_queue()
+    ctx.use_own_resources()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
     return _finish(ctx, "engage", report, reachable, queue=queue)
 
