@@ -48,11 +48,9 @@ One place holds every departure from moto that Holdfast depends on; the tests
   (ELB API reference, CreateTargetGroup: Protocol "HTTP | HTTPS | TCP | TLS | UDP |
   TCP_UDP | GENEVE | QUIC | TCP_QUIC"; botocore's model has them). Moto 5.2.5 rejects
   both; the emulation creates them (as UDP / TCP underneath) and reports their protocol.
-- IAM SimulatePrincipalPolicy, which moto lacks: the principal's identity policies
-  (inline and attached) evaluated by holdfast_fixtures.iam_policy for each action and
-  resource, with the request's ContextEntries, answering EvalDecision `allowed`,
-  `explicitDeny` or `implicitDeny` (IAM API reference, SimulatePrincipalPolicy). Roles
-  only; permission boundaries, SCPs and resource policies are not simulated.
+- IAM SimulatePrincipalPolicy, which moto lacks: holdfast_fixtures.iam_simulation, with
+  the API's request and response shapes and its errors (NoSuchEntity, InvalidInput,
+  PolicyEvaluation); its docstring says what it does not simulate.
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
@@ -314,25 +312,22 @@ def aws_semantics() -> Iterator[None]:
     from moto.iam.responses import IamResponse
 
     def simulate_principal_policy(self):
+        from moto.iam.models import iam_backends
+
+        from . import iam_simulation
+
+        request = {name: self._get_param(name) for name in ("ActionNames", "ResourceArns", "PolicyInputList",
+                                                             "ContextEntries", "MaxItems", "Marker")}
         source = self._get_param("PolicySourceArn")
-        documents = role_documents(self.current_account, source)
-        context: dict = {}
-        for entry in self._get_param("ContextEntries", []) or []:
-            values = entry.get("ContextKeyValues") or []
-            list_type = str(entry.get("ContextKeyType", "")).endswith("List")
-            context[entry["ContextKeyName"]] = values if list_type else (values[0] if values else None)
-        results = []
-        for action in self._get_param("ActionNames", []) or []:
-            for resource in self._get_param("ResourceArns", []) or ["*"]:
-                allowed, sids = iam_policy.decide(documents, action, resource, context)
-                denied = not allowed and bool(sids)
-                results.append({
-                    "EvalActionName": action, "EvalResourceName": resource,
-                    "EvalDecision": "allowed" if allowed else "explicitDeny" if denied else "implicitDeny",
-                    "MatchedStatements": [{"SourcePolicyId": sid} for sid in sids],
-                    "MissingContextValues": [],
-                })
-        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+        try:
+            backend = iam_backends[self.current_account][source.split(":")[1] if source else "aws"]
+            answer = iam_simulation.simulate(iam_simulation.principal_policies(backend, source or ""), request)
+        except iam_simulation.SimulationError as err:
+            body = (f'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error><Type>Sender</Type>'
+                    f"<Code>{err.code}</Code><Message>{err.message}</Message></Error>"
+                    "<RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>")
+            return err.status, {"status": err.status}, body
+        return ActionResult(answer)
 
     original_get_code = lambda_models.LambdaFunction.get_code
 

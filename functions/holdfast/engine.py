@@ -46,6 +46,10 @@ or newly selected), and those whose listing shows them out of posture or strippe
 their record tag (actuators.tagged.changed_since_walked): a group created or opted in
 during the hold, a process an IaC apply resumed, a cap it removed.
 
+Holdfast's own resources (holdfast.core.own: its controllers, their mappings) are left
+out of every engage walk whatever their tags, each reported `skipped` with the reason
+(`notes["own"]`); a relax walk still restores one that was engaged.
+
 A relax walk lists the candidates, then reads each one just before it relaxes it, and
 takes the ledger's records from one Query; when that Query fails the walk is
 incomplete (`complete` False): records it could not see are not "nothing to do".
@@ -270,7 +274,7 @@ class Engine:
         self.bucket = lambda_bucket
         self.actuators = {
             k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger, lambda_bucket=self.bucket,
-                           expired_queue_arn=runtime.expired_queue_arn)
+                           expired_queue_arn=runtime.expired_queue_arn, own=runtime.own)
             for k in kinds
         }
         self.deadline = deadline
@@ -350,7 +354,13 @@ class Engine:
 
             def walk() -> None:
                 # In the kind's call context: the ledger's one Query is counted with the kind that made it.
-                candidates = sorted(listed[kind], key=lambda c: position(act, c, self.ledger))   # most harmful first
+                # Holdfast's own resources are never engaged, whatever their tags (holdfast.core.own).
+                own = [(c, note) for c in listed[kind] if (note := act.own_candidate(c)) is not None]
+                with run._lock:
+                    run.report.outcomes.extend(Outcome(kind, c.arn, SKIPPED, notes={"own": note}) for c, note in own)
+                mine = {c.arn for c, _ in own}
+                candidates = sorted((c for c in listed[kind] if c.arn not in mine),
+                                    key=lambda c: position(act, c, self.ledger))   # most harmful first
                 prints = {c.arn: walk_key(c) for c in candidates}
                 todo = [c for c in candidates if c.arn not in skip
                         and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))

@@ -24,9 +24,11 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
    one at a time, each write guarded by guard(g), checked at the moment of the write.
    The engaging walk has the long budget when the handler gives one (`engage_seconds`:
    the invocation's remaining time): it goes on while there is engage work and Lambda
-   time, is claimed in the ledger (holdfast.ledger.claims) so the schedule's overlapping
-   ticks leave it to its holder, and stops once the plan's generation moved on (re-read
-   every PLAN_CHECK_SECONDS). Relaxing keeps `tick_budget_seconds`.
+   time, is claimed in the ledger (holdfast.ledger.claims: a lease of about one schedule
+   period, renewed every PLAN_CHECK_SECONDS while the walk makes calls) so the schedule's
+   overlapping ticks leave it to its holder, and stops once the plan's generation moved
+   on (re-read at each renewal) or another controller took the claim over. A holder
+   killed outright costs at most one scheduled tick. Relaxing keeps `tick_budget_seconds`.
    The first StalePlan ends all relaxing in this tick. After each kind the pure
    progress decision (holdfast.core.progress) says what to persist: a kind whose walk
    completed without failure is marked done (conditional on g). The deadline stops the
@@ -88,7 +90,7 @@ from typing import Any, Callable
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from holdfast.aws import AWS_ERRORS, error_text
+from holdfast.aws import AWS_ERRORS, CALL_HOOK, error_text
 from holdfast.core import announce, policy, progress
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
@@ -175,9 +177,10 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
     return result
 
 
-# While a long engage walk runs, the plan is read again this often: a walk whose plan
-# moved on stops within this time (its engage is no longer what the plan wants).
-PLAN_CHECK_SECONDS = 15
+# While a long engage walk runs, its claim is renewed and the plan read again this often:
+# a walk whose plan moved on stops within this time (its engage is no longer what the
+# plan wants), and so does one whose claim another controller took over.
+PLAN_CHECK_SECONDS = ledger_claims.RENEW_SECONDS
 
 
 class TickDeadline:
@@ -190,8 +193,12 @@ class TickDeadline:
     (read at most every PLAN_CHECK_SECONDS), whichever comes first. That long walk is
     claimed in the ledger (holdfast.ledger.claims): the ticks the schedule starts meanwhile
     leave the engage to it instead of splitting the rate budgets with it over the same
-    resources. After the engage, relaxing gets the short budget again, counted from the
-    end of the engage and never past `engage_seconds`."""
+    resources. The claim is a short lease, renewed with each plan read; the read is made
+    from every deadline check and every AWS call of the walk (aws.CALL_HOOK), so a walk
+    busy listing a large fleet keeps it, and a walk that makes no calls at all (a killed
+    holder) loses it within `claims.lease_seconds`. A renewal that finds the claim taken
+    over stops the walk as a moved plan does. After the engage, relaxing gets the short
+    budget again, counted from the end of the engage and never past `engage_seconds`."""
 
     def __init__(self, runtime: Runtime, engage_seconds: float | None):
         self.runtime, self.clock = runtime, runtime.clock
@@ -234,6 +241,7 @@ class _Engaging:
     def __init__(self, deadline: TickDeadline, plan: Plan | None):
         self.deadline, self.plan = deadline, plan
         self.taken, self.holder, self.claimed = True, None, False
+        self._hook: contextvars.Token | None = None
 
     def __bool__(self) -> bool:
         return self.taken
@@ -246,11 +254,17 @@ class _Engaging:
             d.limit = d.total
             return self
         dynamodb = rt.clients("dynamodb")
-        now = rt.clock.now()
-        until = now + timedelta(seconds=max(0.0, d.total - d.elapsed()))
+        generation = self.plan.generation
+        lease = ledger_claims.lease_seconds(rt.settings.schedule_minutes)
+
+        def take() -> ledger_claims.Claim:
+            now = rt.clock.now()
+            until = now + timedelta(seconds=max(0.0, min(lease, d.total - d.elapsed())))
+            return ledger_claims.take_engage_walk(dynamodb, rt.table, generation=generation,
+                                                  controller_id=rt.controller_id, now=now, until=until)
+
         try:
-            claim = ledger_claims.take_engage_walk(dynamodb, rt.table, generation=self.plan.generation,
-                                                   controller_id=rt.controller_id, now=now, until=until)
+            claim = take()
         except LedgerUnavailable:
             claim = ledger_claims.Claim(True)   # engaging needs no ledger: walk, unclaimed
         else:
@@ -258,20 +272,34 @@ class _Engaging:
         self.taken, self.holder = claim.taken, claim.holder
         if self.taken:
             d.limit = d.total
-            generation = self.plan.generation
 
             def moved_on() -> bool:
+                """Renew the claim, then read the plan: True when the walk must stop."""
                 try:
+                    if self.claimed:
+                        renewed = take()
+                        if not renewed:
+                            logger.info("engage walk taken over: leaving it to its new holder",
+                                        extra={"controller": rt.controller_id, "generation": generation,
+                                               "holder": renewed.holder})
+                            self.claimed = False
+                            return True
                     current = ledger_plan.read(dynamodb, rt.table)
                 except LedgerUnavailable:
                     return False   # engaging goes on without the ledger
                 return current is not None and current.generation != generation
 
             d.watch, d.checked = moved_on, d.clock.monotonic()
+            # Every AWS call of the walk checks the deadline too (at most one read and one
+            # renewal a PLAN_CHECK_SECONDS): a long listing keeps the claim.
+            self._hook = CALL_HOOK.set(d)
         return self
 
     def __exit__(self, *exc) -> None:
         d, rt = self.deadline, self.deadline.runtime
+        if self._hook is not None:
+            CALL_HOOK.reset(self._hook)
+            self._hook = None
         if d.long and self.taken:
             d.watch = None
             if not d.moved:   # the plan moved on: the rest of the tick stops too

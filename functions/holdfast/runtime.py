@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from holdfast.aws import Clients
 from holdfast.clock import Clock, SystemClock
+from holdfast.core.own import NOT_OWN, Own
 from holdfast.settings import Settings
 
 
@@ -50,6 +51,8 @@ class Runtime:
     # The reconciler function the detector invokes to start a tick at once when the verdict
     # turns impaired (holdfast.observation.trigger); None: the schedule starts every tick.
     tick_function: str | None = None
+    # Holdfast's own resources (holdfast.core.own): never engaged, whatever their tags.
+    own: Own = NOT_OWN
     # The decision log lines and metrics (holdfast.reconciler); QUIET: neither.
     telemetry: Telemetry = field(default_factory=Telemetry)
 

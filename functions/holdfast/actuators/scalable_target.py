@@ -62,12 +62,18 @@ class ScalableTargetActuator(TaggedActuator):
     @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli", "readonly"))
     def candidates(self) -> list[Candidate]:
         """Every ECS target; selected already when its service carries the selector."""
-        services = {arn.split(":", 5)[5] for arn in tagged(self.clients, self.settings, "ecs:service")}
+        listed = tagged(self.clients, self.settings, "ecs:service")
+        services = {arn.split(":", 5)[5] for arn in listed}
+        self._service_tags = {arn.split(":", 5)[5]: tags for arn, tags in listed.items()}
         found = [
             Candidate(t["ScalableTargetARN"], t, selected=t["ServiceNamespace"] == "ecs" and t["ResourceId"] in services)
             for t in self._targets()
         ]
         return sorted(found, key=lambda c: c.arn)
+
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        """Its ECS service's tags, from the listing (a target is Holdfast's when its service is)."""
+        return getattr(self, "_service_tags", {}).get(candidate.listed.get("ResourceId"), {})
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """The widest room to scale in first (MaxCapacity - MinCapacity tasks)."""

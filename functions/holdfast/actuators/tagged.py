@@ -41,6 +41,7 @@ from holdfast.aws import error_code, error_text, too_many_tags
 from holdfast.core import restore
 from holdfast.core.errors import Conflict, Vanished
 from holdfast.core.kinds import Kind
+from holdfast.core.own import NOT_OWN, Own
 from holdfast.iam import uses
 from holdfast.ratelimit import TokenBucket
 from holdfast.core.tags import MAX_TAGS, RECORD_KEYS, TagError, owner_tags, read_record, record_tags, room_for_record
@@ -128,12 +129,13 @@ class TaggedActuator(ABC):
             cls.kind = cls.spec.name
 
     def __init__(self, clients, settings, ledger, *, lambda_bucket: TokenBucket | None = None,
-                 expired_queue_arn: str | None = None):
+                 expired_queue_arn: str | None = None, own: Own = NOT_OWN):
         self.clients = clients
         self.settings = settings
         self.ledger = ledger
         self.lambda_bucket = lambda_bucket
         self.expired_queue_arn = expired_queue_arn
+        self.own = own
         self._retired_lock = threading.Lock()
         self._retired: dict[str, Record] = {}   # arn -> the ledger's record of a resource since recreated there
 
@@ -153,6 +155,19 @@ class TaggedActuator(ABC):
         beyond ARNs). `original`: the record's original values, when it is engaged — its
         harm is what it was before Holdfast's change, so its place in the order stays."""
         return 0
+
+    def own_candidate(self, candidate: Candidate) -> dict[str, str] | None:
+        """The note for a candidate the listing shows as one of Holdfast's own resources
+        (holdfast.core.own), which an engage leaves alone; None for any other. From the
+        listing's tags (no call): a kind overrides `listed_tags_all`."""
+        if not self.own:
+            return None
+        tags = self.listed_tags_all(candidate)
+        return self.own.why(candidate.arn, tags) if self.own.holds(candidate.arn, tags) else None
+
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        """Every tag the listing shows for the candidate ({} when it shows none)."""
+        return {}
 
     def relax_candidates(self, recorded: set[str]) -> list[Candidate]:
         """The candidates a relax walks, given the ARNs the ledger holds records for: every
