@@ -541,16 +541,23 @@ _INDEXES: dict[int, dict] = {}
 
 def publish_service_metrics(account: str, region: str, namespace: str, data: list[dict]) -> None:
     """Datapoints an AWS service publishes: `data` holds {"MetricName", "Dimensions": [{"Name",
-    "Value"}], "Timestamp" (aware), "Value"}. Written straight into moto's CloudWatch (the
-    in-process backend that a moto server or mock_aws serves), as the service would."""
-    from moto.cloudwatch.models import MetricDatum, cloudwatch_backends
+    "Value"}], "Timestamp" (aware), and "Value" or "StatisticValues" ({"SampleCount", "Sum",
+    "Minimum", "Maximum"}: many samples at once, such as a minute of invocations' Duration)}.
+    Written straight into moto's CloudWatch (the in-process backend that a moto server or
+    mock_aws serves), as the service would."""
+    from moto.cloudwatch.models import MetricAggregatedDatum, MetricDatum, cloudwatch_backends
+
+    def datum(d):
+        stats = d.get("StatisticValues")
+        if stats is not None:
+            return MetricAggregatedDatum(namespace, d["MetricName"], float(stats["Minimum"]), float(stats["Maximum"]),
+                                         float(stats["SampleCount"]), float(stats["Sum"]), d.get("Dimensions", []),
+                                         d["Timestamp"], d.get("Unit"))
+        return MetricDatum(namespace, d["MetricName"], float(d["Value"]), d.get("Dimensions", []), d["Timestamp"], d.get("Unit"))
 
     backend = cloudwatch_backends[account][region]
     with _lock(backend):
-        backend.metric_data.extend(
-            MetricDatum(namespace, d["MetricName"], float(d["Value"]), d.get("Dimensions", []), d["Timestamp"], d.get("Unit"))
-            for d in data
-        )
+        backend.metric_data.extend(datum(d) for d in data)
 
 
 def _lock(backend) -> threading.Lock:

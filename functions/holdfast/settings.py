@@ -889,6 +889,11 @@ def _check_whole(s: Settings) -> None:
             f"must be at least 1 - detect_failure_share ({1 - s.detect_failure_share:g}), so that recovery needs fewer "
             "failures than impairment",
         )
+    # The drain's built-in evidence: a warning comes before critical.
+    for low, high in (("drain_duration_warning_ratio", "drain_duration_critical_ratio"),
+                      ("drain_timeout_warning_share", "drain_timeout_critical_share")):
+        if getattr(s, high) <= getattr(s, low):
+            raise SettingsError(high, getattr(s, high), f"must be above {low} ({getattr(s, low):g})")
     _check_org(s)
     _check_game_day(s)
     if "EC2" not in s.health_services:

@@ -160,17 +160,23 @@ def test_percentiles_are_of_the_raw_values_and_absent_for_statistic_sets(semanti
     at = NOW - 3 * MIN + timedelta(seconds=5)
     publish_service_metrics(ACCOUNT, REGION, "AWS/Lambda", [
         {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "raw"}], "Timestamp": at, "Value": float(v)}
-        for v in range(1, 11)])
+        for v in range(1, 11)] + [
+        # Ten invocations of 4 ms each: a statistic set whose Minimum equals its Maximum.
+        {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "even"}], "Timestamp": at,
+         "StatisticValues": {"SampleCount": 10, "Sum": 40, "Minimum": 4, "Maximum": 4}}])
     clients("cloudwatch").put_metric_data(Namespace="App", MetricData=[
         {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "set"}], "Timestamp": at,
          "StatisticValues": {"SampleCount": 10, "Sum": 55, "Minimum": 1, "Maximum": 10}}])
     queries = [builtin._query("raw", "AWS/Lambda", "Duration", {"FunctionName": "raw"}, "p90"),
                builtin._query("rawavg", "AWS/Lambda", "Duration", {"FunctionName": "raw"}, "Average"),
                builtin._query("set", "App", "Duration", {"FunctionName": "set"}, "p90"),
-               builtin._query("setsum", "App", "Duration", {"FunctionName": "set"}, "Sum")]
+               builtin._query("setsum", "App", "Duration", {"FunctionName": "set"}, "Sum"),
+               builtin._query("even", "AWS/Lambda", "Duration", {"FunctionName": "even"}, "p90"),
+               builtin._query("evensum", "AWS/Lambda", "Duration", {"FunctionName": "even"}, "Sum")]
     data = builtin.metric_data(clients("cloudwatch"), queries, NOW - 10 * MIN, NOW)
     assert [v for _, v in data["raw"]] == [9.0] and [v for _, v in data["rawavg"]] == [5.5]
     assert data.get("set", ()) == () and [v for _, v in data["setsum"]] == [55.0]
+    assert [v for _, v in data["even"]] == [4.0] and [v for _, v in data["evensum"]] == [40.0]
 
 
 def test_aws_refuses_what_moto_would_take(semantics, clients):

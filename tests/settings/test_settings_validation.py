@@ -90,6 +90,10 @@ RULES = {
     "drain timeout critical": ({"drain_timeout_critical_share": 0.1}, "holdfast.drain_timeout_critical_share = 0.1: must be a number from 0.2 to 1"),
     "drain failure share": ({"drain_failure_critical_share": 0}, "holdfast.drain_failure_critical_share = 0: must be a number from 0.01 to 1"),
     "drain warning step back": ({"drain_warning_step_back": 0.6}, "holdfast.drain_warning_step_back = 0.6: must be a number from 0.01 to 0.5"),
+    "drain critical below warning": ({"drain_duration_warning_ratio": 1.3},
+                                     "holdfast.drain_duration_critical_ratio = 1.2: must be above drain_duration_warning_ratio (1.3)"),
+    "drain timeout critical below warning": ({"drain_timeout_critical_share": 0.4},
+                                             "holdfast.drain_timeout_critical_share = 0.4: must be above drain_timeout_warning_share (0.5)"),
     "replay attempts": ({"replay_max_attempts": 0}, "holdfast.replay_max_attempts = 0: must be an integer from 1 to 10"),
     "replay rate within SQS's maximum": (
         {"replay_messages_per_second": 501}, "holdfast.replay_messages_per_second = 501: must be an integer from 1 to 500"),
