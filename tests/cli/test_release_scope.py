@@ -56,7 +56,7 @@ def engaged(aws_semantics, capsys):
         "nlb": [make_target_group(clients, "tg")],
         "scalable-target": [make_service_target(clients, "svc")],
     }
-    code, doc, err = run(capsys, "engage")
+    code, doc, err = run(capsys, "engage", "--yes")
     assert code == 0, err
     engaged = {r["arn"] for r in doc["resources"] if r["action"] == "engaged"}
     assert {a for kind in arns.values() for a in kind} <= engaged
@@ -78,8 +78,9 @@ def test_release_refuses_an_arn_of_another_region_or_account_for_every_kind(enga
             for where, other in (("region", foreign(arn, region=FOREIGN_REGION)),
                                  ("account", foreign(arn, account=FOREIGN_ACCOUNT))):
                 calls = dict(clients.calls)
-                code, out, err = run(capsys, "release", other)
-                assert code == 2 and out is None and err.count("\n") == 1 and "Traceback" not in err, (other, err)
+                code, out, err = run(capsys, "release", other, "--yes")
+                assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (other, err)
+                assert out["error"]["cause"] == "usage" and out["error"]["exit_code"] == 2 and "resources" not in out
                 assert other in err and "nothing was done" in err
                 assert (f"region {FOREIGN_REGION}" in err and "--region eu-west-1" in err) if where == "region" \
                     else f"account {FOREIGN_ACCOUNT}" in err
@@ -97,7 +98,7 @@ def test_release_refuses_an_arn_of_another_region_or_account_for_every_kind(enga
 def test_release_of_this_regions_arn_restores_exactly_that_resource(engaged, capsys):
     clients, arns = engaged
     alias = arns["async"][1]
-    code, doc, err = run(capsys, "release", alias)
+    code, doc, err = run(capsys, "release", alias, "--yes")
     assert code == 0, err
     assert [r["arn"] for r in doc["resources"]] == [alias] and doc["resources"][0]["action"] == "restored"
     left = status(capsys)
@@ -107,5 +108,5 @@ def test_release_of_this_regions_arn_restores_exactly_that_resource(engaged, cap
 def test_an_arn_of_another_partition_is_refused_too(engaged, capsys):
     _, arns = engaged
     other = arns["asg"][0].replace("arn:aws:", "arn:aws-cn:", 1)
-    code, _, err = run(capsys, "release", other)
+    code, _, err = run(capsys, "release", other, "--yes")
     assert code == 2 and "partition aws-cn" in err

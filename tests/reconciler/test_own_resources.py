@@ -88,7 +88,7 @@ def test_plan_and_engage_say_holdfasts_own_resources_are_left_alone(clients, led
         assert plan[arns[own]]["action"] == SKIPPED and "never engaged" in plan[arns[own]]["notes"]["own"]["why"]
     assert plan[arns["orders"]]["action"] == "planned"
 
-    assert main(["--region", "us-east-1", "--json", "engage"]) == 0
+    assert main(["--region", "us-east-1", "--json", "engage", "--yes"]) == 0
     engaged = {r["arn"]: r["action"] for r in json.loads(capsys.readouterr().out)["resources"]}
     assert engaged[arns["orders"]] == ENGAGED and engaged[arns["reconciler"]] == SKIPPED
     assert not has_config(clients, arns["detector"]) and not has_config(clients, arns["reconciler"])

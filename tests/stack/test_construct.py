@@ -176,9 +176,11 @@ LOGICAL_IDS_BEFORE_THE_CONSTRUCT = {
 def test_the_stack_keeps_the_logical_ids_it_had_before_the_construct(synthesized):
     ids = set(synthesized.template.to_json()["Resources"])
     assert LOGICAL_IDS_BEFORE_THE_CONSTRUCT <= ids
-    # added since (nothing replaced): the queue's and the settings' parameters, the alarm on stuck resources
+    # added since (nothing replaced): the queue's, the settings' and the own resources' parameters,
+    # the alarm on stuck resources
     assert ids - LOGICAL_IDS_BEFORE_THE_CONSTRUCT == {"ExpiredQueueArnParameterD32586A0", "SettingsParameter5C8DE5DF",
-                                                      "MonitoringResourcesStuck3F2B8E47"}
+                                                      "MonitoringResourcesStuck3F2B8E47",
+                                                      "OwnResourcesParameterFB2F9564"}
 
 
 def test_the_stack_outputs_the_expired_events_queue_and_its_parameter(synthesized):
