@@ -52,10 +52,10 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
-from holdfast.ledger import DEFAULT_TABLE
 from holdfast.settings import Settings
 
 from holdfast_cdk import code, role_policies, suppressions
+from holdfast_cdk.game_day import member_game_day
 from holdfast_cdk.stack import HoldfastStack
 
 STACK_SET_NAME = "Holdfast"
@@ -80,15 +80,16 @@ def _require_org(settings: Settings) -> None:
 
 class ReadOnlyAccess(Construct):
     """`HoldfastReadOnly`: reads the ledger in every region and Holdfast's parameters,
-    assumable by the admin account (policies/readonly.json)."""
+    assumable by the admin account (policies/readonly.json). Its name is fixed because
+    the admin account assumes it by name in every account; IAM deletes it with its stack
+    (it is not retained), and only the member stack of the first region creates it."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None,
-                 ledger_table_name: str = DEFAULT_TABLE) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        document = role_policies.document(
-            "readonly", {"Partition": stack.partition, "Account": stack.account, "LedgerTableName": ledger_table_name}
-        )
+        # The ledger tables are named by CloudFormation: the role reads tables tagged as
+        # Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table.
+        document = role_policies.document("readonly", {"Partition": stack.partition, "Account": stack.account})
         self.role = iam.Role(
             self,
             "Role",
@@ -122,7 +123,12 @@ class HoldfastMemberStack(HoldfastStack):
             generate_bootstrap_version_rule=False,
         )
         kwargs.setdefault("description", "Holdfast (organization StackSet instance): keeps automation safe during a regional EC2 impairment")
-        super().__init__(scope, construct_id, settings=settings, synthesizer=synthesizer, analytics_reporting=False, **kwargs)
+        super().__init__(scope, construct_id, settings=settings, synthesizer=synthesizer, analytics_reporting=False,
+                         game_day=False, **kwargs)
+        # No member stack inherits the admin's game day (its alarm exists in one account):
+        # only the accounts org_game_day_stop_alarms names get one, with their own alarm.
+        if settings.org_game_day_stop_alarms:
+            self.game_day = member_game_day(self, settings, parameter_prefix=self.holdfast.parameter_prefix)
         self.role_region = settings.org_regions[0]
         condition = CfnCondition(self, "IsReadOnlyRoleRegion", expression=Fn.condition_equals(Aws.REGION, self.role_region))
         self.read_only = ReadOnlyAccess(self, "ReadOnly", admin_account=settings.org_admin_account, condition=condition)

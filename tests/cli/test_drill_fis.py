@@ -42,7 +42,7 @@ EXPERIMENT = "EXPz9y8x7w6v5u4t3s2"
 ROLE = "holdfast-game-day"
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{ROLE}"
 PREFIX = "/holdfast/Holdfast"
-DEPLOYED = {"hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3}
+DEPLOYED = {"mode": "auto", "hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3}
 POLL = 60.0
 START = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 RUNS_FOR = timedelta(seconds=170)   # the experiment's bounded duration, from the request

@@ -49,7 +49,8 @@ from holdfast.ledger.resources import PARTITION as RES_PK
 from holdfast.ledger.verdict import VERDICT
 from holdfast.ratelimit import TokenBucket
 from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, UsageError, operator_name, table
+from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, published, operator_name, table
+from holdfast.ledger import DEFAULT_TABLE
 
 DEFAULT_ROLE = "HoldfastReadOnly"
 DEFAULT_WORKERS = 8
@@ -162,6 +163,18 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
             "aws_session_token": creds["SessionToken"]}
 
 
+@uses("ssm:GetParametersByPath", by=("cli", "readonly"))
+def member_ledger(clients: Clients, budgets: _Budgets) -> str:
+    """The ledger table a member account's stack publishes in this region
+    (/holdfast/<stack>/ledger-table; CloudFormation names the table), else holdfast-ledger."""
+    budgets.reads.take()
+    found = published(clients, LEDGER_TABLE_PARAMETER)
+    if len(found) > 1:
+        raise UsageError(f"several Holdfast stacks publish a ledger here ({', '.join(sorted(found))}): "
+                         "pass --ledger-table")
+    return next(iter(found.values()), DEFAULT_TABLE)
+
+
 @uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
 def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
     """The plan, the verdict, the kill switch and the engaged records of one region's ledger."""
@@ -227,10 +240,15 @@ def status_all(ctx: Context, args, *, budgets: _Budgets | None = None) -> int:
             return row
         session = boto3.session.Session(region_name=region, **found)
         clients = Clients(session, endpoint_url=args.endpoint_url)
+        ledger = ctx.ledger_table
         try:
-            read_ledger(clients("dynamodb"), ctx.ledger_table, budgets, row)
+            if ctx.ledger_found_by != "--ledger-table":
+                ledger = member_ledger(clients, budgets)
+            read_ledger(clients("dynamodb"), ledger, budgets, row)
+        except UsageError as err:
+            row.error = str(err)
         except ClientError as err:
-            row.error = (f"no ledger table {ctx.ledger_table} in {region}" if error_code(err) == "ResourceNotFoundException"
+            row.error = (f"no ledger table {ledger} in {region}" if error_code(err) == "ResourceNotFoundException"
                          else f"ledger read failed: {error_text(err)}")
         except BotoCoreError as err:
             row.error = f"ledger unreachable: {error_text(err)}"
