@@ -90,6 +90,25 @@ class Target:
     region: str
 
 
+@dataclass(frozen=True)
+class OrgOverride:
+    """Settings for some of the organization's accounts: the OUs or the accounts named
+    get `changes` over the base settings, from a StackSet of their own (`Holdfast-<name>`)."""
+
+    name: str
+    organizational_unit_ids: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    changes_json: str = "{}"   # the keys it changes, canonical JSON (the dataclass stays frozen and hashable)
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        return json.loads(self.changes_json)
+
+    def to_mapping(self) -> dict[str, Any]:
+        where = {"accounts": list(self.accounts)} if self.accounts else {"organizational_unit_ids": list(self.organizational_unit_ids)}
+        return {"name": self.name, **where, "settings": self.changes}
+
+
 # ---- what each setting accepts -----------------------------------------------------
 
 
@@ -301,6 +320,48 @@ def _host(key: str, host: str) -> None:
         raise SettingsError(key, host, "each endpoint must be a host name such as dynamodb.{region}.amazonaws.com")
 
 
+_OVERRIDE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+
+
+def _org_overrides(key: str, value: Any) -> tuple[OrgOverride, ...]:
+    """The shape of each override; what its settings mean is checked with the whole (_check_org)."""
+    allowed = ('must be a list of {"name", "organizational_unit_ids" or "accounts", "settings"}: '
+               "a name of letters, digits and hyphens (up to 32, a letter first), OU ids or 12-digit account ids, "
+               "and an object of settings other than the org_ keys")
+    if isinstance(value, tuple):   # Settings(org_overrides=(OrgOverride(...),)) in Python
+        value = [o.to_mapping() if isinstance(o, OrgOverride) else o for o in value]
+    if not isinstance(value, list):
+        raise SettingsError(key, value, allowed)
+    out = []
+    for i, item in enumerate(value):
+        where = f"{key}[{i}]"
+        if not isinstance(item, Mapping) or "name" not in item or "settings" not in item or \
+                set(item) - {"name", "organizational_unit_ids", "accounts", "settings"}:
+            raise SettingsError(where, item, allowed)
+        if not isinstance(item["name"], str) or not _OVERRIDE_NAME.match(item["name"]):
+            raise SettingsError(f"{where}.name", item["name"], "must be letters, digits and hyphens, up to 32, a letter first")
+        ous, accounts = item.get("organizational_unit_ids"), item.get("accounts")
+        if (ous is None) == (accounts is None):
+            raise SettingsError(where, item, "must name either organizational_unit_ids or accounts (one of them)")
+        if ous is not None:
+            ous = str_list(OU, allowed="must be a non-empty list of OU ids (ou-…) or root ids (r-…)", min_len=1)(
+                f"{where}.organizational_unit_ids", ous)
+        if accounts is not None:
+            if not isinstance(accounts, (list, tuple)) or not accounts or \
+                    not all(isinstance(a, str) and _ACCOUNT.match(a) for a in accounts) or len(set(accounts)) != len(accounts):
+                raise SettingsError(f"{where}.accounts", accounts, "must be a non-empty list of 12-digit account ids, without duplicates")
+        changes = item["settings"]
+        if not isinstance(changes, Mapping) or not changes:
+            raise SettingsError(f"{where}.settings", changes, "must be an object with at least one setting")
+        for name in changes:
+            if str(name).startswith("org_") or name == "targets":
+                raise SettingsError(f"{where}.settings.{name}", changes[name],
+                                    "is the organization's own (where and how the StackSets deploy): set it at the top level")
+        out.append(OrgOverride(item["name"], tuple(ous or ()), tuple(accounts or ()),
+                               json.dumps(changes, sort_keys=True, separators=(",", ":"))))
+    return tuple(out)
+
+
 def _account_alarms(key: str, value: Any) -> dict[str, str]:
     allowed = 'must be an object of {"ACCOUNT": "alarm name"}, ACCOUNT 12 digits, each alarm 1–255 printable characters'
     if not isinstance(value, Mapping):
@@ -314,6 +375,7 @@ def _account_alarms(key: str, value: Any) -> dict[str, str]:
 
 SELECTOR = Rule("tag `KEY=VALUE`", _selector)
 TARGETS = Rule('list of `{"account", "region"}`', _targets)
+ORG_OVERRIDES = Rule('list of `{"name", "organizational_unit_ids" or "accounts", "settings"}`', _org_overrides)
 ACCOUNT_ALARMS = Rule('`{"ACCOUNT": "alarm"}`', _account_alarms)
 ALARM_MAP = Rule('`{"KEY": ["alarm", ...]}`', _alarm_map)
 QUEUE_ARN = Rule("SQS queue ARN or null", _queue_arn)
@@ -490,6 +552,51 @@ class Settings:
         integer(1, 60),
         "A datapoint older than this is missing: the cap holds, never rises, on stale evidence. CloudWatch "
         "publishes within 1–3 minutes; 10 covers a late period or two."
+    )
+    drain_slow_start_factor: float = setting(
+        1.5,
+        number(1.1, 4),
+        "While every signal of a mapping is at its baseline the cap is multiplied by this per datapoint measured "
+        "at it (slow start); after the first warning or cut it rises additively. Past a knee the time per "
+        "message grows as concurrency ÷ knee, so one step overshoots by at most this: 1.5 stays short of a client "
+        "timeout that 2 reached in the recovery model."
+    )
+    drain_duration_warning_ratio: float = setting(
+        1.08,
+        number(1.01, 3),
+        "Built-in evidence, no alarm needed: the consumer's time per message (Duration's sum ÷ the queue's "
+        "NumberOfMessagesReceived, so full batches are not read as slow ones) at this ratio to its pre-event "
+        "median is a warning: raises stop, and a warning on a second datapoint at the same cap steps "
+        "back. Past a downstream's knee the ratio is concurrency ÷ knee: 1.08 is 8 % past it. Widened to 1 + 3 × "
+        "the baseline's own spread for a noisier consumer."
+    )
+    drain_duration_critical_ratio: float = setting(
+        1.2,
+        number(1.02, 5),
+        "... and at this ratio critical (above the warning): the cap is cut to the concurrency that carried "
+        "the minute's goodput at the baseline time per message (the knee when the downstream is saturated)."
+    )
+    drain_timeout_warning_share: float = setting(
+        0.5,
+        number(0.1, 0.95),
+        "The mean invocation's Duration at this share of the function's timeout is a warning."
+    )
+    drain_timeout_critical_share: float = setting(
+        0.8,
+        number(0.2, 1),
+        "... and at this share critical (above the warning): batches are about to time out."
+    )
+    drain_failure_critical_share: float = setting(
+        0.05,
+        number(0.01, 1),
+        "Messages received and not deleted (SQS NumberOfMessagesReceived against NumberOfMessagesDeleted: what "
+        "ReportBatchItemFailures leaves with Errors at 0), or Errors ÷ Invocations, this far above the pre-event "
+        "share is critical; a percentage point above it is a warning."
+    )
+    drain_warning_step_back: float = setting(
+        0.05,
+        number(0.01, 0.5),
+        "A warning that persists (a second datapoint at the same cap) lowers the cap by this share."
     )
     drain_pre_event_minutes: int = setting(
         30,
@@ -697,6 +804,14 @@ class Settings:
         "Organization: keep an account's Holdfast stacks when it leaves the OUs. `false` deletes them (the "
         "ledger table is retained either way)."
     )
+    org_overrides: tuple[OrgOverride, ...] = setting(
+        (),
+        ORG_OVERRIDES,
+        "Organization: other settings for some OUs or accounts, a list of `{\"name\": \"prod\", "
+        "\"organizational_unit_ids\": [\"ou-…\"] or \"accounts\": [\"123456789012\"], \"settings\": {\"mode\": \"recommend\"}}`. "
+        "Each is a StackSet of its own (`Holdfast-<name>`) with the base settings and its changes, validated at synth; "
+        "the base StackSet leaves its accounts out. An OU or account is named once."
+    )
     org_game_day_stop_alarms: Mapping[str, str] = setting(
         {},
         ACCOUNT_ALARMS,
@@ -799,6 +914,8 @@ class Settings:
             value = getattr(self, f.name)
             if f.name == "targets":
                 value = [dataclasses.asdict(t) for t in value]
+            elif f.name == "org_overrides":
+                value = [o.to_mapping() for o in value]
             elif isinstance(value, Mapping):
                 value = {k: list(v) for k, v in value.items()}
             elif isinstance(value, tuple):
@@ -838,7 +955,7 @@ ORG_KEYS = ("org_regions", "org_admin_account", "org_id", "org_game_day_stop_ala
 def _check_org(s: Settings) -> None:
     """A StackSet needs all of: where (OUs), which regions, who deploys it, and which org may read the code."""
     if not s.org_organizational_unit_ids:
-        for key in ORG_KEYS:
+        for key in ORG_KEYS + ("org_overrides",):
             if getattr(s, key):
                 raise SettingsError(
                     "org_organizational_unit_ids", [], f"must name at least one OU (or the root) when {key} is set"
@@ -852,6 +969,42 @@ def _check_org(s: Settings) -> None:
     for key, what in (("org_admin_account", "the account that deploys the StackSet"), ("org_id", "the organization's id (o-…)")):
         if getattr(s, key) is None:
             raise SettingsError(key, None, f"required when org_organizational_unit_ids is set: {what}")
+    override_settings(s)
+
+
+def override_settings(s: Settings) -> dict[str, Settings]:
+    """Each override's whole settings (the base with its changes), by name, validated:
+    a wrong value names `org_overrides[i].settings.<key>`; an OU or account named twice,
+    or an override that changes nothing another set does not already have, is refused."""
+    base = {k: v for k, v in s.to_mapping().items() if not k.startswith("org_") and k != "targets"}
+    seen_ous = {ou: "org_organizational_unit_ids" for ou in s.org_organizational_unit_ids}
+    seen_accounts: dict[str, str] = {}
+    names: set[str] = set()
+    out: dict[str, Settings] = {}
+    sets: dict[str, str] = {Settings.from_mapping(base).to_json(): "the base settings"}
+    for i, o in enumerate(s.org_overrides):
+        where = f"org_overrides[{i}]"
+        if o.name in names:
+            raise SettingsError(f"{where}.name", o.name, "is the name of an earlier override: each StackSet needs its own")
+        names.add(o.name)
+        for ou in o.organizational_unit_ids:
+            if ou in seen_ous:
+                raise SettingsError(f"{where}.organizational_unit_ids", ou, f"is named in {seen_ous[ou]} already: an OU gets one set of settings")
+            seen_ous[ou] = where
+        for account in o.accounts:
+            if account in seen_accounts:
+                raise SettingsError(f"{where}.accounts", account, f"is named in {seen_accounts[account]} already: an account gets one set of settings")
+            seen_accounts[account] = where
+        try:
+            merged = Settings.from_mapping({**base, **o.changes})
+        except SettingsError as err:
+            raise SettingsError(f"{where}.settings.{err.key}" if err.key else f"{where}.settings", err.value, err.allowed) from err
+        same = sets.get(merged.to_json())
+        if same is not None:
+            raise SettingsError(f"{where}.settings", o.changes, f"gives the same settings as {same}: name its OUs or accounts there")
+        sets[merged.to_json()] = f"{where} ({o.name})"
+        out[o.name] = merged
+    return out
 
 
 def _check_game_day(s: Settings) -> None:

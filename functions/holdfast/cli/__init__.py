@@ -28,7 +28,7 @@ from holdfast.cli.context import Context, UsageError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # Command modules, in the order `holdfast --help` lists them.
-COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill")
+COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill", "accounts")
 
 
 class _Parser(argparse.ArgumentParser):

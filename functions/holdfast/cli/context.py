@@ -4,6 +4,7 @@ from the command line and the AWS CLI's environment variables, and output helper
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -118,6 +119,10 @@ class Context:
     @property
     def ledger_table(self) -> str:
         return self.runtime.table
+
+    def but(self, *, ledger_table: str) -> "Context":
+        """This context on another ledger table (a member account's, for --all-accounts)."""
+        return dataclasses.replace(self, runtime=self.runtime.but(table=ledger_table))
 
     # ---- output --------------------------------------------------------------------
 

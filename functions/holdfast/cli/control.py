@@ -29,8 +29,8 @@ unreachable), 2 usage.
 
 from __future__ import annotations
 
-from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, operator_name as _operator, table
+from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
+from holdfast.cli.context import Context, UsageError, operator_name as _operator, table
 from holdfast.core import drain_control as dc
 from holdfast.core import errors, policy
 from holdfast.core import replay as rp
@@ -42,10 +42,13 @@ from holdfast.stages.drain import current_records, hold_started
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick")
+    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick; "
+                                     "with --all-accounts, in every account and region")
     p.add_argument("--reason", default="", help="why (shown by `stage` and in every tick's log line)")
+    accounts.add_arguments(p, "pause")
     p.set_defaults(func=pause)
-    p = sub.add_parser("unpause", help="clear the kill switch")
+    p = sub.add_parser("unpause", help="clear the kill switch; with --all-accounts, in every account and region")
+    accounts.add_arguments(p, "unpause")
     p.set_defaults(func=unpause)
     p = sub.add_parser("advance", help="skip the hold of the current stage")
     p.add_argument("--generation", type=int, default=None, help="only if the plan is still this generation")
@@ -67,12 +70,22 @@ def _set(ctx: Context, paused: bool, reason: str, clock=None) -> int:
     return EXIT_OK
 
 
+def _fan_out(ctx: Context, args, command: str) -> int | None:
+    if getattr(args, "all_accounts", False):
+        return accounts.run_all(ctx, args, command)
+    if accounts.used_without_all_accounts(args):
+        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
+    return None
+
+
 def pause(ctx: Context, args) -> int:
-    return _set(ctx, True, args.reason)
+    fanned = _fan_out(ctx, args, "pause")
+    return fanned if fanned is not None else _set(ctx, True, args.reason)
 
 
 def unpause(ctx: Context, args) -> int:
-    return _set(ctx, False, "")
+    fanned = _fan_out(ctx, args, "unpause")
+    return fanned if fanned is not None else _set(ctx, False, "")
 
 
 def advance(ctx: Context, args, clock=None) -> int:

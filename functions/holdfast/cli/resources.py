@@ -56,10 +56,15 @@ def register(sub) -> None:
     p = sub.add_parser("ledger-init", help="create the ledger table if it is missing")
     p.set_defaults(func=ledger_init)
 
-    p = sub.add_parser("plan", help="show what `engage` would change, per selected resource (no writes)")
+    p = sub.add_parser("plan", help="show what `engage` would change, per selected resource (no writes); "
+                                    "with --all-accounts, in every account and region")
+    accounts.add_arguments(p, "plan")
     p.set_defaults(func=plan)
 
-    p = sub.add_parser("engage", help="put every selected resource into the protected posture now")
+    p = sub.add_parser("engage", help="put every selected resource into the protected posture now; with "
+                                      "--all-accounts, ask each account's reconciler for a hold (control item only)")
+    p.add_argument("--reason", default="", help="with --all-accounts: why (shown by `stage` and the plan's reasons)")
+    accounts.add_arguments(p, "engage")
     p.set_defaults(func=engage)
 
     p = sub.add_parser("resume", help="restore every engaged resource")
@@ -72,7 +77,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift; "
                                       "with --all-accounts, every account's and region's plan")
-    accounts.add_arguments(p)
+    accounts.add_arguments(p, "status")
     p.set_defaults(func=status)
 
 
@@ -87,7 +92,19 @@ def ledger_init(ctx: Context, args) -> int:
     return EXIT_OK
 
 
+def _fan_out(ctx: Context, args, command: str) -> int | None:
+    """The --all-accounts form of `command`, or None for this account only."""
+    if getattr(args, "all_accounts", False):
+        return accounts.run_all(ctx, args, command)
+    if accounts.used_without_all_accounts(args):
+        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
+    return None
+
+
 def plan(ctx: Context, args) -> int:
+    fanned = _fan_out(ctx, args, "plan")
+    if fanned is not None:
+        return fanned
     reachable = _check_ledger(ctx)
     queue = ctx.use_expired_queue()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
@@ -95,6 +112,9 @@ def plan(ctx: Context, args) -> int:
 
 
 def engage(ctx: Context, args) -> int:
+    fanned = _fan_out(ctx, args, "engage")
+    if fanned is not None:
+        return fanned
     reachable = _check_ledger(ctx)
     queue = ctx.use_expired_queue()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
@@ -139,10 +159,9 @@ def release(ctx: Context, args) -> int:
 
 
 def status(ctx: Context, args) -> int:
-    if getattr(args, "all_accounts", False):
-        return accounts.status_all(ctx, args)
-    if getattr(args, "accounts", None) or getattr(args, "regions", None):
-        raise UsageError("--accounts and --regions go with --all-accounts")
+    fanned = _fan_out(ctx, args, "status")
+    if fanned is not None:
+        return fanned
     ledger_available = _check_ledger(ctx)
     rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]
