@@ -229,13 +229,13 @@ RULES = {
         "already: an OU gets one set of settings",
     ),
     "org: an account gets one set of settings": (
-        {**ORG, "org_overrides": [{"name": "a", "accounts": ["222222222222"], "settings": {"mode": "recommend"}},
+        {**ORG, "org_overrides": [{"name": "a", "accounts": ["222222222222"], "settings": {"mode": "auto"}},
                                   {"name": "b", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
         'holdfast.org_overrides[1].accounts = "222222222222": is named in org_overrides[0] already: an account gets one set of settings',
     ),
     "org: an override that changes nothing": (
-        {**ORG, "org_overrides": [{"name": "same", "accounts": ["222222222222"], "settings": {"mode": "auto"}}]},
-        'holdfast.org_overrides[0].settings = {"mode": "auto"}: gives the same settings as the base settings: name its OUs or accounts there',
+        {**ORG, "org_overrides": [{"name": "same", "accounts": ["222222222222"], "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0].settings = {"mode": "recommend"}: gives the same settings as the base settings: name its OUs or accounts there',
     ),
     "org: an override may not move the StackSets": (
         {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"org_regions": ["us-east-1"]}}]},

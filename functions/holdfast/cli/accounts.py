@@ -268,7 +268,7 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
             "aws_session_token": creds["SessionToken"]}
 
 
-@uses("ssm:GetParametersByPath", by=("cli", "readonly"))
+@uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
 def member_ledger(clients: Clients, budgets: _Budgets) -> str:
     """The ledger table a member account's stack publishes in this region
     (/holdfast/<stack>/ledger-table; CloudFormation names the table), else holdfast-ledger."""

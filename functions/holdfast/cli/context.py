@@ -159,7 +159,7 @@ def operator_name() -> str:
         return "unknown"
 
 
-@uses("ssm:GetParametersByPath", by=("cli", "readonly"))
+@uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
 def published(clients: Clients, leaf: str) -> dict[str, str]:
     """Every parameter under /holdfast whose name ends in /<leaf> (every one for ""): {name: value}."""
     found = {}
