@@ -977,6 +977,10 @@ def override_settings(s: Settings) -> dict[str, Settings]:
     a wrong value names `org_overrides[i].settings.<key>`; an OU or account named twice,
     or an override that changes nothing another set does not already have, is refused."""
     base = {k: v for k, v in s.to_mapping().items() if not k.startswith("org_") and k != "targets"}
+    if s.game_day_stop_alarm is None:
+        # The member game days' duration (org_game_day_stop_alarms) is the organization's,
+        # not a game day of the override's own stacks.
+        base.pop("game_day_duration_minutes", None)
     seen_ous = {ou: "org_organizational_unit_ids" for ou in s.org_organizational_unit_ids}
     seen_accounts: dict[str, str] = {}
     names: set[str] = set()
@@ -1014,8 +1018,7 @@ def _check_game_day(s: Settings) -> None:
             "game_day_lambda_config_bucket", None, "required when game_day_lambda_errors is true: the FIS Lambda extension's configuration bucket"
         )
     if s.game_day_stop_alarm is None and not s.org_game_day_stop_alarms:
-        for key in ("game_day_duration_minutes", "game_day_lambda_errors", "game_day_lambda_config_bucket",
-                    "game_day_availability_zones"):
+        for key in ("game_day_duration_minutes", "game_day_lambda_errors", "game_day_lambda_config_bucket"):
             if getattr(s, key) != defaults[key]:
                 raise SettingsError(
                     "game_day_stop_alarm",

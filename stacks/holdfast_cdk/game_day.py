@@ -294,14 +294,16 @@ def _validate(
         raise ValueError("GameDay: no FIS role: pass role= (an existing FIS experiment role) or leave create_role=True")
 
 
-def member_game_day(stack: Stack, settings: Settings, *, parameter_prefix: str | None = None) -> GameDay:
+def member_game_day(stack: Stack, settings: Settings, *, selector_from: Settings | None = None,
+                    parameter_prefix: str | None = None) -> GameDay:
     """The game day of an organization's member stack, in the accounts
     `org_game_day_stop_alarms` names only, each stopped by its own alarm.
 
     The StackSet deploys one template to every account, so the choice is CloudFormation's,
     per stack instance: a condition on `AWS::AccountId` (nested `Fn::Or` of at most 10
     `Fn::Equals` each, CloudFormation's limit) on every resource of the game day, and the
-    alarm's name from a mapping by account. Resources whose condition is false are not
+    alarm's name from a mapping by account; duration and zones are the organization's
+    settings, the selector the member stack's (`selector_from`, an override's). Resources whose condition is false are not
     created and their properties are not evaluated. Launch failures only: the Lambda
     action's configuration bucket would be one bucket for every account."""
     from aws_cdk import Aws, CfnCondition, CfnMapping, CfnResource, Fn as _Fn
@@ -316,7 +318,7 @@ def member_game_day(stack: Stack, settings: Settings, *, parameter_prefix: str |
     game_day = GameDay(
         stack,
         "GameDay",
-        settings=settings,
+        settings=selector_from or settings,
         stop_condition_alarm=cloudwatch.Alarm.from_alarm_name(stack, "GameDayStopAlarm",
                                                                 mapping.find_in_map(Aws.ACCOUNT_ID, "alarm")),
         duration=Duration.minutes(settings.game_day_duration_minutes),

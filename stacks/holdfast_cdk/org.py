@@ -172,7 +172,8 @@ class HoldfastMemberStack(HoldfastStack):
         # No member stack inherits the admin's game day (its alarm exists in one account):
         # only the accounts org_game_day_stop_alarms names get one, with their own alarm.
         if settings.org_game_day_stop_alarms:
-            self.game_day = member_game_day(self, member_settings or settings, parameter_prefix=self.holdfast.parameter_prefix)
+            self.game_day = member_game_day(self, settings, selector_from=member_settings,
+                                            parameter_prefix=self.holdfast.parameter_prefix)
         self.role_region = settings.org_regions[0]
         condition = CfnCondition(self, "IsReadOnlyRoleRegion", expression=Fn.condition_equals(Aws.REGION, self.role_region))
         self.read_only = ReadOnlyAccess(self, "ReadOnly", admin_account=settings.org_admin_account, condition=condition)

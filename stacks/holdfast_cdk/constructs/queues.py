@@ -67,7 +67,7 @@ class Queues(Construct):
         )
         self.expired_events_anchor = sqs.Queue(
             self,
-            "ExpiredEventsAnchor",
+            "RedriveAnchor",
             queue_name=self.anchor_name,
             retention_period=Duration.minutes(1),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
