@@ -145,9 +145,10 @@ class OperatorAccess(Construct):
             self.role,
             suppressions.NagPackSuppression(
                 id="AwsSolutions-IAM5",
-                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:dynamodb:\\*:.*$/"}],
-                reason="The ledger table in every region the StackSet deploys to (one role per account, IAM is "
-                "global); each statement is limited to the control and plan partitions by dynamodb:LeadingKeys.",
+                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
+                reason="The ledger tables (named by CloudFormation, tagged holdfast:component=ledger) in every region "
+                "the StackSet deploys to (one role per account, IAM is global), each statement limited to the control "
+                "and plan partitions by dynamodb:LeadingKeys; and the /holdfast parameters, to read each ledger's name.",
             ),
         )
 
