@@ -345,7 +345,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
 
     say = lambda text="": print(text, file=out, flush=True)
     started = time.monotonic()
-    settings = Settings()
+    settings = Settings(mode="auto")   # the demo shows Holdfast acting
     sizes = SMALL if small else FULL
     with quiet(), moto_server() as url:
         watcher = Clients(session(), endpoint_url=url)   # the owner's calls and the demo's own reads
@@ -437,7 +437,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
     figures = {
         "fleet": f"{sum(selected.values())} selected resources ({', '.join(f'{n} {k}' for k, n in selected.items())}), "
                  f"{sum(len(v) for v in fleet.unselected.values())} unselected, Auto Scaling groups across {len(fleet.zones)} zones",
-        "settings": "the stack's defaults (Settings())",
+        "settings": "the stack's defaults, in mode auto (Settings(mode=\"auto\"))",
         "event time replayed": f"{scenario.START:%H:%M} to {last.astimezone(PDT):%H:%M} PDT, {replay.ticks} reconciler ticks",
         "full posture": (f"{replay.posture_at.astimezone(PDT):%H:%M} PDT, {replay.posture_seconds:.0f} s after the first "
                          f"qualifying signal" if replay.posture_seconds is not None else

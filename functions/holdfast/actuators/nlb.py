@@ -41,8 +41,11 @@ NOT_FOUND = ("TargetGroupNotFound", "TargetGroupNotFoundException")
 
 class NlbActuator(TaggedActuator):
     spec = kinds.NLB
-    # AddTags / RemoveTags take up to 20 ARNs a call, with one tag set for all of them; the
-    # walk engages 60 at a time so that groups with the same record fill whole calls.
+    # AddTags / RemoveTags take one tag set for all the ARNs of a call; the walk engages 60
+    # at a time so that groups with the same record fill whole calls. 20 ARNs a call is an
+    # assumption: the ELB API reference states "up to 20 resources in a single call" for
+    # DescribeTags' ResourceArns and no maximum for AddTags' or RemoveTags'. A call AWS
+    # refuses is made again one ARN at a time (tests/actuators/test_tag_batches.py).
     tag_batch = 20
     walk_batch = 60
     service = "elbv2"

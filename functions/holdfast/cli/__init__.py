@@ -86,7 +86,8 @@ GLOBAL_OPTIONS = (
     (("--region",), {"help": "AWS region (default: AWS_REGION, then the profile's region)"}),
     (("--profile",), {"help": "named profile from the AWS config"}),
     (("--endpoint-url",), {"help": "send every request to this URL (default: AWS_ENDPOINT_URL)"}),
-    (("--ledger-table",), {"help": "ledger DynamoDB table (default: holdfast-ledger)"}),
+    (("--ledger-table",), {"help": "ledger DynamoDB table (default: the one the region's Holdfast stack publishes "
+                                 "at /holdfast/<stack>/ledger-table, else holdfast-ledger)"}),
     (("--selector",), {"help": "opt-in tag KEY=VALUE (default: the settings' selector)"}),
     (("--settings",), {"help": "JSON file whose `holdfast` object (or the whole document) holds the settings"}),
     (("--expired-queue-arn",), {"help": "Holdfast's expired-events queue, the on-failure destination of async configs "

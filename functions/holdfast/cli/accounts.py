@@ -63,7 +63,8 @@ from holdfast.ledger import control as ledger_control
 from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
 from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, UsageError, _budgeted, operator_name, table
+from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
+from holdfast.ledger import DEFAULT_TABLE
 
 DEFAULT_ROLE = "HoldfastReadOnly"
 OPERATOR_ROLE = "HoldfastOperator"
@@ -262,6 +263,19 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
             "aws_session_token": creds["SessionToken"]}
 
 
+@uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
+def member_ledger(clients: Clients, budgets: _Budgets) -> str:
+    """The ledger table a member account's stack publishes in this region
+    (/holdfast/<stack>/ledger-table; CloudFormation names the table), else holdfast-ledger."""
+    budgets.reads.take()
+    found = published(clients, LEDGER_TABLE_PARAMETER)
+    if len(found) > 1:
+        raise UsageError(f"several Holdfast stacks publish a ledger here ({', '.join(sorted(found))}): "
+                         "pass --ledger-table")
+    return next(iter(found.values()), DEFAULT_TABLE)
+
+
+@uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
 def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
     """The plan, the verdict, the kill switch and the engaged records of one region's ledger."""
     seen = ledger_summary.read(dynamodb, ledger_table, before_read=budgets.reads.take)
@@ -359,13 +373,19 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
             return row
         session = boto3.session.Session(region_name=region, **found)
         clients = Clients(session, endpoint_url=args.endpoint_url)
+        ledger = ctx.ledger_table
         try:
-            work(ctx, clients, budgets, args, row)
+            if ctx.ledger_found_by != "--ledger-table":
+                # Each member stack's ledger is named by CloudFormation: its own name, from SSM.
+                ledger = member_ledger(clients, budgets)
+            work(ctx.but(ledger_table=ledger), clients, budgets, args, row)
+        except UsageError as err:
+            row.error = str(err)
         except ClientError as err:
-            row.error = (f"no ledger table {ctx.ledger_table} in {region}" if error_code(err) == "ResourceNotFoundException"
+            row.error = (f"no ledger table {ledger} in {region}" if error_code(err) == "ResourceNotFoundException"
                          else f"{command} failed: {error_text(err)}")
         except LedgerUnavailable as err:
-            row.error = (f"no ledger table {ctx.ledger_table} in {region}" if "ResourceNotFound" in str(err)
+            row.error = (f"no ledger table {ledger} in {region}" if "ResourceNotFound" in str(err)
                          else f"{command} failed: {err}")
         except BotoCoreError as err:
             row.error = f"unreachable: {error_text(err)}"

@@ -4,6 +4,7 @@ from the command line and the AWS CLI's environment variables, and output helper
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
 from holdfast.core.own import NOT_OWN, Own, from_document
 from holdfast.runtime import Runtime, govern
-from holdfast.settings import CONTEXT_KEY, Settings
+from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
 from holdfast.cli.progress import Progress
 
 # Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
@@ -30,6 +31,9 @@ from holdfast.cli.progress import Progress
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
 OWN_RESOURCES_PARAMETER = "own-resources"
+# The ledger's table, named by CloudFormation, is published at <prefix>/ledger-table.
+LEDGER_TABLE_PARAMETER = "ledger-table"
+SETTINGS_PARAMETER = "settings"
 EXPIRED_QUEUE_NAME = "holdfast-expired-events"
 NO_QUEUE = "none"
 
@@ -83,6 +87,8 @@ class Context:
     json: bool
     # --expired-queue-arn as given (None: find the deployed stack's; "none": use no queue).
     expired_queue_option: str | None = None
+    # How the ledger table was chosen (--ledger-table, the SSM parameter, or the old default).
+    ledger_found_by: str = "--ledger-table"
     # Looked up when a Context is made, not at import, so redirected streams (tests) are honoured.
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
@@ -99,16 +105,26 @@ class Context:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":
-        settings = load_settings_file(args.settings)
-        if args.selector is not None:
-            settings = Settings.from_mapping({**settings.to_mapping(), "selector": args.selector})
         # botocore reads only AWS_DEFAULT_REGION; AWS_REGION wins over it, as in the AWS CLI.
         region = args.region or os.environ.get("AWS_REGION")
         clients = Clients(region=region, profile=args.profile, endpoint_url=args.endpoint_url)
+        ledger, found_by, deployed = find_ledger_table(clients, chosen=args.ledger_table)
+        if args.settings is None and deployed is not None:
+            # The deployed stack's settings (its mode among them), not the defaults: what
+            # `holdfast stage` decides with must be what the controller decides with.
+            name, text = deployed
+            try:
+                settings = Settings.from_json(text)
+            except SettingsError as err:
+                raise UsageError(f"SSM parameter {name} does not hold valid settings: {err}") from err
+        else:
+            settings = load_settings_file(args.settings)
+        if args.selector is not None:
+            settings = Settings.from_mapping({**settings.to_mapping(), "selector": args.selector})
         runtime = Runtime(
             clients=clients,
             settings=settings,
-            table=args.ledger_table or DEFAULT_TABLE,
+            table=ledger,
             clock=SystemClock(),
             controller_id=f"cli:{operator_name()}",
         )
@@ -116,7 +132,7 @@ class Context:
         if _budgeted(getattr(args, "rate_budget", "auto"), endpoint_url):
             govern(clients, settings, table=runtime.table, member=runtime.controller_id)
         ctx = cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None),
-                  progress_seconds=getattr(args, "progress_seconds", 30.0))
+                  progress_seconds=getattr(args, "progress_seconds", 30.0), ledger_found_by=found_by)
         clients.on_client(ctx._count_answers)
         return ctx
 
@@ -210,6 +226,10 @@ class Context:
     def ledger_table(self) -> str:
         return self.runtime.table
 
+    def but(self, *, ledger_table: str) -> "Context":
+        """This context on another ledger table (a member account's, for --all-accounts)."""
+        return dataclasses.replace(self, runtime=self.runtime.but(table=ledger_table))
+
     # ---- output --------------------------------------------------------------------
 
     def emit(self, document: Any, text: str | None = None) -> None:
@@ -256,6 +276,50 @@ def operator_name() -> str:
         return "unknown"
 
 
+@uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
+def published(clients: Clients, leaf: str) -> dict[str, str]:
+    """Every parameter under /holdfast whose name ends in /<leaf> (every one for ""): {name: value}."""
+    found = {}
+    pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
+    for page in pages:
+        for parameter in page.get("Parameters", []):
+            if not leaf or parameter["Name"].endswith("/" + leaf):
+                found[parameter["Name"]] = parameter["Value"]
+    return found
+
+
+@uses("ssm:GetParametersByPath", by=("cli",))
+def find_ledger_table(clients: Clients, chosen: str | None = None) -> tuple[str, str, tuple[str, str] | None]:
+    """(the ledger table's name, how it was found, (name, value) of the deployed settings
+    parameter of the same stack or None).
+
+    A deployed stack publishes the name CloudFormation gave its table at
+    /holdfast/<stack>/ledger-table, and its settings at /holdfast/<stack>/settings.
+    `chosen` (--ledger-table) wins; several stacks in the region without it is a usage
+    error naming them. None published (a stack from before the name was generated, or a
+    local ledger from `holdfast ledger-init`), or SSM unreadable: the table
+    `holdfast-ledger`, and the result says why."""
+    try:
+        everything = published(clients, "")
+    except (ClientError, BotoCoreError) as err:
+        return chosen or DEFAULT_TABLE, chosen and "--ledger-table" or \
+            f"{DEFAULT_TABLE} (SSM parameters unreadable: {error_text(err)})", None
+    tables = {n: v for n, v in everything.items() if n.endswith("/" + LEDGER_TABLE_PARAMETER)}
+    if chosen:
+        tables = {n: v for n, v in tables.items() if v == chosen}
+        how = "--ledger-table"
+    elif len(tables) > 1:
+        listed = ", ".join(f"{name} = {value}" for name, value in sorted(tables.items()))
+        raise UsageError(f"several Holdfast stacks publish a ledger table here ({listed}); choose one with --ledger-table")
+    if len(tables) != 1:
+        return chosen or DEFAULT_TABLE, chosen and "--ledger-table" or \
+            f"{DEFAULT_TABLE} (no SSM parameter {PARAMETER_ROOT}/*/{LEDGER_TABLE_PARAMETER})", None
+    (name, value), = tables.items()
+    settings_name = name.rsplit("/", 1)[0] + "/" + SETTINGS_PARAMETER
+    deployed = (settings_name, everything[settings_name]) if settings_name in everything else None
+    return value, how if chosen else f"SSM parameter {name}", deployed
+
+
 @uses("ssm:GetParametersByPath", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("cli",))
 def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None, str]:
     """(the expired-events queue's ARN or None, how it was found or why not).
@@ -273,12 +337,7 @@ def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None
         return option, "--expired-queue-arn"
     notes = []
     try:
-        found = {}
-        pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
-        for page in pages:
-            for parameter in page.get("Parameters", []):
-                if parameter["Name"].endswith("/" + EXPIRED_QUEUE_PARAMETER):
-                    found[parameter["Name"]] = parameter["Value"]
+        found = published(clients, EXPIRED_QUEUE_PARAMETER)
         if len(found) > 1:
             listed = ", ".join(f"{name} = {value}" for name, value in sorted(found.items()))
             raise UsageError(f"several Holdfast stacks publish an expired-events queue here ({listed}); "

@@ -1,6 +1,9 @@
 """`holdfast doctor`: check in an account what a deploy and an event need, each with a fix.
 
-Read-only (holdfast.cli.readiness has the checks). With --json:
+Read-only (holdfast.cli.readiness has the checks). The Powertools layer is checked in
+the region of each settings target (else the CLI's region); with --all-regions also in
+every region of `org_regions`, the regions a StackSet deploys to: run it before the first
+deploy of a new region, since a region without the layer's parameter fails the deploy. With --json:
 {"command": "doctor", "ok": bool, "checks": [{"check", "ok", "detail", "fix"}]}.
 Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 """
@@ -21,12 +24,17 @@ def register(sub) -> None:
         help="check what a deploy and an event need (layer, roles, Health rule, queue, resources), each with a fix",
         description=__doc__.split("\n\n")[0],
     )
+    p.add_argument("--all-regions", action="store_true",
+                   help="check the Powertools layer in every region of the settings' targets and org_regions, "
+                        "not only the targets' (or the CLI's) region")
     p.set_defaults(func=run)
 
 
 def run(ctx, args) -> int:
     settings, clients = ctx.settings, ctx.clients
     regions = sorted({t.region for t in settings.targets}) or [clients.region]
+    if getattr(args, "all_regions", False):
+        regions = sorted({*regions, *settings.org_regions, clients.region})
     profile, endpoint = getattr(args, "profile", None), getattr(args, "endpoint_url", None)
 
     def clients_for(region: str) -> Clients:

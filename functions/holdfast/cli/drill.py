@@ -51,6 +51,7 @@ tell that Holdfast is not `off`.
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import uuid
@@ -161,14 +162,20 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
         raise UsageError(f"--poll-seconds must be above 0, got {args.poll_seconds:g}")
     _require_ledger(ctx)
     prefix = None if local else parameter_prefix(ctx, args)
-    settings, source = (ctx.settings, f"--settings {args.settings}" if args.settings else "the defaults") if local \
-        else _deployed_settings(ctx, args, prefix)
-    if settings.mode == "off":
-        raise UsageError(f"Holdfast runs in mode=off here (settings from {source}): it would not act, so there is "
-                         "nothing to rehearse; a drill never runs in mode=off accounts")
+    if local:
+        # A local drill acts on emulated resources only: without --settings it rehearses
+        # the controller in mode auto (the defaults' mode, recommend, would change nothing).
+        settings, source = (ctx.settings, f"--settings {args.settings}") if args.settings else \
+            (Settings.from_mapping({**ctx.settings.to_mapping(), "mode": "auto"}), "the defaults, in mode auto")
+    else:
+        settings, source = _deployed_settings(ctx, args, prefix)
+    if settings.mode in ("off", "recommend"):
+        raise UsageError(f"Holdfast runs in mode={settings.mode} here (settings from {source}): it would change no "
+                         f"resource, so there is nothing to rehearse; a drill never runs in mode={settings.mode} accounts "
+                         "(deploy with \"mode\": \"auto\" first)")
     runtime = ctx.runtime.but(settings=settings)
     fleet = preflight(runtime)
-    template = None if local else check_template(ctx, _template_id(ctx, args, prefix))
+    template = None if local else cover_zones(ctx, check_template(ctx, _template_id(ctx, args, prefix)), fleet.zones)
     account = _account(ctx)
     if args.dry_run:
         what = (f"AWS FIS experiment from template {template['id']}" if template else
@@ -393,6 +400,44 @@ def check_template(ctx: Context, template_id: str) -> dict[str, Any]:
             raise UsageError(f"the FIS role {role_arn} of experiment template {template_id} does not exist: "
                              "FIS could not inject anything; redeploy the game day or fix the template's role") from err
         ctx.warn(f"could not check the FIS role {role_arn} ({error_text(err)}); FIS checks it when the experiment starts")
+    return template
+
+
+# A zone ID (use1-az1) rather than a name (us-east-1a): the same in every account.
+_ZONE_ID = re.compile(r"^[a-z]{2,4}\d-(?:[a-z0-9]+-)?az\d+$")
+
+
+@uses("fis:UpdateExperimentTemplate", by=("cli",))
+def cover_zones(ctx: Context, template: dict[str, Any], zones: tuple[str, ...]) -> dict[str, Any]:
+    """Make the launch-failure action name every zone of the selected groups.
+
+    A game day deployed without `game_day_availability_zones` lists `Fn::GetAZs`, which
+    in an account with a default VPC is only the zones that have a default subnet:
+    groups in the others would keep launching and the detector would see a partial
+    failure. The drill writes the groups' zones into the action before it starts the
+    experiment (the next deploy sets the template back). Zone IDs in the template are
+    left as they are (matching them to the groups' zone names would need EC2's zone map);
+    named zones are then the fix the message gives."""
+    name, action = next((n, a) for n, a in template["actions"].items() if a.get("actionId") == ASG_ICE_ACTION)
+    listed = [z for z in (action.get("parameters") or {}).get("availabilityZoneIdentifiers", "").split(",") if z]
+    missing = sorted(set(zones) - set(listed))
+    if not missing:
+        return template
+    if any(_ZONE_ID.match(z) for z in listed):
+        raise UsageError(f"FIS experiment template {template['id']} fails launches in {', '.join(listed)}, zone IDs; the "
+                         f"selected groups launch in {', '.join(zones)}: set game_day_availability_zones to every "
+                         "zone of the selected groups and deploy again")
+    parameters = {**action.get("parameters", {}), "availabilityZoneIdentifiers": ",".join(zones)}
+    updated = {k: v for k, v in action.items() if k in ("actionId", "description", "targets", "startAfter")}
+    try:
+        template = ctx.clients("fis").update_experiment_template(
+            id=template["id"], actions={name: {**updated, "parameters": parameters}})["experimentTemplate"]
+    except ClientError as err:
+        raise UsageError(f"FIS experiment template {template['id']} fails launches in {', '.join(listed) or 'no zone'}, "
+                         f"not in {', '.join(missing)} where selected groups launch, and updating it failed "
+                         f"({error_text(err)}): set game_day_availability_zones and deploy again") from err
+    ctx.warn(f"FIS experiment template {template['id']}: launch failures now in {', '.join(zones)} (the selected "
+             f"groups' zones; it listed {', '.join(listed) or 'none'})")
     return template
 
 
