@@ -160,7 +160,8 @@ def test_engage_writes_only_the_request_and_leaves_the_resources_to_the_reconcil
     assert control.engage_requested(0) == f"engaged by {control.engage_by}: us-east-1 launches failing"
     group = org.inside[org.a, REGION]("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["web"])["AutoScalingGroups"][0]
     assert group["SuspendedProcesses"] == []                             # nothing written to a resource
-    assert {op.split(":")[0] for op in doc["api_calls_by_operation"]} <= {"sts", "dynamodb", "organizations"}
+    # ssm: each region's ledger name (CloudFormation names the table), read from its stack's parameter.
+    assert {op.split(":")[0] for op in doc["api_calls_by_operation"]} <= {"sts", "dynamodb", "organizations", "ssm"}
 
 
 def test_plan_writes_each_account_region_to_the_output_folder_and_report_sums_them(org, capsys, tmp_path):
