@@ -39,6 +39,10 @@ from holdfast_demo.embedded import REGION, moto_server, session
 from holdfast_demo.fleet import DEFAULT_SELECTOR, build_fleet
 
 DEFAULT_PORT = 5000
+# What `holdfast doctor` looks for (holdfast.cli.readiness, which this dev tool may not
+# import: tests/cli/test_readme_examples.py holds the two equal).
+POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.13/3.37.0"
+RECONCILER_HANDLER = "holdfast.handlers.reconciler.handler"
 POLICIES = Path(__file__).resolve().parents[2] / "policies"   # the clone's policies/
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 # The stack name whose SSM parameters the sample publishes (/holdfast/<stack>/...): the
@@ -56,7 +60,6 @@ def stack_resources(clients: Clients, settings: Settings) -> str:
     a deployed Holdfast: the expired-events queue and topic, the parameters the CLI reads,
     the reconciler function and its role with the rendered policies/reconciler.json, the
     Health rule, and AWS's public Powertools parameter the stack resolves its layer from."""
-    from holdfast.cli.readiness import POWERTOOLS_LAYER_PARAMETER, RECONCILER_HANDLER
     from holdfast_fixtures.moto_patches import publish_public_parameter
 
     account = clients.account_id()

@@ -68,6 +68,14 @@ def shell_env(printed: str) -> dict[str, str]:
     return env
 
 
+def test_serve_deploys_what_the_doctor_looks_for():
+    from holdfast.cli import readiness
+    from holdfast_demo import serve
+
+    assert (serve.POWERTOOLS_LAYER_PARAMETER, serve.RECONCILER_HANDLER) == \
+        (readiness.POWERTOOLS_LAYER_PARAMETER, readiness.RECONCILER_HANDLER)
+
+
 def test_the_readme_examples_and_quick_start_run_against_make_serve(tmp_path):
     lines, quick = example_lines(), quick_start_commands()
     assert len(lines) >= 8 and {"holdfast doctor", "holdfast plan", "holdfast drill --yes"} <= set(quick), (lines, quick)
