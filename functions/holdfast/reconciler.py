@@ -29,11 +29,11 @@
    resumes after it instead of re-reading every resource, so a fleet too large for one
    tick's budget still finishes. The cursor never passes a failed resource (unless it is
    stuck), and is not moved while an older generation may still be relaxing.
-4. Resources that keep failing (issue 11): every FAILED outcome is counted in the ledger
+4. Resources that keep failing: every FAILED outcome is counted in the ledger
    (holdfast.ledger.failures, per resource, per generation and operation), a success
    clears the count, and a resource that failed on `stuck_after_failures` walks is stuck:
    it no longer holds its kind back (holdfast.core.progress), it is counted in the
-   ResourcesStuck metric (alarmed on: stacks/constructs/monitoring.py) and listed by
+   ResourcesStuck metric (alarmed on: stacks/holdfast_cdk/constructs/monitoring.py) and listed by
    `holdfast status`. A stuck restore is retried every `rewalk_minutes` once its kind is
    done (in `normal` too), so it is restored without a human once its cause is gone.
 5. Kinds done and still held in posture are walked again every `rewalk_minutes`
@@ -82,7 +82,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from holdfast.aws import AWS_ERRORS, error_text
-from holdfast.core import policy, progress
+from holdfast.core import announce, policy, progress
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
                                  SKIPPED, VANISHED, Guard, Outcome)
@@ -243,7 +243,7 @@ class _Engaging:
             claim = ledger_claims.take_engage_walk(dynamodb, rt.table, generation=self.plan.generation,
                                                    controller_id=rt.controller_id, now=now, until=until)
         except LedgerUnavailable:
-            claim = ledger_claims.Claim(True)   # engaging needs no ledger (invariant 3): walk, unclaimed
+            claim = ledger_claims.Claim(True)   # engaging needs no ledger: walk, unclaimed
         else:
             self.claimed = bool(claim)
         self.taken, self.holder = claim.taken, claim.holder
@@ -382,7 +382,7 @@ class _Tick:
         engaging = [k for k in todo if target[k] == ENGAGE]
         controlled = [k for k in todo if target[k] == CONTROL]
         relaxing = [k for k in todo if target[k] not in (ENGAGE, CONTROL)]
-        # Kinds held in posture and walked to the end a while ago: walked again, cheaply (finding 8).
+        # Kinds held in posture and walked to the end a while ago: walked again, cheaply.
         # A controlled kind's hold engage (marker `<kind>/engaged`) is walked again too, for
         # what was created or opted in during a long hold.
         held = [k if target[k] == ENGAGE else f"{k}/engaged" for k in target if target[k] in (ENGAGE, CONTROL)]
@@ -476,7 +476,7 @@ class _Tick:
         except StalePlan as err:
             guard.refused = str(err)
             return
-        except AWS_ERRORS as err:   # invariant 8: the next tick decides again
+        except AWS_ERRORS as err:   # bad input never stops the tick: the next tick decides again
             self.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
             result.complete = False
             return
@@ -503,7 +503,7 @@ class _Tick:
         except StalePlan as err:
             guard.refused = str(err)
             return
-        except AWS_ERRORS as err:   # invariant 8
+        except AWS_ERRORS as err:   # the next tick tries again
             self.log("replay inputs unreadable: the next tick tries again", plan, reasons=[error_text(err)])
             result.complete = False
             return
@@ -615,13 +615,13 @@ class _Tick:
         if self.runtime.topic_arn:
             try:
                 publish_stage(self.runtime, plan)
-            except AWS_ERRORS as err:  # invariant 8: the walk goes on; the next tick publishes
+            except AWS_ERRORS as err:  # the walk goes on; the next tick publishes
                 self.log("stage notification failed: the next tick tries again", plan, reasons=[error_text(err)])
                 return
         ledger_plan.mark_notified(self.dynamodb, self.table, plan.generation)
 
     def without_ledger(self, error: str, now) -> TickResult:
-        """Invariant 3: engaging proceeds without the ledger; nothing is relaxed."""
+        """Protection is monotone: engaging proceeds without the ledger; nothing is relaxed."""
         result = TickResult(None, None, ["ledger-unavailable"], reasons=(error,))
         try:
             verdict = self.collect(self.runtime, now, None)
@@ -658,8 +658,11 @@ class _Sticky:
 
 @uses("sns:Publish", by=("reconciler",))
 def publish_stage(runtime: Runtime, plan: Plan) -> None:
-    """Announce a new plan. A failed publish is logged; the plan stays un-notified and
-    the next tick tries again."""
+    """Announce a new plan, one message per kind of subscriber (SNS MessageStructure
+    `json`): AWS Chatbot's HTTPS subscription gets a custom notification it renders in
+    Slack or Teams, e-mail the same as text (holdfast.core.announce), and every other
+    protocol (`default`: SQS, Lambda) the JSON document. A failed publish is logged; the
+    plan stays un-notified and the next tick tries again."""
     message = {
         "generation": plan.generation,
         "stage": plan.stage,
@@ -669,10 +672,18 @@ def publish_stage(runtime: Runtime, plan: Plan) -> None:
         "mode": runtime.settings.mode,
         "controller": runtime.controller_id,
     }
+    # arn:partition:sns:region:account:name
+    region, account = (runtime.topic_arn.split(":") + ["", "", "", "", ""])[3:5]
+    where = {"account": account, "region": region or runtime.clients.region}
     runtime.clients("sns").publish(
         TopicArn=runtime.topic_arn,
         Subject=f"Holdfast: {plan.label} (generation {plan.generation})"[:100],
-        Message=json.dumps(message, indent=2),
+        MessageStructure="json",
+        Message=json.dumps({
+            "default": json.dumps(message, indent=2),
+            "email": announce.text(plan, runtime.settings, **where),
+            "https": json.dumps(announce.chat(plan, runtime.settings, **where)),
+        }),
     )
 
 

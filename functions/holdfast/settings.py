@@ -90,6 +90,25 @@ class Target:
 
 
 @dataclass(frozen=True)
+class OrgOverride:
+    """Settings for some of the organization's accounts: the OUs or the accounts named
+    get `changes` over the base settings, from a StackSet of their own (`Holdfast-<name>`)."""
+
+    name: str
+    organizational_unit_ids: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    changes_json: str = "{}"   # the keys it changes, canonical JSON (the dataclass stays frozen and hashable)
+
+    @property
+    def changes(self) -> dict[str, Any]:
+        return json.loads(self.changes_json)
+
+    def to_mapping(self) -> dict[str, Any]:
+        where = {"accounts": list(self.accounts)} if self.accounts else {"organizational_unit_ids": list(self.organizational_unit_ids)}
+        return {"name": self.name, **where, "settings": self.changes}
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every Holdfast setting, with its default. Construct with `Settings.from_mapping`."""
 
@@ -230,6 +249,52 @@ class Settings:
             "A datapoint older than this is missing: the cap holds, never rises, on stale evidence (1–60). "
             "CloudWatch publishes within 1–3 minutes; 10 covers a late period or two."
         ),
+    )
+    drain_slow_start_factor: float = field(
+        default=1.5,
+        metadata=_doc(
+            "While every signal of a mapping is at its baseline the cap is multiplied by this per datapoint measured "
+            "at it (slow start, 1.1–4); after the first warning or cut it rises additively. Past a knee the time per "
+            "message grows as concurrency ÷ knee, so one step overshoots by at most this: 1.5 stays short of a client "
+            "timeout that 2 reached in the recovery model."
+        ),
+    )
+    drain_duration_warning_ratio: float = field(
+        default=1.08,
+        metadata=_doc(
+            "Built-in evidence, no alarm needed: the consumer's time per message (Duration's sum ÷ the queue's "
+            "NumberOfMessagesReceived, so full batches are not read as slow ones) at this ratio to its pre-event "
+            "median is a warning (1.01–3): raises stop, and a warning on a second datapoint at the same cap steps "
+            "back. Past a downstream's knee the ratio is concurrency ÷ knee: 1.08 is 8 % past it. Widened to 1 + 3 × "
+            "the baseline's own spread for a noisier consumer."
+        ),
+    )
+    drain_duration_critical_ratio: float = field(
+        default=1.2,
+        metadata=_doc(
+            "... and at this ratio critical (1.02–5, above the warning): the cap is cut to the concurrency that carried "
+            "the minute's goodput at the baseline time per message (the knee when the downstream is saturated)."
+        ),
+    )
+    drain_timeout_warning_share: float = field(
+        default=0.5,
+        metadata=_doc("The mean invocation's Duration at this share of the function's timeout is a warning (0.1–0.95)."),
+    )
+    drain_timeout_critical_share: float = field(
+        default=0.8,
+        metadata=_doc("... and at this share critical (0.2–1, above the warning): batches are about to time out."),
+    )
+    drain_failure_critical_share: float = field(
+        default=0.05,
+        metadata=_doc(
+            "Messages received and not deleted (SQS NumberOfMessagesReceived against NumberOfMessagesDeleted: what "
+            "ReportBatchItemFailures leaves with Errors at 0), or Errors ÷ Invocations, this far above the pre-event "
+            "share is critical (0.01–1); a percentage point above it is a warning."
+        ),
+    )
+    drain_warning_step_back: float = field(
+        default=0.05,
+        metadata=_doc("A warning that persists (a second datapoint at the same cap) lowers the cap by this share (0.01–0.5)."),
     )
     drain_pre_event_minutes: int = field(
         default=30,
@@ -399,6 +464,15 @@ class Settings:
             "(the ledger table is retained either way)."
         ),
     )
+    org_overrides: tuple[OrgOverride, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Organization: other settings for some OUs or accounts, a list of `{\"name\": \"prod\", "
+            "\"organizational_unit_ids\": [\"ou-…\"] or \"accounts\": [\"123456789012\"], \"settings\": {\"mode\": \"recommend\"}}`. "
+            "Each is a StackSet of its own (`Holdfast-<name>`) with the base settings and its changes, validated at synth; "
+            "the base StackSet leaves its accounts out. An OU or account is named once."
+        ),
+    )
     game_day_stop_alarm: str | None = field(
         default=None,
         metadata=_doc(
@@ -477,6 +551,8 @@ class Settings:
             value = getattr(self, f.name)
             if f.name == "targets":
                 value = [dataclasses.asdict(t) for t in value]
+            elif f.name == "org_overrides":
+                value = [o.to_mapping() for o in value]
             elif isinstance(value, Mapping):
                 value = {k: list(v) for k, v in value.items()}
             elif isinstance(value, tuple):
@@ -601,6 +677,46 @@ def _ou(key: str, ou: str) -> None:
         raise SettingsError(key, ou, "each must be an OU id such as ou-ab12-cd345678, or a root id such as r-ab12")
 
 
+_OVERRIDE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+
+
+def _org_overrides(key: str, value: Any) -> tuple[OrgOverride, ...]:
+    """The shape of each override; what its settings mean is checked with the whole (_check_org)."""
+    allowed = ('must be a list of {"name", "organizational_unit_ids" or "accounts", "settings"}: '
+               "a name of letters, digits and hyphens (up to 32, a letter first), OU ids or 12-digit account ids, "
+               "and an object of settings other than the org_ keys")
+    if not isinstance(value, list):
+        raise SettingsError(key, value, allowed)
+    out = []
+    for i, item in enumerate(value):
+        where = f"{key}[{i}]"
+        if not isinstance(item, Mapping) or "name" not in item or "settings" not in item or \
+                set(item) - {"name", "organizational_unit_ids", "accounts", "settings"}:
+            raise SettingsError(where, item, allowed)
+        if not isinstance(item["name"], str) or not _OVERRIDE_NAME.match(item["name"]):
+            raise SettingsError(f"{where}.name", item["name"], "must be letters, digits and hyphens, up to 32, a letter first")
+        ous, accounts = item.get("organizational_unit_ids"), item.get("accounts")
+        if (ous is None) == (accounts is None):
+            raise SettingsError(where, item, "must name either organizational_unit_ids or accounts (one of them)")
+        if ous is not None:
+            ous = _str_list(_ou, allowed="must be a non-empty list of OU ids (ou-…) or root ids (r-…)", min_len=1)(
+                f"{where}.organizational_unit_ids", ous)
+        if accounts is not None:
+            if not isinstance(accounts, list) or not accounts or not all(isinstance(a, str) and _ACCOUNT.match(a) for a in accounts) \
+                    or len(set(accounts)) != len(accounts):
+                raise SettingsError(f"{where}.accounts", accounts, "must be a non-empty list of 12-digit account ids, without duplicates")
+        changes = item["settings"]
+        if not isinstance(changes, Mapping) or not changes:
+            raise SettingsError(f"{where}.settings", changes, "must be an object with at least one setting")
+        for name in changes:
+            if str(name).startswith("org_") or name == "targets":
+                raise SettingsError(f"{where}.settings.{name}", changes[name],
+                                    "is the organization's own (where and how the StackSets deploy): set it at the top level")
+        out.append(OrgOverride(item["name"], tuple(ous or ()), tuple(accounts or ()),
+                               json.dumps(changes, sort_keys=True, separators=(",", ":"))))
+    return tuple(out)
+
+
 def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise SettingsError(key, value, "must be true or false")
@@ -702,6 +818,13 @@ _CHECKS = {
     "drain_remember_alarm_minutes": _int(0, 1440),
     "drain_stale_minutes": _int(1, 60),
     "drain_pre_event_minutes": _int(5, 1440),
+    "drain_slow_start_factor": _number(1.1, 4),
+    "drain_duration_warning_ratio": _number(1.01, 3),
+    "drain_duration_critical_ratio": _number(1.02, 5),
+    "drain_timeout_warning_share": _number(0.1, 0.95),
+    "drain_timeout_critical_share": _number(0.2, 1),
+    "drain_failure_critical_share": _number(0.01, 1),
+    "drain_warning_step_back": _number(0.01, 0.5),
     "replay_messages_per_second": _int(1, 500),
     "replay_max_attempts": _int(1, 10),
     "replay_expired_events_to": _queue_arn,
@@ -735,6 +858,7 @@ _CHECKS = {
     "org_max_concurrent_percentage": _int(1, 100),
     "org_failure_tolerance_percentage": _int(0, 100),
     "org_retain_stacks_on_account_removal": _bool,
+    "org_overrides": lambda key, value: _org_overrides(key, value),
     "game_day_stop_alarm": _alarm_name,
     "game_day_duration_minutes": _int(1, 180),
     "game_day_lambda_errors": _bool,
@@ -773,7 +897,7 @@ ORG_KEYS = ("org_regions", "org_admin_account", "org_id")
 def _check_org(s: Settings) -> None:
     """A StackSet needs all of: where (OUs), which regions, who deploys it, and which org may read the code."""
     if not s.org_organizational_unit_ids:
-        for key in ORG_KEYS:
+        for key in ORG_KEYS + ("org_overrides",):
             if getattr(s, key):
                 raise SettingsError(
                     "org_organizational_unit_ids", [], f"must name at least one OU (or the root) when {key} is set"
@@ -787,6 +911,42 @@ def _check_org(s: Settings) -> None:
     for key, what in (("org_admin_account", "the account that deploys the StackSet"), ("org_id", "the organization's id (o-…)")):
         if getattr(s, key) is None:
             raise SettingsError(key, None, f"required when org_organizational_unit_ids is set: {what}")
+    override_settings(s)
+
+
+def override_settings(s: Settings) -> dict[str, Settings]:
+    """Each override's whole settings (the base with its changes), by name, validated:
+    a wrong value names `org_overrides[i].settings.<key>`; an OU or account named twice,
+    or an override that changes nothing another set does not already have, is refused."""
+    base = {k: v for k, v in s.to_mapping().items() if not k.startswith("org_") and k != "targets"}
+    seen_ous = {ou: "org_organizational_unit_ids" for ou in s.org_organizational_unit_ids}
+    seen_accounts: dict[str, str] = {}
+    names: set[str] = set()
+    out: dict[str, Settings] = {}
+    sets: dict[str, str] = {Settings.from_mapping(base).to_json(): "the base settings"}
+    for i, o in enumerate(s.org_overrides):
+        where = f"org_overrides[{i}]"
+        if o.name in names:
+            raise SettingsError(f"{where}.name", o.name, "is the name of an earlier override: each StackSet needs its own")
+        names.add(o.name)
+        for ou in o.organizational_unit_ids:
+            if ou in seen_ous:
+                raise SettingsError(f"{where}.organizational_unit_ids", ou, f"is named in {seen_ous[ou]} already: an OU gets one set of settings")
+            seen_ous[ou] = where
+        for account in o.accounts:
+            if account in seen_accounts:
+                raise SettingsError(f"{where}.accounts", account, f"is named in {seen_accounts[account]} already: an account gets one set of settings")
+            seen_accounts[account] = where
+        try:
+            merged = Settings.from_mapping({**base, **o.changes})
+        except SettingsError as err:
+            raise SettingsError(f"{where}.settings.{err.key}" if err.key else f"{where}.settings", err.value, err.allowed) from err
+        same = sets.get(merged.to_json())
+        if same is not None:
+            raise SettingsError(f"{where}.settings", o.changes, f"gives the same settings as {same}: name its OUs or accounts there")
+        sets[merged.to_json()] = f"{where} ({o.name})"
+        out[o.name] = merged
+    return out
 
 
 def _check_game_day(s: Settings) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from aws_cdk import Stack, Token
 from aws_cdk import aws_iam as iam
@@ -32,6 +32,7 @@ from holdfast.ledger import DEFAULT_TABLE
 from holdfast.settings import ENV_VAR, Settings
 
 from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
+from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel
 from holdfast_cdk.suppressions import acknowledge
 
 PARAMETER_ROOT = "/holdfast"
@@ -64,6 +65,10 @@ class Holdfast(Construct):
       ``policies``): a directory with your own ``<role>.json`` documents.
     - ``acknowledge_nag_findings`` (``bool``, default ``True``): add Holdfast's cdk-nag
       acknowledgements (each with its reason) when cdk-nag is installed.
+    - ``chat_channels`` (sequence of ``SlackChannel`` / ``TeamsChannel``, default ``()``):
+      AWS Chatbot channels subscribed to the stage topic; each stage change arrives as a
+      chat message (stage, why, what is held, the next gate). The workspace or team must
+      be authorized in the Chatbot console first; the channels only receive.
 
     Attributes: ``settings``, ``ledger`` (the table), ``expired_events_queue``,
     ``dead_letter_queue``, ``topic``, ``topic_key``, ``detector``, ``reconciler``,
@@ -83,6 +88,7 @@ class Holdfast(Construct):
         parameter_prefix: str | None = None,
         policies_dir: Path | None = None,
         acknowledge_nag_findings: bool = True,
+        chat_channels: Sequence[SlackChannel | TeamsChannel] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         if settings is not None and not isinstance(settings, Settings):
@@ -95,7 +101,8 @@ class Holdfast(Construct):
 
         self.ledger_part = Ledger(self, "Ledger", table_name=ledger_table_name)
         self.queues = Queues(self, "Queues", expired_events_key=expired_events_key)
-        self.notifications = Notifications(self, "Notifications", email=settings.notification_email)
+        self.notifications = Notifications(self, "Notifications", email=settings.notification_email,
+                                           chat_channels=chat_channels)
         table, topic, expired = self.ledger_part.table, self.notifications.topic, self.queues.expired_events
 
         self.controllers = Controllers(

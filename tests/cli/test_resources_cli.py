@@ -45,7 +45,7 @@ def _target_group_at_tag_quota(clients, fleet) -> str:
 
     Moto's tag quota for ELB is 10 (AWS's is 50); either way AddTags answers
     TooManyTags, and a resource whose write-ahead tags cannot be written is engaged
-    through the ledger record only, and says so (issue 11, finding 1).
+    through the ledger record only, and says so.
     """
     vpc = clients("ec2").describe_vpcs(Filters=[{"Name": "cidr", "Values": ["10.80.0.0/16"]}])["Vpcs"][0]["VpcId"]
     key, value = fleet.selector.split("=")
@@ -214,7 +214,7 @@ def test_without_the_ledger_engage_and_status_say_so_and_resume_restores_from_ta
     assert "engaged resources found from their tags only" in out
 
     # THEN a resume with no ledger at all restores every original from the tags; it exits 1
-    # and says why: records kept only in the ledger could not be seen (issue 11, finding 6)
+    # and says why: records kept only in the ledger could not be seen
     code, out, err = _main(capsys, "--json", "resume", "--now", "--yes")
     doc = json.loads(out)
     assert code == 1 and doc["ledger_available"] is False and doc["complete"] is False and doc["failed"] == []

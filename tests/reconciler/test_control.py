@@ -105,3 +105,43 @@ def test_the_handler_builds_its_shell_lazily_and_ticks(clients, ledger_table, mo
     finally:
         handler_module.use(None)
     assert [r.controller_id for r in calls] == ["2025/10/20/[$LATEST]abc"]
+
+
+def test_an_engage_request_starts_a_hold_at_the_next_tick_and_acts_once(harness):
+    """`holdfast engage --all-accounts` writes only CONTROL/ENGAGE (what HoldfastOperator may
+    write): the reconciler's next tick starts a hold from it with its own role, although
+    no signal says impaired, and lifts it in stages as any hold. The request names the
+    plan its operator saw, so it does not hold the region again once that plan moved on."""
+    from holdfast.ledger import control as ledger_control
+
+    h = harness
+    h.script.set("normal", h.clock.now())
+    h.tick("A")
+    assert h.plan() is None or h.plan().stage != HOLD
+    seen = h.plan().generation if h.plan() else 0
+    assert ledger_control.request_engage(h.observer("dynamodb"), h.table, by="oncall", reason="region looks bad", now=h.clock.now()) == seen
+    h.tick("A")
+    held = h.plan()
+    assert held.stage == HOLD and held.generation == seen + 1
+    assert held.reasons[0] == "engaged by oncall: region looks bad" and h.engine.mutations > 0
+    # The verdict recovers and the hold moves on; the old request does not pull it back.
+    recover(h)
+    for _ in range(40):
+        h.minutes(1)
+        h.tick("A")
+    assert h.plan().stage != HOLD and h.plan().generation > held.generation
+
+
+def test_an_engage_request_for_a_plan_that_moved_on_does_nothing(harness):
+    from holdfast.ledger import control as ledger_control
+
+    h = harness
+    h.script.set("normal", h.clock.now())
+    ledger_control.request_engage(h.observer("dynamodb"), h.table, by="oncall", reason="stale", now=h.clock.now())
+    h.script.set("impaired", h.clock.now())
+    run_to(h, HOLD)                     # a tick decided first: generation 1
+    recover(h)
+    for _ in range(40):
+        h.minutes(1)
+        h.tick("A")
+    assert all("engaged by" not in r for r in h.plan().reasons) and h.plan().stage != HOLD

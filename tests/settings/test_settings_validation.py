@@ -83,6 +83,13 @@ RULES = {
     "drain restore after": ({"drain_restore_after_minutes": 1441}, "holdfast.drain_restore_after_minutes = 1441: must be an integer from 0 to 1440"),
     "drain alarm memory": ({"drain_remember_alarm_minutes": 1.5}, "holdfast.drain_remember_alarm_minutes = 1.5: must be an integer from 0 to 1440"),
     "drain pre-event window": ({"drain_pre_event_minutes": 4}, "holdfast.drain_pre_event_minutes = 4: must be an integer from 5 to 1440"),
+    "drain slow start": ({"drain_slow_start_factor": 1.0}, "holdfast.drain_slow_start_factor = 1.0: must be a number from 1.1 to 4"),
+    "drain duration warning": ({"drain_duration_warning_ratio": 1}, "holdfast.drain_duration_warning_ratio = 1: must be a number from 1.01 to 3"),
+    "drain duration critical": ({"drain_duration_critical_ratio": 9}, "holdfast.drain_duration_critical_ratio = 9: must be a number from 1.02 to 5"),
+    "drain timeout warning": ({"drain_timeout_warning_share": 0.99}, "holdfast.drain_timeout_warning_share = 0.99: must be a number from 0.1 to 0.95"),
+    "drain timeout critical": ({"drain_timeout_critical_share": 0.1}, "holdfast.drain_timeout_critical_share = 0.1: must be a number from 0.2 to 1"),
+    "drain failure share": ({"drain_failure_critical_share": 0}, "holdfast.drain_failure_critical_share = 0: must be a number from 0.01 to 1"),
+    "drain warning step back": ({"drain_warning_step_back": 0.6}, "holdfast.drain_warning_step_back = 0.6: must be a number from 0.01 to 0.5"),
     "replay attempts": ({"replay_max_attempts": 0}, "holdfast.replay_max_attempts = 0: must be an integer from 1 to 10"),
     "replay rate within SQS's maximum": (
         {"replay_messages_per_second": 501}, "holdfast.replay_messages_per_second = 501: must be an integer from 1 to 500"),
@@ -199,6 +206,49 @@ RULES = {
     "org: retain is a boolean": (
         {**ORG, "org_retain_stacks_on_account_removal": "yes"},
         'holdfast.org_retain_stacks_on_account_removal = "yes": must be true or false',
+    ),
+    "org: an override's value is checked with the whole settings": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "settings": {"mode": "on"}}]},
+        'holdfast.org_overrides[0].settings.mode = "on": must be one of auto, recommend, off',
+    ),
+    "org: an override's settings must make a valid whole": (
+        {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"],
+                                   "settings": {"recover_success_share": 0.5, "detect_failure_share": 0.1}}]},
+        "holdfast.org_overrides[0].settings.recover_success_share = 0.5: must be at least 1 - detect_failure_share (0.9), "
+        "so that recovery needs fewer failures than impairment",
+    ),
+    "org: an override names OUs or accounts, not both": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "accounts": ["222222222222"],
+                                   "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0] = {"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "accounts": ["222222222222"], '
+        '"settings": {"mode": "recommend"}}: must name either organizational_unit_ids or accounts (one of them)',
+    ),
+    "org: an OU gets one set of settings": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-cd345678"], "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0].organizational_unit_ids = "ou-ab12-cd345678": is named in org_organizational_unit_ids '
+        "already: an OU gets one set of settings",
+    ),
+    "org: an account gets one set of settings": (
+        {**ORG, "org_overrides": [{"name": "a", "accounts": ["222222222222"], "settings": {"mode": "recommend"}},
+                                  {"name": "b", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        'holdfast.org_overrides[1].accounts = "222222222222": is named in org_overrides[0] already: an account gets one set of settings',
+    ),
+    "org: an override that changes nothing": (
+        {**ORG, "org_overrides": [{"name": "same", "accounts": ["222222222222"], "settings": {"mode": "auto"}}]},
+        'holdfast.org_overrides[0].settings = {"mode": "auto"}: gives the same settings as the base settings: name its OUs or accounts there',
+    ),
+    "org: an override may not move the StackSets": (
+        {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"org_regions": ["us-east-1"]}}]},
+        'holdfast.org_overrides[0].settings.org_regions = ["us-east-1"]: is the organization\'s own (where and how the '
+        "StackSets deploy): set it at the top level",
+    ),
+    "org: an override's name": (
+        {**ORG, "org_overrides": [{"name": "prod env", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        'holdfast.org_overrides[0].name = "prod env": must be letters, digits and hyphens, up to 32, a letter first',
+    ),
+    "org: overrides need OUs": (
+        {"org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_overrides is set",
     ),
     "game day: alarm name": ({"game_day_stop_alarm": ""}, 'holdfast.game_day_stop_alarm = "": must be a CloudWatch alarm name (1–255 printable characters) or null'),
     "game day: duration": ({"game_day_stop_alarm": "slo", "game_day_duration_minutes": 181}, "holdfast.game_day_duration_minutes = 181: must be an integer from 1 to 180"),

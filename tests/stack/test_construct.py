@@ -54,7 +54,7 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
         for c in foreign.holdfast.node.find_all()
         if isinstance(c, CfnResource)
     }
-    # 31, the settings parameter, and the alarm on stuck resources (issue 11)
+    # 31, the settings parameter, and the alarm on stuck resources
     assert len(holdfast_ids) == 33 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
@@ -175,7 +175,7 @@ LOGICAL_IDS_BEFORE_THE_CONSTRUCT = {
 def test_the_stack_keeps_the_logical_ids_it_had_before_the_construct(synthesized):
     ids = set(synthesized.template.to_json()["Resources"])
     assert LOGICAL_IDS_BEFORE_THE_CONSTRUCT <= ids
-    # added since (nothing replaced): the queue's and the settings' parameters, the alarm on stuck resources (issue 11)
+    # added since (nothing replaced): the queue's and the settings' parameters, the alarm on stuck resources
     assert ids - LOGICAL_IDS_BEFORE_THE_CONSTRUCT == {"ExpiredQueueArnParameterD32586A0", "SettingsParameter5C8DE5DF",
                                                       "MonitoringResourcesStuck3F2B8E47"}
 

@@ -59,7 +59,7 @@ from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Resource
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError
 from holdfast.iam import uses
 from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
-from holdfast.actuators.selection import tagged
+from holdfast.actuators.selection import selected, tagged
 
 DEFAULT_MAX_AGE = 21600
 DEFAULT_MAX_RETRIES = 2
@@ -143,6 +143,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     spec = kinds.ASYNC
     service = "lambda"
     lambda_limited = True
+    restore_needs_tag = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -152,7 +153,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
 
     # ---- discovery -------------------------------------------------------------------
 
-    @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli"))
+    @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli", "readonly"))
     def candidates(self) -> list[Candidate]:
         """Each selected function's unqualified config, and every qualifier that has one."""
         return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items()),
@@ -215,7 +216,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         # The tags come from the tagging API's index: a record there is confirmed before use.
         return replace(self._resource(candidate.arn, qualifier, config, tags), confirmed=False)
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly"))
     def _config(self, arn: str, qualifier: str | None) -> Mapping[str, Any] | None:
         client = self.clients("lambda")
         try:
@@ -232,7 +233,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         tags, _config, qualifier = candidate.listed
         return self._record_tags(tags, qualifier)
 
-    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         tags = self._call("list_tags", Resource=resource.ref["function"])["Tags"]
         return self._record_tags(tags, resource.ref.get("qualifier"))
@@ -243,7 +244,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         original, applied = record_keys(qualifier)
         return {k: tags[t] for k, t in ((ORIGINAL_KEY, original), (APPLIED_KEY, applied)) if t in tags}
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly"))
     def fresh(self, resource: Resource) -> Resource:
         """The config read again just before a restore, which Puts the whole config: built
         from this read, it keeps whatever the owner changed meanwhile (an OnSuccess
@@ -255,7 +256,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         again = self._resource(resource.arn, qualifier, config, {})
         return replace(resource, current={**again.current, "discard_expired": resource.current.get("discard_expired")})
 
-    @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")
         function, qualifier = split(arn)
@@ -272,7 +273,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             config = None
         return self._resource(arn, qualifier, config, tags)
 
-    @uses("lambda:GetFunction", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly"))
     def _qualifier_exists(self, function: str, qualifier: str) -> bool:
         client = self.clients("lambda")
         try:
@@ -297,10 +298,15 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         function = split(arn)[0]
         name = function.split(":")[6] + (f":{qualifier}" if qualifier else "")
         ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags)}
-        resource = make_resource(self.kind, arn, name, current, record_tags, ref)
+        resource = make_resource(self.kind, arn, name, current, record_tags, ref, selected=selected(self.settings, tags))
         # The function's tags but this record's own two count toward its 50 (other qualifiers' records too).
         return replace(resource, tag_count=sum(1 for k in tags if not k.lower().startswith("aws:")
                                                and k not in (original, applied)))
+
+    def record_on_resource(self, resource: Resource) -> bool:
+        """The policy's restore statements name the unqualified record's tag: a version's or
+        an alias's record tag alone does not let a restore write without the selector."""
+        return ORIGINAL_KEY in (resource.ref.get("tag_keys") or ())
 
     # ---- the posture -----------------------------------------------------------------
 
@@ -400,7 +406,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
                 changed["DestinationConfig"] = whole["DestinationConfig"]
             self._call("update_function_event_invoke_config", **where, **changed)
 
-    @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli", "readonly"))
     def _grant(self, resource: Resource) -> dict[str, Any]:
         """The statement the function's role needs; best effort (a read that fails leaves
         the statement without the role or the key, and says so)."""

@@ -46,7 +46,7 @@ from holdfast.cli.context import Context, UsageError, Unreachable, connection_fa
 from holdfast.cli import pages  # noqa: E402
 
 # Command modules, in the order `holdfast --help` lists them.
-COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill")
+COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill", "accounts")
 
 
 def version() -> str:

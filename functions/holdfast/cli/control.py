@@ -29,8 +29,8 @@ unreachable), 2 usage.
 
 from __future__ import annotations
 
-from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, operator_name as _operator, table
+from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
+from holdfast.cli.context import Context, UsageError, operator_name as _operator, table
 from holdfast.core import drain_control as dc
 from holdfast.core import errors, policy
 from holdfast.core.errors import LedgerUnavailable
@@ -46,12 +46,15 @@ from holdfast.cli.confirm import add_write_options, ask
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick (writes)")
+    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick (writes); "
+                                     "with --all-accounts, in every account and region")
     p.add_argument("--reason", default="", help="why (shown by `stage` and in every tick's log line)")
     add_write_options(p)
+    accounts.add_arguments(p, "pause")
     p.set_defaults(func=pause)
-    p = sub.add_parser("unpause", help="clear the kill switch (writes)")
+    p = sub.add_parser("unpause", help="clear the kill switch (writes); with --all-accounts, in every account and region")
     add_write_options(p)
+    accounts.add_arguments(p, "unpause")
     p.set_defaults(func=unpause)
     p = sub.add_parser("advance", help="skip the hold of the current stage (writes)")
     p.add_argument("--generation", type=int, default=None, help="only if the plan is still this generation")
@@ -84,12 +87,15 @@ def _set(ctx: Context, paused: bool, reason: str, clock=None, args=None) -> int:
     return EXIT_OK
 
 
+
 def pause(ctx: Context, args) -> int:
-    return _set(ctx, True, args.reason, args=args)
+    fanned = accounts.fan_out(ctx, args, "pause", writes=True)
+    return fanned if fanned is not None else _set(ctx, True, args.reason, args=args)
 
 
 def unpause(ctx: Context, args) -> int:
-    return _set(ctx, False, "", args=args)
+    fanned = accounts.fan_out(ctx, args, "unpause", writes=True)
+    return fanned if fanned is not None else _set(ctx, False, "", args=args)
 
 
 def advance(ctx: Context, args, clock=None) -> int:

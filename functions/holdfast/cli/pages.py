@@ -53,11 +53,13 @@ PAGES: dict[str, tuple[str, str]] = {
         "holdfast detect events.jsonl",
     ),
     "pause": (
-        "Set the kill switch: the reconciler takes no action from its next tick. " + WRITES,
-        "holdfast pause --reason 'manual failover in progress' --yes",
+        "Set the kill switch: the reconciler takes no action from its next tick; with --all-accounts, in "
+        "every selected account and region (through the HoldfastOperator role). " + WRITES,
+        "holdfast pause --reason 'manual failover in progress' --yes\n  holdfast pause --all-accounts -o ou-ab12-cdef3456 --yes",
     ),
     "unpause": (
-        "Clear the kill switch: the reconciler acts again from its next tick. " + WRITES,
+        "Clear the kill switch: the reconciler acts again from its next tick; with --all-accounts, in every "
+        "selected account and region. " + WRITES,
         "holdfast unpause --yes",
     ),
     "advance": (
@@ -83,6 +85,11 @@ PAGES: dict[str, tuple[str, str]] = {
         "Offline unless --queue-url. Backlog and drain time after an outage, at fixed caps and under "
         "the drain controller.",
         "holdfast drain-estimate --outage-minutes 172 --arrival-per-minute 1200 --consumer-per-minute 1800",
+    ),
+    "report": (
+        "Read-only, offline. One CSV (or JSON) summary of the folder an --all-accounts command wrote "
+        "with --output-dir: a row per account and region.",
+        "holdfast plan --all-accounts -o ou-ab12-cdef3456 --output-dir out/\n  holdfast report --output-dir out/ > summary.csv",
     ),
     "drill": (
         "Rehearse a regional launch impairment end to end and write a drill report. In an account it "

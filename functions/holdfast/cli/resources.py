@@ -70,11 +70,16 @@ def register(sub) -> None:
     add_write_options(p)
     p.set_defaults(func=ledger_init)
 
-    p = sub.add_parser("plan", help="show what `engage` would change, per selected resource (no writes)")
+    p = sub.add_parser("plan", help="show what `engage` would change, per selected resource (no writes); "
+                                    "with --all-accounts, in every account and region")
+    accounts.add_arguments(p, "plan")
     p.set_defaults(func=plan)
 
-    p = sub.add_parser("engage", help="put every selected resource into the protected posture now (writes)")
+    p = sub.add_parser("engage", help="put every selected resource into the protected posture now (writes); with "
+                                      "--all-accounts, ask each account's reconciler for a hold (control item only)")
+    p.add_argument("--reason", default="", help="with --all-accounts: why (shown by `stage` and the plan's reasons)")
     add_write_options(p, mode=True)
+    accounts.add_arguments(p, "engage")
     p.set_defaults(func=engage)
 
     p = sub.add_parser("resume", help="restore every engaged resource (writes)")
@@ -89,7 +94,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift; "
                                       "with --all-accounts, every account's and region's plan")
-    accounts.add_arguments(p)
+    accounts.add_arguments(p, "status")
     p.set_defaults(func=status)
 
 
@@ -110,7 +115,11 @@ def ledger_init(ctx: Context, args) -> int:
     return EXIT_OK
 
 
+
 def plan(ctx: Context, args) -> int:
+    fanned = accounts.fan_out(ctx, args, "plan")
+    if fanned is not None:
+        return fanned
     reachable = _check_ledger(ctx)
     queue = ctx.use_expired_queue()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
@@ -118,6 +127,9 @@ def plan(ctx: Context, args) -> int:
 
 
 def engage(ctx: Context, args) -> int:
+    fanned = accounts.fan_out(ctx, args, "engage", writes=True)
+    if fanned is not None:
+        return fanned
     reachable = _check_ledger(ctx)
     honour_mode(ctx, args, "engage")
     queue = ctx.use_expired_queue()
@@ -230,10 +242,9 @@ def release(ctx: Context, args) -> int:
 
 
 def status(ctx: Context, args) -> int:
-    if getattr(args, "all_accounts", False):
-        return accounts.status_all(ctx, args)
-    if getattr(args, "accounts", None) or getattr(args, "regions", None):
-        raise UsageError("--accounts and --regions go with --all-accounts")
+    fanned = accounts.fan_out(ctx, args, "status")
+    if fanned is not None:
+        return fanned
     ledger_available = _check_ledger(ctx)
     rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]

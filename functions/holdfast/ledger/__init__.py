@@ -17,7 +17,7 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `WALK`                      | `<gen:012>#<marker>`       | ledger.walks        |
 
 Old plans and signals leave by TTL only; nothing deletes the active plan or the
-original record of an engaged resource (DESIGN.md invariant 5).
+original record of an engaged resource.
 """
 
 from __future__ import annotations
