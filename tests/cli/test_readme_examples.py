@@ -97,7 +97,13 @@ def test_the_readme_examples_and_quick_start_run_against_make_serve(tmp_path):
         assert "held by hand:" in said["holdfast status"]
         assert '"resources": []' in said["holdfast --json status"]      # resume --now put everything back
         assert "9 checks, 0 failed" in said["holdfast doctor"]
-        assert said["holdfast drill --yes"].startswith("drill PASSED") and "restore:" in said["holdfast drill --yes"]
+        drilled = said["holdfast drill --yes"]
+        assert drilled.startswith("drill PASSED") and "restore:" in drilled
+        # The sample's target group has no target-health datapoints: the routing gate passed on
+        # nothing judged, which the report marks; and its times are the drill clock's.
+        assert "gate without evidence: routing" in drilled and "times are on the drill clock" in drilled
+        report = (tmp_path / "out" / "drill-report.md").read_text()
+        assert "**NO EVIDENCE**: 0 target groups judged" in report and "| time (drill clock) |" in report
     finally:
         # THEN Ctrl-C stops it cleanly: exit 0, said so, and the port closed
         os.killpg(proc.pid, signal.SIGINT)
