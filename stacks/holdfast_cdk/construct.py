@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from aws_cdk import Stack, Token
+from aws_cdk import CfnResource, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_ssm as ssm
@@ -37,6 +37,12 @@ from holdfast_cdk.suppressions import acknowledge
 
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+OWN_RESOURCES_PARAMETER = "own-resources"
+# Holdfast's own resources of the types it could act on (holdfast.core.own): a stack-wide
+# selector tag selects them too, and the controllers must leave them alone.
+OWN_TYPES = ("AWS::Lambda::Function", "AWS::Lambda::EventSourceMapping", "AWS::SQS::Queue",
+             "AWS::AutoScaling::AutoScalingGroup", "AWS::ElasticLoadBalancingV2::TargetGroup",
+             "AWS::ApplicationAutoScaling::ScalableTarget")
 SETTINGS_PARAMETER = "settings"
 _PARAMETER_PREFIX = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 # What Lambda needs to deliver an async invocation record to an SQS on-failure
@@ -161,6 +167,25 @@ class Holdfast(Construct):
             parameter_name=f"{self.parameter_prefix}/{SETTINGS_PARAMETER}",
             string_value=settings.to_json(),
             description="Holdfast: the deployed settings (read by holdfast drill)",
+        )
+
+        # Holdfast never engages its own resources, whatever their tags (holdfast.core.own):
+        # the controllers know them by the tags CloudFormation puts on every resource it
+        # creates (this stack's id and each resource's logical ID), the CLI from SSM.
+        # Logical IDs are plain strings: no reference between the functions, no cycle.
+        own_ids = sorted(c.logical_id for c in self.node.find_all()
+                         if isinstance(c, CfnResource) and c.cfn_resource_type in OWN_TYPES)
+        for function in self.controllers.functions:
+            function.add_environment("HOLDFAST_STACK_ID", stack.stack_id)
+            function.add_environment("HOLDFAST_OWN_LOGICAL_IDS", ",".join(own_ids))
+        self.own_resources_parameter = ssm.StringParameter(
+            self,
+            "OwnResourcesParameter",
+            parameter_name=f"{self.parameter_prefix}/{OWN_RESOURCES_PARAMETER}",
+            string_value=stack.to_json_string({
+                "stack_id": stack.stack_id, "logical_ids": own_ids,
+                "functions": [f.function_name for f in self.controllers.functions]}),
+            description="Holdfast: its own resources, which it never engages (read by the holdfast CLI)",
         )
 
         self.ledger = table

@@ -54,8 +54,9 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
         for c in foreign.holdfast.node.find_all()
         if isinstance(c, CfnResource)
     }
-    # 31, the settings parameter, and the alarm on stuck resources
-    assert len(holdfast_ids) == 33 and all(k.startswith("Holdfast") for k in holdfast_ids)
+    # 31, the settings parameter, the alarm on stuck resources, and the parameter that
+    # names Holdfast's own resources for the CLI (holdfast.core.own)
+    assert len(holdfast_ids) == 34 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
     consumer = _role_statements(t, "ConsumerServiceRole")

@@ -44,6 +44,9 @@ class AsgActuator(TaggedActuator):
     def read(self, candidate: Candidate) -> Resource | None:
         return self._resource(candidate.listed)  # the listing carries everything
 
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return {t["Key"]: t["Value"] for t in candidate.listed.get("Tags", [])}
+
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         return self._resource(candidate.listed).current
 

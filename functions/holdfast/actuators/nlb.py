@@ -73,6 +73,9 @@ class NlbActuator(TaggedActuator):
             out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups)
         return sorted(out, key=lambda c: c.arn)
 
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed[1]
+
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """Target groups behind a load balancer first (an unattached group's health fails
         nothing over), the most load balancers first. The registered targets would be a

@@ -28,8 +28,9 @@ import sys
 from importlib import metadata
 from typing import Sequence
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
 
+from holdfast.aws import AWS_ERRORS
 from holdfast.settings import SettingsError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -158,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ctx is not None and ctx.unanswered():  # e.g. the ledger "missing" because nothing answered
             return _fail(args, EXIT_UNREACHABLE, f"{ctx.where()} ({err})")
         return _fail(args, EXIT_USAGE, str(err))
-    except (BotoCoreError, ClientError) as err:  # credentials, profile, region, endpoint: one line, no traceback
+    except AWS_ERRORS as err:  # credentials, profile, region, endpoint: one line, no traceback
         if connection_failure(err):
             where = ctx.where() if ctx is not None else "AWS"
             return _fail(args, EXIT_UNREACHABLE, f"{where}: {err}")

@@ -19,6 +19,7 @@ from holdfast.aws import Clients, error_code, error_text
 from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
+from holdfast.core.own import NOT_OWN, Own, from_document
 from holdfast.runtime import Runtime, govern
 from holdfast.settings import CONTEXT_KEY, Settings
 from holdfast.cli.progress import Progress
@@ -28,6 +29,7 @@ from holdfast.cli.progress import Progress
 # by default (holdfast_cdk.construct). A queue named this is found too.
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+OWN_RESOURCES_PARAMETER = "own-resources"
 EXPIRED_QUEUE_NAME = "holdfast-expired-events"
 NO_QUEUE = "none"
 
@@ -93,6 +95,7 @@ class Context:
     # did not answer", whatever the command made of it (exit 3).
     answered: int = 0
     unreached: int = 0
+    _account: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":
@@ -160,9 +163,44 @@ class Context:
                       "(tag a function holdfast:expired-events=discard to shorten it without a destination)")
         return arn, found_by
 
+    def use_own_resources(self) -> Own:
+        """Holdfast's own resources (holdfast.core.own), from every Holdfast stack's SSM
+        parameter here, into the runtime: the commands that engage leave them alone."""
+        found, problems = find_own_resources(self.clients)
+        for problem in problems:
+            self.warn(problem)
+        self.runtime = self.runtime.but(own=self.runtime.own | found)
+        return found
+
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
+
+    @uses("sts:GetCallerIdentity", by=("cli",))
+    def account(self) -> str:
+        """The account the credentials act in (one GetCallerIdentity, then remembered)."""
+        if self._account is None:
+            self._account = self.clients("sts").get_caller_identity()["Account"]
+        return self._account
+
+    def require_here(self, arn: str, what: str = "RESOURCE_ARN") -> None:
+        """Refuse (UsageError, exit 2) an ARN outside the partition, region and account this
+        command acts in: every call goes to the region's endpoints with the account's
+        credentials, so a foreign ARN would name, at best, another resource of the same
+        name or id here."""
+        parts = arn.split(":")
+        partition, region, account = parts[1], parts[3], parts[4]
+        here = self.clients.region
+        wrong = []
+        if partition != self.clients.partition:
+            wrong.append(f"partition {partition} (this command acts in {self.clients.partition})")
+        if region != here:
+            wrong.append(f"region {region} (this command acts in {here}: run it with --region {region})")
+        if account != self.account():
+            wrong.append(f"account {account} (these credentials act in account {self.account()}: "
+                         f"run it with credentials of {account})")
+        if wrong:
+            raise UsageError(f"{what} {arn} is in " + " and ".join(wrong) + "; nothing was done")
 
     @property
     def clients(self) -> Clients:
@@ -259,6 +297,28 @@ def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None
     except (ClientError, BotoCoreError) as err:
         notes.append(f"no queue {EXPIRED_QUEUE_NAME} ({error_code(err) or type(err).__name__})")
     return None, "no expired-events queue found: " + "; ".join(notes)
+
+
+@uses("ssm:GetParametersByPath", by=("cli",))
+def find_own_resources(clients: Clients) -> tuple[Own, list[str]]:
+    """(Holdfast's own resources as every stack here publishes them under
+    /holdfast/<stack>/own-resources, what could not be read). Unreadable parameters are
+    said, not fatal: the command still runs (the controllers know their own resources
+    from their environment)."""
+    found, problems = NOT_OWN, []
+    try:
+        pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
+        for page in pages:
+            for parameter in page.get("Parameters", []):
+                if parameter["Name"].endswith("/" + OWN_RESOURCES_PARAMETER):
+                    try:
+                        found = found | from_document(parameter["Value"])
+                    except ValueError as err:
+                        problems.append(f"SSM parameter {parameter['Name']}: {err}")
+    except (ClientError, BotoCoreError) as err:
+        problems.append(f"Holdfast's own resources unknown: SSM parameters unreadable ({error_text(err)}); "
+                        "a stack-wide selector tag may select them")
+    return found, problems
 
 
 def is_loopback(url: str) -> bool:

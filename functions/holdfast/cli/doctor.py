@@ -35,6 +35,7 @@ def run(ctx, args) -> int:
     ctx.progress("checking the Powertools layer")
     checks = readiness.powertools_layer(clients_for, regions)
     queue, found_by = ctx.use_expired_queue()
+    ctx.use_own_resources()
     checks.append(readiness.expired_queue(clients, queue, found_by))
     checks.append(readiness.health_rule(clients, clients.region, settings))
 
@@ -44,7 +45,8 @@ def run(ctx, args) -> int:
     for o in report.outcomes:
         if not o.arn.startswith("discover:"):
             selected.setdefault(o.kind, o.arn)
-    stuck = [o for o in report.outcomes if o.action in (FAILED, SKIPPED)]
+    # Holdfast's own resources are skipped on purpose (holdfast.core.own): not a problem.
+    stuck = [o for o in report.outcomes if o.action in (FAILED, SKIPPED) and "own" not in o.notes]
     for o in stuck:
         note = next(iter(o.notes.values()), {}) if o.notes else {}
         checks.append(readiness.Check(f"resource {o.kind}", False, f"{o.arn}: {o.action}: {note.get('why') or o.error}",

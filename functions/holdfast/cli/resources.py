@@ -31,7 +31,9 @@ engaged and when, and `status` shows it ("held").
 
 Exit codes: 0 done, 1 some resources failed (each named on stderr), 2 usage or settings
 error (including a ledger table that does not exist: `holdfast ledger-init` creates it,
-and a write not confirmed), 3 AWS did not answer, 4 AWS refused the credentials.
+a write not confirmed, and a RESOURCE_ARN outside the partition, region and account the
+command acts in: `release` acts on exactly the resource its ARN names, or on nothing),
+3 AWS did not answer, 4 AWS refused the credentials.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def plan(ctx: Context, args) -> int:
         return fanned
     reachable = _check_ledger(ctx)
     queue = ctx.use_expired_queue()
+    ctx.use_own_resources()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
     return _finish(ctx, "plan", report, reachable, queue=queue)
 
@@ -134,6 +137,7 @@ def engage(ctx: Context, args) -> int:
     reachable = _check_ledger(ctx)
     honour_mode(ctx, args, "engage")
     queue = ctx.use_expired_queue()
+    ctx.use_own_resources()
     if args.dry_run:
         report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
         return _finish(ctx, "engage", report, reachable, queue=queue, dry_run=True)
@@ -214,6 +218,7 @@ def release(ctx: Context, args) -> int:
         kind = kind_of(arn)
     except ValueError as err:
         raise UsageError(str(err)) from err
+    ctx.require_here(arn)
     reachable = _check_ledger(ctx)
     honour_mode(ctx, args, "release")
     if args.dry_run or not (args.yes or ctx.local()):
