@@ -49,6 +49,7 @@ def start_server() -> tuple[subprocess.Popen, dict[str, str]]:
         try:
             printed.append(lines.get(timeout=max(0.1, deadline - time.monotonic())).rstrip("\n"))
         except queue.Empty:
+            os.killpg(proc.pid, signal.SIGKILL)   # never leave a server behind a failed test
             raise AssertionError(f"the server printed no ready line in {START_SECONDS} s (exit {proc.poll()}): {printed}")
     return proc, {"printed": "\n".join(printed), "lines": lines}
 
