@@ -3,9 +3,10 @@
     PYTHONPATH=dev .venv/bin/python -m holdfast_demo.serve [--port 5000] [--host 127.0.0.1]
 
 Starts the demo's embedded AWS (moto's server with AWS's semantics where moto departs
-from them, holdfast_fixtures.moto_patches), creates what a deployed Holdfast stack has
-(the ledger, the expired-events queue and its SSM parameter, the settings parameter in
-mode `auto`, the stage topic) and a sample fleet of every kind, tagged
+from them, holdfast_fixtures.moto_patches), creates what a deployed Holdfast stack leaves
+in an account (the ledger, the expired-events queue and its SSM parameter, the settings
+parameter in mode `auto`, the stage topic, the reconciler function and its role, the
+Health rule: `holdfast doctor` passes) and a sample fleet of every kind, tagged
 `holdfast:protect=true`, with an untagged twin of each (holdfast_demo.fleet). Then it prints
 the `export` lines that point the CLI at it, and serves until Ctrl-C (SIGINT) or SIGTERM,
 after which the server is stopped and moto's backends reset.
@@ -19,10 +20,14 @@ credentials it prints are dummies the embedded AWS accepts.
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import re
 import signal
 import sys
 import threading
+import zipfile
+from pathlib import Path
 from typing import Sequence, TextIO
 
 from holdfast.aws import Clients
@@ -34,6 +39,12 @@ from holdfast_demo.embedded import REGION, moto_server, session
 from holdfast_demo.fleet import DEFAULT_SELECTOR, build_fleet
 
 DEFAULT_PORT = 5000
+# What `holdfast doctor` looks for (holdfast.cli.readiness, which this dev tool may not
+# import: tests/cli/test_readme_examples.py holds the two equal).
+POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.13/3.37.0"
+RECONCILER_HANDLER = "holdfast.handlers.reconciler.handler"
+POLICIES = Path(__file__).resolve().parents[2] / "policies"   # the clone's policies/
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 # The stack name whose SSM parameters the sample publishes (/holdfast/<stack>/...): the
 # construct's default, so the CLI finds them as it would in an account.
 STACK = "Holdfast"
@@ -42,17 +53,59 @@ STACK = "Holdfast"
 SAMPLE = {"asgs": 3, "esms": 2, "asyncs": 2, "nlbs": 1, "services": 1}
 
 
-@uses("sqs:CreateQueue", "sqs:GetQueueAttributes", "sns:CreateTopic", "ssm:PutParameter", by=("cli",))
+@uses("sqs:CreateQueue", "sqs:GetQueueAttributes", "sns:CreateTopic", "ssm:PutParameter", "iam:CreateRole",
+      "iam:PutRolePolicy", "lambda:CreateFunction", "events:PutRule", by=("cli",))
 def stack_resources(clients: Clients, settings: Settings) -> str:
-    """What the stack creates besides the ledger, and the parameters the CLI reads."""
+    """What a deploy leaves besides the ledger, by the APIs, so that `holdfast doctor` finds
+    a deployed Holdfast: the expired-events queue and topic, the parameters the CLI reads,
+    the reconciler function and its role with the rendered policies/reconciler.json, the
+    Health rule, and AWS's public Powertools parameter the stack resolves its layer from."""
+    from holdfast_fixtures.moto_patches import publish_public_parameter
+
+    account = clients.account_id()
     sqs = clients("sqs")
     url = sqs.create_queue(QueueName="holdfast-expired-events")["QueueUrl"]
     queue = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    clients("sns").create_topic(Name="holdfast-stage-changes")
+    topic = clients("sns").create_topic(Name="holdfast-stage-changes")["TopicArn"]
     ssm = clients("ssm")
     ssm.put_parameter(Name=f"/holdfast/{STACK}/expired-queue-arn", Value=queue, Type="String")
     ssm.put_parameter(Name=f"/holdfast/{STACK}/settings", Value=json.dumps(settings.to_mapping()), Type="String")
+    publish_public_parameter(account, REGION, POWERTOOLS_LAYER_PARAMETER,
+                             f"arn:aws:lambda:{REGION}:017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:1")
+    document = rendered_policy("reconciler", {
+        "Partition": "aws", "Region": REGION, "Account": account, "SelectorKey": settings.selector_key,
+        "SelectorValue": settings.selector_value, "LedgerTableArn": f"arn:aws:dynamodb:{REGION}:{account}:table/{DEFAULT_TABLE}",
+        "TopicArn": topic, "ExpiredQueueArn": queue})
+    iam = clients("iam")
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
+                                                       "Action": "sts:AssumeRole"}]}
+    role = iam.create_role(RoleName=f"{STACK}-ReconcilerRole", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    iam.put_role_policy(RoleName=f"{STACK}-ReconcilerRole", PolicyName="reconciler", PolicyDocument=json.dumps(document))
+    clients("lambda").create_function(
+        FunctionName=f"{STACK}-Reconciler", Runtime="python3.13", Role=role, Handler=RECONCILER_HANDLER,
+        Code={"ZipFile": _empty_zip()}, Environment={"Variables": {"HOLDFAST_LEDGER_TABLE": DEFAULT_TABLE}})
+    clients("events").put_rule(Name=f"{STACK}-HealthIssues", State="ENABLED", EventPattern=json.dumps({
+        "source": ["aws.health"], "detail-type": ["AWS Health Event"],
+        "detail": {"service": sorted({"EC2", *settings.health_services}), "eventTypeCategory": ["issue"],
+                   "eventRegion": [REGION]}}))
     return queue
+
+
+def rendered_policy(role: str, values: dict[str, str]) -> dict:
+    """policies/<role>.json with its `${Name}` placeholders filled and empty slots left out,
+    as holdfast_cdk.role_policies renders it at synth (that module imports the CDK, whose
+    runtime a local endpoint has no use for)."""
+    document = json.loads((POLICIES / f"{role}.json").read_text())
+    fill = lambda text: PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+    statements = [json.loads(fill(json.dumps(s))) for s in document["Statement"] if s.get("Action")]
+    return {"Version": document["Version"], "Statement": statements}
+
+
+def _empty_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("index.py", "")
+    return buf.getvalue()
 
 
 def exports(url: str) -> list[str]:

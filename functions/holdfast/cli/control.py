@@ -22,9 +22,14 @@
                     "next": {"would_change": bool, "stage": ..., "reasons": [...], "gates": [...]},
                     "drain": [{"arn", "name", "action", "cap", "ceiling", "started_at", "elapsed_minutes",
                                "forecast_minutes", "forecast", "measured_minutes", "reasons", "waiting_on"}],
-                    "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}]}
+                    "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}],
+                    "held": {"engaged", "by", "at", "command"} | null}
+pause, unpause and advance write: outside a loopback endpoint they ask, or take --yes,
+and --dry-run writes nothing (holdfast.cli.confirm). `stage` also says who holds resources
+by hand when no plan is in force ("held").
+
 Exit codes: 0 done, 1 refused (no plan to advance, a stale generation, ledger
-unreachable), 2 usage.
+unreachable), 2 usage (a write not confirmed too), 3 AWS did not answer.
 """
 
 from __future__ import annotations

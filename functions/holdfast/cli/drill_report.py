@@ -174,7 +174,7 @@ def render_text(report: Mapping[str, Any], paths: tuple[Path, Path] | None) -> s
     for row in (report["restore"] or {}).get("not_restored", []):
         lines.append(f"    not back: {row['kind']} {row['arn']}: {row['problem']}")
     for gate in report.get("unproven_gates") or []:
-        lines.append(f"  NO EVIDENCE: {gate['stage']} (generation {gate['generation']}) passed with {gate['evidence']}")
+        lines.append(f"  gate without evidence: {gate['stage']} (generation {gate['generation']}) passed with NO EVIDENCE: {gate['evidence'].removeprefix('no evidence: ')}")
     if _drill_clock(report):
         lines.append("  times are on the drill clock (simulated ticks), not wall-clock timestamps")
     for problem in report["problems"]:
@@ -232,7 +232,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += ["## Gates passed without evidence", "",
                   "Nothing was there to judge: these stages advanced on their other checks only.", "",
                   "| stage | generation | evidence |", "|---|---|---|"]
-        lines += [f"| {g['stage']} | {g['generation']} | **NO EVIDENCE**: {g['evidence']} |" for g in unproven]
+        lines += [f"| {g['stage']} | {g['generation']} | **NO EVIDENCE**: {g['evidence'].removeprefix('no evidence: ')} |" for g in unproven]
         lines.append("")
     lines += ["## Timeline", "", f"| time{mark} | stage | generation | note |", "|---|---|---|---|"]
     lines += [f"| {e['at']} | {e['stage']} | {e['generation']} | {e['note']} |" for e in report["timeline"]]

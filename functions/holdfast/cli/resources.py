@@ -15,7 +15,8 @@ decides anything about a resource.
 
 and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
 original, applied, current, drift, recorded_in}], "drifted": [arn, ...], "stuck": [{kind, arn,
-operation, failures, error, first_failed_at, last_failed_at, generation, fix}], "api_calls_by_operation"}.
+operation, failures, error, first_failed_at, last_failed_at, generation, fix}],
+"held": {engaged, by, at, command} | null, "api_calls_by_operation"}.
 A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
 `fix` is the command (and what to do first) that gets it out of that state.
 
