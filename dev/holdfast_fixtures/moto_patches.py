@@ -14,6 +14,11 @@ One place holds every departure from moto that Holdfast depends on; the tests
   unqualified config is $LATEST's, and ListFunctionEventInvokeConfigs lists every
   qualifier's). Moto keeps one config per function and ignores the qualifier. A
   qualifier that is neither $LATEST, a version nor an alias is ResourceNotFoundException.
+  Each config's LastModified is the time of its last Put or Update ("The date and time
+  that the configuration was last updated"; moto answers one fixed time), and deleting a
+  function deletes its configs with its versions and aliases (DeleteFunction: "all
+  versions and aliases are deleted"; a version deleted by its Qualifier takes its own),
+  so a function recreated under the same name starts with none.
 - Destinations are checked against the function's execution role when a config is
   written: "Your function's execution role must have permission to send records to
   the destination" (Lambda Developer Guide, "Capturing records of Lambda asynchronous
@@ -25,7 +30,8 @@ One place holds every departure from moto that Holdfast depends on; the tests
   queue's resource policy is not consulted, as the documented requirement is on the
   execution role.
 - Application Auto Scaling TagResource / UntagResource / ListTagsForResource on a
-  scalable target's ARN exist in AWS; moto has none of them.
+  scalable target's ARN exist in AWS; moto has none of them. A target's tags go with it
+  when it is deregistered.
 - RegisterScalableTarget on an existing target adjusts the resource's capacity into
   [MinCapacity, MaxCapacity]: "If you call the RegisterScalableTarget API to update an
   existing scalable target, Application Auto Scaling retrieves the current capacity of
@@ -42,11 +48,9 @@ One place holds every departure from moto that Holdfast depends on; the tests
   (ELB API reference, CreateTargetGroup: Protocol "HTTP | HTTPS | TCP | TLS | UDP |
   TCP_UDP | GENEVE | QUIC | TCP_QUIC"; botocore's model has them). Moto 5.2.5 rejects
   both; the emulation creates them (as UDP / TCP underneath) and reports their protocol.
-- IAM SimulatePrincipalPolicy, which moto lacks: the principal's identity policies
-  (inline and attached) evaluated by holdfast_fixtures.iam_policy for each action and
-  resource, with the request's ContextEntries, answering EvalDecision `allowed`,
-  `explicitDeny` or `implicitDeny` (IAM API reference, SimulatePrincipalPolicy). Roles
-  only; permission boundaries, SCPs and resource policies are not simulated.
+- IAM SimulatePrincipalPolicy, which moto lacks: holdfast_fixtures.iam_simulation, with
+  the API's request and response shapes and its errors (NoSuchEntity, InvalidInput,
+  PolicyEvaluation); its docstring says what it does not simulate.
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
@@ -134,6 +138,12 @@ def aws_semantics() -> Iterator[None]:
     from moto.core.exceptions import JsonRESTError
 
     configs: dict[tuple[str, str], dict] = {}   # (unqualified function ARN, qualifier) -> config
+    modified: dict[tuple[str, str], float] = {}  # -> its LastModified (epoch seconds)
+    clock = [1700000000.0]
+
+    def stamp(key) -> None:
+        clock[0] += 1.0   # each write later than the one before (a counter: tests stay deterministic)
+        modified[key] = clock[0]
 
     def target(response, suffix: int):
         """The function (unqualified) and the qualifier a request names."""
@@ -151,7 +161,8 @@ def aws_semantics() -> Iterator[None]:
         return fn, qualifier
 
     def shown(fn, qualifier: str, config: dict) -> str:
-        return json.dumps({"FunctionArn": f"{fn.function_arn}:{qualifier}", "LastModified": 1700000000.0, **config})
+        return json.dumps({"FunctionArn": f"{fn.function_arn}:{qualifier}",
+                           "LastModified": modified.get((fn.function_arn, qualifier), 1700000000.0), **config})
 
     def check_destinations(response, fn, config: dict) -> None:
         lambda_models.EventInvokeConfig(fn.function_arn, fn.last_modified, config)  # moto's own validation
@@ -165,6 +176,7 @@ def aws_semantics() -> Iterator[None]:
         config = dict(self.json_body)
         check_destinations(self, fn, config)
         configs[(fn.function_arn, qualifier)] = config
+        stamp((fn.function_arn, qualifier))
         return 200, {}, shown(fn, qualifier, config)
 
     def get_config(self):
@@ -180,6 +192,7 @@ def aws_semantics() -> Iterator[None]:
         merged = {**configs[(fn.function_arn, qualifier)], **self.json_body}
         check_destinations(self, fn, merged)
         configs[(fn.function_arn, qualifier)] = merged
+        stamp((fn.function_arn, qualifier))
         return 200, {}, shown(fn, qualifier, merged)
 
     def delete_config(self):
@@ -193,6 +206,19 @@ def aws_semantics() -> Iterator[None]:
         fn = self.backend.get_function(name.split(":function:")[-1].split(":")[0] if name.startswith("arn:") else name)
         found = [json.loads(shown(fn, q, c)) for (arn, q), c in sorted(configs.items()) if arn == fn.function_arn]
         return 200, {}, json.dumps({"FunctionEventInvokeConfigs": found})
+
+    original_delete_function = lambda_models.LambdaBackend.delete_function
+
+    def delete_function(self, function_name, qualifier=None):
+        try:
+            arn = self.get_function(function_name).function_arn
+        except Exception:   # moto answers for a missing function itself, below
+            arn = None
+        answer = original_delete_function(self, function_name, qualifier)
+        for key in [k for k in configs if k[0] == arn and (qualifier is None or k[1] == qualifier)]:
+            configs.pop(key, None)
+            modified.pop(key, None)
+        return answer
 
     tags: dict[str, dict[str, str]] = {}
 
@@ -231,6 +257,15 @@ def aws_semantics() -> Iterator[None]:
     from moto.awslambda.exceptions import InvalidParameterValueException
 
     original_register = ApplicationAutoScalingBackend.register_scalable_target
+
+    original_deregister = ApplicationAutoScalingBackend.deregister_scalable_target
+
+    def deregister_scalable_target(self, namespace, r_id, dimension):
+        """A target's tags go with it."""
+        target = self.targets.get(dimension, {}).get(r_id)
+        original_deregister(self, namespace, r_id, dimension)
+        if target is not None:
+            tags.pop(target.arn, None)
 
     def register_scalable_target(self, namespace, r_id, dimension, min_capacity, max_capacity, role_arn, suspended_state):
         existed = self._scalable_target_exists(r_id, dimension)
@@ -277,25 +312,22 @@ def aws_semantics() -> Iterator[None]:
     from moto.iam.responses import IamResponse
 
     def simulate_principal_policy(self):
+        from moto.iam.models import iam_backends
+
+        from . import iam_simulation
+
+        request = {name: self._get_param(name) for name in ("ActionNames", "ResourceArns", "PolicyInputList",
+                                                             "ContextEntries", "MaxItems", "Marker")}
         source = self._get_param("PolicySourceArn")
-        documents = role_documents(self.current_account, source)
-        context: dict = {}
-        for entry in self._get_param("ContextEntries", []) or []:
-            values = entry.get("ContextKeyValues") or []
-            list_type = str(entry.get("ContextKeyType", "")).endswith("List")
-            context[entry["ContextKeyName"]] = values if list_type else (values[0] if values else None)
-        results = []
-        for action in self._get_param("ActionNames", []) or []:
-            for resource in self._get_param("ResourceArns", []) or ["*"]:
-                allowed, sids = iam_policy.decide(documents, action, resource, context)
-                denied = not allowed and bool(sids)
-                results.append({
-                    "EvalActionName": action, "EvalResourceName": resource,
-                    "EvalDecision": "allowed" if allowed else "explicitDeny" if denied else "implicitDeny",
-                    "MatchedStatements": [{"SourcePolicyId": sid} for sid in sids],
-                    "MissingContextValues": [],
-                })
-        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+        try:
+            backend = iam_backends[self.current_account][source.split(":")[1] if source else "aws"]
+            answer = iam_simulation.simulate(iam_simulation.principal_policies(backend, source or ""), request)
+        except iam_simulation.SimulationError as err:
+            body = (f'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error><Type>Sender</Type>'
+                    f"<Code>{err.code}</Code><Message>{err.message}</Message></Error>"
+                    "<RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>")
+            return err.status, {"status": err.status}, body
+        return ActionResult(answer)
 
     original_get_code = lambda_models.LambdaFunction.get_code
 
@@ -314,8 +346,11 @@ def aws_semantics() -> Iterator[None]:
         stack.enter_context(mock.patch.object(IamResponse, "simulate_principal_policy", simulate_principal_policy, create=True))
         stack.enter_context(mock.patch.object(ELBv2Backend, "create_target_group", create_target_group))
         stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "register_scalable_target", register_scalable_target))
+        stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "deregister_scalable_target",
+                                              deregister_scalable_target))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "create_event_source_mapping", create_esm))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "update_event_source_mapping", update_esm))
+        stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "delete_function", delete_function))
         _tag_limits(stack)
         stack.enter_context(
             mock.patch.object(ApplicationAutoScalingResponse, "describe_scalable_targets", describe_scalable_targets)

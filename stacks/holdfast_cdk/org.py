@@ -53,10 +53,10 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
-from holdfast.ledger import DEFAULT_TABLE
 from holdfast.settings import Settings, override_settings
 
 from holdfast_cdk import code, role_policies, suppressions
+from holdfast_cdk.game_day import member_game_day
 from holdfast_cdk.stack import HoldfastStack
 
 STACK_SET_NAME = "Holdfast"
@@ -82,15 +82,18 @@ def _require_org(settings: Settings) -> None:
 
 class ReadOnlyAccess(Construct):
     """`HoldfastReadOnly`: reads the ledger in every region and the configuration of the
-    resources `holdfast plan` looks at, assumable by the admin account (policies/readonly.json)."""
+    resources `holdfast plan` looks at, assumable by the admin account (policies/readonly.json).
+    Its name is fixed because the admin account assumes it by name in every account; IAM
+    deletes it with its stack (it is not retained), and only the member stack of the first
+    region creates it. The ledger tables are named by CloudFormation: it reads tables tagged
+    as Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None,
-                 ledger_table_name: str = DEFAULT_TABLE) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        document = role_policies.document(
-            "readonly", {"Partition": stack.partition, "Account": stack.account, "LedgerTableName": ledger_table_name}
-        )
+        # The ledger tables are named by CloudFormation: the role reads tables tagged as
+        # Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table.
+        document = role_policies.document("readonly", {"Partition": stack.partition, "Account": stack.account})
         self.role = iam.Role(
             self,
             "Role",
@@ -122,13 +125,11 @@ class OperatorAccess(Construct):
     for; never the resources, the plan itself, nor any record of the ledger. What the
     requests do, the reconciler does on its next tick, with its own role."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None,
-                 ledger_table_name: str = DEFAULT_TABLE) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        document = role_policies.document(
-            "operator", {"Partition": stack.partition, "Account": stack.account, "LedgerTableName": ledger_table_name}
-        )
+        # As the read-only role: tables tagged as Holdfast's ledger, names from SSM.
+        document = role_policies.document("operator", {"Partition": stack.partition, "Account": stack.account})
         self.role = iam.Role(
             self,
             "Role",
@@ -144,9 +145,10 @@ class OperatorAccess(Construct):
             self.role,
             suppressions.NagPackSuppression(
                 id="AwsSolutions-IAM5",
-                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:dynamodb:\\*:.*$/"}],
-                reason="The ledger table in every region the StackSet deploys to (one role per account, IAM is "
-                "global); each statement is limited to the control and plan partitions by dynamodb:LeadingKeys.",
+                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
+                reason="The ledger tables (named by CloudFormation, tagged holdfast:component=ledger) in every region "
+                "the StackSet deploys to (one role per account, IAM is global), each statement limited to the control "
+                "and plan partitions by dynamodb:LeadingKeys; and the /holdfast parameters, to read each ledger's name.",
             ),
         )
 
@@ -167,7 +169,12 @@ class HoldfastMemberStack(HoldfastStack):
         )
         kwargs.setdefault("description", "Holdfast (organization StackSet instance): keeps automation safe during a regional EC2 impairment")
         super().__init__(scope, construct_id, settings=member_settings or settings, synthesizer=synthesizer,
-                         analytics_reporting=False, **kwargs)
+                         analytics_reporting=False, game_day=False, **kwargs)
+        # No member stack inherits the admin's game day (its alarm exists in one account):
+        # only the accounts org_game_day_stop_alarms names get one, with their own alarm.
+        if settings.org_game_day_stop_alarms:
+            self.game_day = member_game_day(self, settings, selector_from=member_settings,
+                                            parameter_prefix=self.holdfast.parameter_prefix)
         self.role_region = settings.org_regions[0]
         condition = CfnCondition(self, "IsReadOnlyRoleRegion", expression=Fn.condition_equals(Aws.REGION, self.role_region))
         self.read_only = ReadOnlyAccess(self, "ReadOnly", admin_account=settings.org_admin_account, condition=condition)

@@ -98,9 +98,16 @@ def test_no_destination_attachable_bounds_retries_and_keeps_the_event_age(client
     assert note["policy"]["Statement"] == [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": QUEUE}]
     assert "aws iam put-role-policy --role-name narrow" in note["command"]
 
-    # The grant it gives is the one that works: applied, the next engage attaches the queue.
+    # The grant it gives is the one that works: applied, the next engagement attaches the
+    # queue. A walk again within this one asks Lambda no more (engaging is idempotent).
     clients("iam").put_role_policy(RoleName="narrow", PolicyName="holdfast-expired-events",
                                    PolicyDocument=json.dumps(note["policy"]))
+    out, _ = run(clients, settings, ledger_table, "async")
+    assert {o.action for o in out.values()} == {"already"}
+    assert config(clients, "refused") == {"MaximumEventAgeInSeconds": 7200, "MaximumRetryAttempts": 1}
+    refused_arn = next(arn for arn in out if arn.endswith(":refused"))
+    assert walks.engine(clients, settings, ledger_table, kinds=("async",), expired_queue_arn=QUEUE
+                        ).release(refused_arn).action == RESTORED
     out, _ = run(clients, settings, ledger_table, "async")
     assert config(clients, "refused")["DestinationConfig"] == {"OnFailure": {"Destination": QUEUE}}
     assert config(clients, "refused")["MaximumEventAgeInSeconds"] == 900

@@ -30,7 +30,7 @@ from holdfast_demo.fleet import build_fleet, snapshot
 HOLDFAST = Path(sys.executable).with_name("holdfast")
 # Fast mode: one-minute holds and a three-minute detection window, so the whole rehearsal
 # is about fifteen ticks of the drill clock.
-FAST = {"hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3,
+FAST = {"mode": "auto", "hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3,
         "drain_restore_after_minutes": 1}
 
 

@@ -27,6 +27,7 @@ SERVICE_PREFIX = {
     "events": "events",
     "fis": "fis",
     "iam": "iam",
+    "kms": "kms",
     "lambda": "lambda",
     "organizations": "organizations",
     "resourcegroupstaggingapi": "tag",

@@ -165,11 +165,15 @@ def test_the_operator_role_writes_only_the_control_partition_and_checks_only_the
     from holdfast.ledger.control import CONTROL_PK
 
     document = policies.read("operator")
-    assert {a.split(":")[0] for a in granted(document)} == {"dynamodb"}
-    for statement in document["Statement"]:
+    assert {a.split(":")[0] for a in granted(document)} == {"dynamodb", "ssm"}
+    (names,) = [s for s in document["Statement"] if not any(a.startswith("dynamodb:") for a in s["Action"])]
+    assert names["Action"] == ["ssm:GetParametersByPath"]   # the ledger's name, read from its stack's parameter
+    for statement in [s for s in document["Statement"] if s is not names]:
         keys = statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
         assert statement["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}, statement["Sid"]
-        assert statement["Resource"] == "arn:${Partition}:dynamodb:*:${Account}:table/${LedgerTableName}"
+        # Tables CloudFormation named, tagged as Holdfast's ledger by its stack.
+        assert statement["Resource"] == "arn:${Partition}:dynamodb:*:${Account}:table/*"
+        assert statement["Condition"]["StringEquals"] == {"aws:ResourceTag/holdfast:component": "ledger"}
         writes = [a for a in statement["Action"] if is_write(a) and a != "dynamodb:ConditionCheckItem"]
         if writes:
             assert keys == [CONTROL_PK], statement["Sid"]
@@ -180,6 +184,7 @@ def test_the_operator_role_writes_only_the_control_partition_and_checks_only_the
 def test_a_write_without_its_leading_keys_condition_is_reported():
     document = copy.deepcopy(policies.read("operator"))
     assert unscoped_writes(document) == []
+    del document["Statement"][0]["Condition"]["StringEquals"]   # the ledger tag: not what this checks
     del document["Statement"][0]["Condition"]["Null"]
     assert unscoped_writes(document) == ["ControlItemsWriteEveryRegion: dynamodb:PutItem"]
     del document["Statement"][0]["Condition"]

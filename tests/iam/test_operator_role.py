@@ -57,7 +57,8 @@ def operator_dynamodb(clients, ledger_table):
 
     def authorize(model, params, **_):
         for action, keys in _requests(model.name, params):
-            context = {"dynamodb:LeadingKeys": keys} if keys else {}
+            # The ledger table carries the tag its stack gives it (holdfast_cdk.constructs.ledger).
+            context = {"aws:ResourceTag/holdfast:component": "ledger", **({"dynamodb:LeadingKeys": keys} if keys else {})}
             if not iam_policy.allows([document], action, TABLE_ARN, context):
                 denied.append(f"{action} {keys}")
                 raise ClientError({"Error": {"Code": "AccessDeniedException",
@@ -101,10 +102,10 @@ def test_without_the_leading_keys_condition_the_same_policy_would_let_the_plan_b
     """The condition is what makes the role safe: the statement alone allows PutItem anywhere in the table."""
     document = role_policies.render(role_policies.read("operator"),
                                     {"Partition": "aws", "Account": ACCOUNT, "LedgerTableName": "holdfast-ledger"})
-    plan_write = ("dynamodb:PutItem", TABLE_ARN, {"dynamodb:LeadingKeys": ["PLAN"]})
+    plan_write = ("dynamodb:PutItem", TABLE_ARN, {"dynamodb:LeadingKeys": ["PLAN"], "aws:ResourceTag/holdfast:component": "ledger"})
     assert not iam_policy.allows([document], *plan_write)
     for statement in document["Statement"]:
-        statement.pop("Condition")
+        statement.pop("Condition", None)
     assert iam_policy.allows([document], *plan_write)
 
 

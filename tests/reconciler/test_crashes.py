@@ -53,7 +53,7 @@ from holdfast.settings import Settings
 from tests.reconciler.conftest import T0
 from tests.reconciler.fakes import Crash, Script
 
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30,
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})
 SERVICES = ("autoscaling", "lambda", "elbv2", "application-autoscaling", "ecs", "dynamodb",
             "resourcegroupstaggingapi", "sns", "cloudwatch")

@@ -24,7 +24,7 @@ from tests.actuators.fleet import make_asg
 from tests.reconciler.conftest import T0
 from tests.reconciler.fakes import Script
 
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30,
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "rewalk_minutes": 5})
 HOLDFAST = {"ReplaceUnhealthy", "AZRebalance"}
 

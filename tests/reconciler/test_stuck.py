@@ -27,7 +27,7 @@ from tests.reconciler.conftest import T0
 from tests.reconciler.fakes import Script
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30,
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "stuck_after_failures": 3, "rewalk_minutes": 5})
 
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from holdfast.settings import _CHECKS, LOG_RETENTION_DAYS, Settings, SettingsError
+from holdfast.settings import _REMOVED, LOG_RETENTION_DAYS, Rule, Settings, SettingsError, Target
 
 TARGET = {"account": "123456789012", "region": "us-east-1"}
 TARGETS_ALLOWED = 'must be a list of {"account": 12 digits, "region": e.g. "us-east-1"}, without duplicates'
@@ -233,13 +233,13 @@ RULES = {
         "already: an OU gets one set of settings",
     ),
     "org: an account gets one set of settings": (
-        {**ORG, "org_overrides": [{"name": "a", "accounts": ["222222222222"], "settings": {"mode": "recommend"}},
+        {**ORG, "org_overrides": [{"name": "a", "accounts": ["222222222222"], "settings": {"mode": "auto"}},
                                   {"name": "b", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
         'holdfast.org_overrides[1].accounts = "222222222222": is named in org_overrides[0] already: an account gets one set of settings',
     ),
     "org: an override that changes nothing": (
-        {**ORG, "org_overrides": [{"name": "same", "accounts": ["222222222222"], "settings": {"mode": "auto"}}]},
-        'holdfast.org_overrides[0].settings = {"mode": "auto"}: gives the same settings as the base settings: name its OUs or accounts there',
+        {**ORG, "org_overrides": [{"name": "same", "accounts": ["222222222222"], "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0].settings = {"mode": "recommend"}: gives the same settings as the base settings: name its OUs or accounts there',
     ),
     "org: an override may not move the StackSets": (
         {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"org_regions": ["us-east-1"]}}]},
@@ -264,7 +264,21 @@ RULES = {
         {"game_day_stop_alarm": "slo", "game_day_lambda_config_bucket": "My_Bucket"},
         'holdfast.game_day_lambda_config_bucket = "My_Bucket": must be an S3 bucket name (3–63 lowercase letters, digits, dots, hyphens), or null',
     ),
+    "ledger table name": ({"ledger_table_name": "a b"}, 'holdfast.ledger_table_name = "a b": must be a DynamoDB table name (3–255 letters, digits, _ . -), or null'),
+    "game day: zones are zones, not a region": (
+        {"game_day_stop_alarm": "slo", "game_day_availability_zones": ["us-east-1"]},
+        'holdfast.game_day_availability_zones = "us-east-1": each must be an Availability Zone name such as us-east-1a or an ID such as use1-az1',
+    ),
+    "org: game day alarms by account": (
+        {**ORG, "org_game_day_stop_alarms": {"1234": "slo"}},
+        'holdfast.org_game_day_stop_alarms = {"1234": "slo"}: must be an object of {"ACCOUNT": "alarm name"}, '
+        'ACCOUNT 12 digits, each alarm 1–255 printable characters',
+    ),
     # across keys
+    "org: member game days without OUs": (
+        {"org_game_day_stop_alarms": {"123456789012": "slo"}},
+        "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_game_day_stop_alarms is set",
+    ),
     "org: regions without OUs": (
         {"org_regions": ["us-east-1"]},
         "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_regions is set",
@@ -325,7 +339,7 @@ def test_a_bad_value_fails_with_key_value_and_what_is_allowed(raw, message):
 def test_every_key_has_a_rule_with_a_bad_value():
     """A key added to Settings without a case here would slip through unchecked."""
     fields = {f.name for f in dataclasses.fields(Settings)}
-    assert set(_CHECKS) == fields
+    assert all(isinstance(f.metadata.get("rule"), Rule) and f.metadata.get("doc") for f in dataclasses.fields(Settings))
     assert fields - {key for raw, _ in RULES.values() for key in raw} == set()
 
 
@@ -357,3 +371,52 @@ def test_a_whole_org_is_accepted():
     assert settings.org_regions == ("us-east-1", "eu-west-1")
     assert settings.org_organizational_unit_ids == ("ou-ab12-cd345678", "r-ab12")
     assert Settings.from_json(settings.to_json()) == settings
+
+
+# The rules whose every key is a field: what a construct user can pass to Settings(...).
+TYPED = {name: (raw, message) for name, (raw, message) in RULES.items()
+         if set(raw) <= {f.name for f in dataclasses.fields(Settings)}}
+
+
+def _python(value):
+    """A JSON value as a Python user writes it against the annotations: tuples for lists,
+    Target for a target."""
+    if isinstance(value, list):
+        return tuple(_python(v) for v in value)
+    if isinstance(value, dict) and set(value) == {"account", "region"}:
+        return Target(**value)
+    return value
+
+
+@pytest.mark.parametrize("raw, message", TYPED.values(), ids=TYPED.keys())
+def test_settings_made_in_python_fail_as_from_mapping_does(raw, message):
+    """Settings(...) is what an IDE offers a construct user: it is checked on construction,
+    with from_mapping's message, whether lists come as lists or as tuples."""
+    with pytest.raises(SettingsError) as as_json:
+        Settings(**raw)
+    assert str(as_json.value) == message
+    typed = {key: _python(value) for key, value in raw.items()}
+    with pytest.raises(SettingsError) as as_python:
+        Settings(**typed)
+    assert str(as_python.value) == message
+
+
+def test_every_per_key_rule_is_checked_in_python_too():
+    assert set(RULES) - set(TYPED) == {
+        "cap steps are gone, said so",
+        "a typo is named, with the key it probably meant",
+        "a key in another spelling is named, with the key it meant",
+    }
+    assert set(_REMOVED) == {"esm_cap_steps"}
+
+
+def test_settings_made_in_python_are_canonical():
+    """Typed values come out as from_mapping makes them, so both compare equal."""
+    made = Settings(targets=[{"account": "123456789012", "region": "us-east-1"}], gating_alarms=["slo"],
+                    drain_raise_fraction=1, drain_downstream_alarms={"*": ["db"]})
+    assert made == Settings.from_mapping(made.to_mapping())
+    assert made.targets == (Target("123456789012", "us-east-1"),) and made.gating_alarms == ("slo",)
+    assert made.drain_raise_fraction == 1.0 and isinstance(made.drain_raise_fraction, float)
+    assert dataclasses.replace(made, hold_minutes=5).hold_minutes == 5
+    with pytest.raises(SettingsError, match=r"^holdfast\.hold_minutes = 0: must be an integer from 1 to 1440$"):
+        dataclasses.replace(made, hold_minutes=0)

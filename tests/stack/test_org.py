@@ -115,7 +115,8 @@ def test_the_read_only_role_is_made_once_per_account_and_trusts_the_admin_accoun
     assert trust["Action"] == "sts:AssumeRole"
     assert json.dumps(trust["Principal"]).count(f":iam::{ADMIN}:root") == 1
     (policy,) = role["Properties"]["Policies"]
-    actions = {a for s in policy["PolicyDocument"]["Statement"] for a in s["Action"]}
+    actions = {a for s in policy["PolicyDocument"]["Statement"]
+               for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions   # the ledger, and the reads `plan` makes
     assert all(a.split(":", 1)[1].startswith(("Describe", "List", "Get", "Query")) for a in actions), actions
 

@@ -32,7 +32,7 @@ from holdfast_fixtures.moto_patches import publish_service_metrics
 
 T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)
 ACCOUNT, REGION = "123456789012", "us-east-1"
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "lambda_writes_per_second": 15})
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "lambda_writes_per_second": 15})
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

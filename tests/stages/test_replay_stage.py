@@ -27,7 +27,7 @@ from holdfast_fixtures.message_moves import MessageMoves
 T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)   # the hold began
 NOW = T0 + timedelta(hours=3)
 TAG = {"holdfast:replay": "true"}
-SETTINGS = Settings.from_mapping({"replay_messages_per_second": 4, "drain_downstream_alarms": {"work": ["db-slo"]}})
+SETTINGS = Settings.from_mapping({"mode": "auto", "replay_messages_per_second": 4, "drain_downstream_alarms": {"work": ["db-slo"]}})
 
 
 class Crash(BaseException):
@@ -159,6 +159,44 @@ def test_a_downstream_alarm_cancels_the_move_and_it_restarts_at_half_the_rate(cl
     assert (r.status, r.attempts, r.rate) == (rp.RUNNING, 2, 2)
 
 
+def test_a_kms_encrypted_dlq_says_what_its_key_needs_and_a_denied_key_ends_the_replay_with_the_statement(
+        clients, ledger_table, aws, clock):
+    """A move task reads and sends with the reconciler's permissions: a customer-managed key
+    must let it (the tag its IAM statement is scoped to, and the key policy). The outcome an
+    operator reads names the key and carries the key-policy statement to add."""
+    sqs = clients("sqs")
+    key = clients("kms").create_key(Description="orders DLQ")["KeyMetadata"]["Arn"]
+    queue, dlq = pipe(sqs)
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"KmsMasterKeyId": key})
+    plan = in_replay(clients, ledger_table)
+    rt = runtime(clients, ledger_table, clock)
+    with MessageMoves(clock, denied_keys=frozenset({key})).installed():
+        stage.step(rt, plan, clock.now(), guard=guard(clients, ledger_table, clock))
+        r = record(clients, ledger_table, arn(sqs, dlq))
+        assert r.status == rp.RUNNING and f"the move uses the KMS key(s) {key}" in r.reason
+        assert "holdfast:replay=true" in r.reason
+        clock.advance(2)
+        publish_age(clients, "work", clock.now())
+        done = stage.step(rt, plan, clock.now(), guard=guard(clients, ledger_table, clock))
+    r = done.replays[arn(sqs, dlq)]
+    assert r.status == rp.SKIPPED and "KMS.AccessDeniedException" in r.reason and key in r.reason, r
+    statement = json.loads(r.reason.split("in its key policy, ", 1)[1])
+    assert statement == rp.key_policy_statement(arn(sqs, dlq))
+    assert statement["Condition"]["StringEquals"]["kms:ViaService"] == "sqs.us-east-1.amazonaws.com"
+    assert statement["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert depth(sqs, dlq) == 20 and depth(sqs, queue) == 0   # nothing moved
+
+
+def test_a_dlq_with_the_aws_managed_key_needs_no_key_grant(clients, ledger_table, moves, clock):
+    sqs = clients("sqs")
+    queue, dlq = pipe(sqs)
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"KmsMasterKeyId": "alias/aws/sqs"})
+    stage.step(runtime(clients, ledger_table, clock), in_replay(clients, ledger_table), clock.now(),
+               guard=guard(clients, ledger_table, clock))
+    r = record(clients, ledger_table, arn(sqs, dlq))
+    assert r.status == rp.RUNNING and "KMS" not in r.reason
+
+
 def test_a_crash_between_the_start_and_its_record_is_adopted_not_started_twice(clients, ledger_table, moves, clock):
     sqs = clients("sqs")
     queue, dlq = pipe(sqs)
@@ -252,7 +290,7 @@ def test_the_expired_events_queue_replays_to_its_destination(clients, ledger_tab
     target = sqs.create_queue(QueueName="orders-replay", tags=TAG)["QueueUrl"]
     for i in range(5):
         sqs.send_message(QueueUrl=expired, MessageBody=json.dumps({"requestPayload": {"order": i}}))
-    settings = Settings.from_mapping({"replay_expired_events_to": arn(sqs, target), "replay_messages_per_second": 5})
+    settings = Settings.from_mapping({"mode": "auto", "replay_expired_events_to": arn(sqs, target), "replay_messages_per_second": 5})
     plan = in_replay(clients, ledger_table)
     rt = runtime(clients, ledger_table, clock, settings, expired_queue_arn=arn(sqs, expired))
     stage.step(rt, plan, clock.now(), guard=guard(clients, ledger_table, clock))

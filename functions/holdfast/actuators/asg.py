@@ -23,7 +23,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 class AsgActuator(TaggedActuator):
     spec = kinds.ASG
-    # CreateOrUpdateTags takes at most 25 tags a call (Auto Scaling API reference), two a record: 12 groups.
+    # Record tags of 12 groups a call (two tags each: 24). An assumption, not a documented
+    # limit: the CreateOrUpdateTags API reference gives no maximum for Tags.member.N, and
+    # 25 a call is the figure Holdfast assumes. A batch AWS refuses (for its size or any
+    # other reason) is written again one group a call (`TaggedActuator._write_tags`, and
+    # `restore_many` for DeleteTags); tests/actuators/test_tag_batches.py holds both.
     tag_batch = 12
     restore_needs_tag = True
 
@@ -43,6 +47,9 @@ class AsgActuator(TaggedActuator):
 
     def read(self, candidate: Candidate) -> Resource | None:
         return self._resource(candidate.listed)  # the listing carries everything
+
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return {t["Key"]: t["Value"] for t in candidate.listed.get("Tags", [])}
 
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         return self._resource(candidate.listed).current
@@ -120,7 +127,7 @@ class AsgActuator(TaggedActuator):
 
     @uses("autoscaling:CreateOrUpdateTags", by=("reconciler", "cli"))
     def _tag_many(self, items) -> None:
-        """Several groups' record tags in one call (at most 25 tags: `tag_batch` groups)."""
+        """Several groups' record tags in one call (`tag_batch` groups)."""
         client = self.clients("autoscaling")
         try:
             client.create_or_update_tags(Tags=[

@@ -93,7 +93,9 @@ class EsmActuator(LambdaTagged, TaggedActuator):
     @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli", "readonly"))
     def candidates(self) -> list[Candidate]:
         """Every SQS mapping; selected already when its function carries the selector."""
-        functions = set(tagged(self.clients, self.settings, "lambda:function"))
+        functions = tagged(self.clients, self.settings, "lambda:function")
+        with self._lock:
+            self._function_tags = functions
         pages = self.clients("lambda").get_paginator("list_event_source_mappings").paginate()
         found = [
             Candidate(self._arn(m), m, selected=unqualified(m["FunctionArn"]) in functions)
@@ -102,6 +104,14 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             if _service(m.get("EventSourceArn", "")) == "sqs"   # any partition: aws, aws-us-gov, aws-cn
         ]
         return sorted(found, key=lambda c: c.arn)
+
+    def own_candidate(self, candidate: Candidate) -> dict[str, str] | None:
+        """A mapping is Holdfast's when its function is (holdfast.core.own)."""
+        if not self.own:
+            return None
+        function = unqualified(candidate.listed["FunctionArn"])
+        tags = getattr(self, "_function_tags", {}).get(function, {})
+        return self.own.why(function, tags) if self.own.holds(function, tags) else None
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """Uncapped mappings first (Lambda scales one to about 1,000 concurrent batches),

@@ -41,8 +41,11 @@ NOT_FOUND = ("TargetGroupNotFound", "TargetGroupNotFoundException")
 
 class NlbActuator(TaggedActuator):
     spec = kinds.NLB
-    # AddTags / RemoveTags take up to 20 ARNs a call, with one tag set for all of them; the
-    # walk engages 60 at a time so that groups with the same record fill whole calls.
+    # AddTags / RemoveTags take one tag set for all the ARNs of a call; the walk engages 60
+    # at a time so that groups with the same record fill whole calls. 20 ARNs a call is an
+    # assumption: the ELB API reference states "up to 20 resources in a single call" for
+    # DescribeTags' ResourceArns and no maximum for AddTags' or RemoveTags'. A call AWS
+    # refuses is made again one ARN at a time (tests/actuators/test_tag_batches.py).
     tag_batch = 20
     walk_batch = 60
     service = "elbv2"
@@ -72,6 +75,9 @@ class NlbActuator(TaggedActuator):
                 groups = [g for arn in arns[i : i + 20] for g in self._describe(arn)]
             out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups)
         return sorted(out, key=lambda c: c.arn)
+
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed[1]
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """Target groups behind a load balancer first (an unattached group's health fails

@@ -59,16 +59,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import Clients, error_code, error_text
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
-from holdfast.ledger import PK, SK
 from holdfast.ledger import control as ledger_control
-from holdfast.ledger.conditions import CURRENT, PLAN_PK, key
-from holdfast.ledger.control import CONTROL_PK, PAUSE
-from holdfast.ledger.plan import from_item
-from holdfast.ledger.resources import PARTITION as RES_PK
-from holdfast.ledger.verdict import VERDICT
+from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
 from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, UsageError, _budgeted, operator_name, table
+from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
+from holdfast.ledger import DEFAULT_TABLE
 
 DEFAULT_ROLE = "HoldfastReadOnly"
 OPERATOR_ROLE = "HoldfastOperator"
@@ -267,34 +263,29 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
             "aws_session_token": creds["SessionToken"]}
 
 
+@uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
+def member_ledger(clients: Clients, budgets: _Budgets) -> str:
+    """The ledger table a member account's stack publishes in this region
+    (/holdfast/<stack>/ledger-table; CloudFormation names the table), else holdfast-ledger."""
+    budgets.reads.take()
+    found = published(clients, LEDGER_TABLE_PARAMETER)
+    if len(found) > 1:
+        raise UsageError(f"several Holdfast stacks publish a ledger here ({', '.join(sorted(found))}): "
+                         "pass --ledger-table")
+    return next(iter(found.values()), DEFAULT_TABLE)
+
+
 @uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
 def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
     """The plan, the verdict, the kill switch and the engaged records of one region's ledger."""
-    budgets.reads.take()
-    item = dynamodb.get_item(TableName=ledger_table, Key=key(PLAN_PK, CURRENT)).get("Item")
-    if item:
-        plan = from_item(item)
-        row.stage, row.generation = plan.label, plan.generation
-        row.entered_at = plan.entered_at.isoformat() if plan.entered_at else None
+    seen = ledger_summary.read(dynamodb, ledger_table, before_read=budgets.reads.take)
+    if seen.plan is not None:
+        row.stage, row.generation = seen.plan.label, seen.plan.generation
+        row.entered_at = seen.plan.entered_at.isoformat() if seen.plan.entered_at else None
     else:
         row.stage, row.generation = "normal", 0
-    budgets.reads.take()
-    verdict = dynamodb.get_item(TableName=ledger_table, Key=key(PLAN_PK, VERDICT)).get("Item")
-    row.verdict = json.loads(verdict["verdict"]["S"]).get("state") if verdict and "verdict" in verdict else None
-    budgets.reads.take()
-    control = dynamodb.get_item(TableName=ledger_table, Key=key(CONTROL_PK, PAUSE)).get("Item")
-    row.paused = bool(control and control.get("paused", {}).get("BOOL"))
-    kinds: Counter[str] = Counter()
-    request = dict(TableName=ledger_table, KeyConditionExpression="#pk = :pk", ProjectionExpression="#kind",
-                   ExpressionAttributeNames={"#pk": PK, "#kind": "kind"}, ExpressionAttributeValues={":pk": {"S": RES_PK}})
-    while True:
-        budgets.reads.take()
-        page = dynamodb.query(**request)
-        kinds.update(i.get("kind", {}).get("S", "?") for i in page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            break
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    row.engaged, row.engaged_by_kind = sum(kinds.values()), dict(sorted(kinds.items()))
+    row.verdict, row.paused = seen.verdict, seen.paused
+    row.engaged, row.engaged_by_kind = sum(seen.engaged_by_kind.values()), seen.engaged_by_kind
 
 
 Work = Callable[[Context, Clients, "_Budgets", Any, Row], None]
@@ -382,13 +373,19 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
             return row
         session = boto3.session.Session(region_name=region, **found)
         clients = Clients(session, endpoint_url=args.endpoint_url)
+        ledger = ctx.ledger_table
         try:
-            work(ctx, clients, budgets, args, row)
+            if ctx.ledger_found_by != "--ledger-table":
+                # Each member stack's ledger is named by CloudFormation: its own name, from SSM.
+                ledger = member_ledger(clients, budgets)
+            work(ctx.but(ledger_table=ledger), clients, budgets, args, row)
+        except UsageError as err:
+            row.error = str(err)
         except ClientError as err:
-            row.error = (f"no ledger table {ctx.ledger_table} in {region}" if error_code(err) == "ResourceNotFoundException"
+            row.error = (f"no ledger table {ledger} in {region}" if error_code(err) == "ResourceNotFoundException"
                          else f"{command} failed: {error_text(err)}")
         except LedgerUnavailable as err:
-            row.error = (f"no ledger table {ctx.ledger_table} in {region}" if "ResourceNotFound" in str(err)
+            row.error = (f"no ledger table {ledger} in {region}" if "ResourceNotFound" in str(err)
                          else f"{command} failed: {err}")
         except BotoCoreError as err:
             row.error = f"unreachable: {error_text(err)}"
@@ -505,3 +502,21 @@ def report(ctx: Context, args) -> int:
 
 
 register = register_report
+
+
+def fan_out(ctx, args, command: str, *, writes: bool = False) -> int | None:
+    """The --all-accounts form of `command`, or None for this account only. A writing
+    command asks once for the whole fan-out (or takes --yes), as it does for one account."""
+    if getattr(args, "all_accounts", False):
+        if writes and getattr(args, "dry_run", False):
+            raise UsageError(f"{command} --all-accounts has no --dry-run: `holdfast plan --all-accounts` and "
+                             f"`holdfast status --all-accounts` show each account without writing")
+        if writes:
+            from holdfast.cli.confirm import ask
+
+            ask(ctx, args, f"{command} --all-accounts", f"{command} in every selected account and region",
+                lambda: (f"{command}: every selected account and region", 1))
+        return run_all(ctx, args, command)
+    if used_without_all_accounts(args):
+        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
+    return None

@@ -28,9 +28,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from holdfast.aws import error_code, error_text
+from holdfast.aws import AWS_ERRORS, error_code, error_text
 from holdfast import iam
 from holdfast.actuators import REGISTRY
 from holdfast.core.kinds import BY_NAME
@@ -70,7 +70,7 @@ def powertools_layer(clients_for: Callable[[str], Any], regions: Iterable[str]) 
                                  "pin a release that has one (requirements.txt and holdfast_cdk.constructs.controllers."
                                  "POWERTOOLS_VERSION) or deploy elsewhere") if missing else
                                 "the CLI's credentials need ssm:GetParameter on the public /aws/service/powertools/* parameters"))
-        except BotoCoreError as err:
+        except AWS_ERRORS as err:   # no answer, or one that is not AWS's
             checks.append(Check(name, False, f"{POWERTOOLS_LAYER_PARAMETER}: {error_text(err)}", "check the region's endpoint"))
     return checks
 
@@ -85,7 +85,7 @@ def reconciler_role(clients, ledger_table: str) -> tuple[str | None, str]:
                 env = ((function.get("Environment") or {}).get("Variables") or {})
                 if function.get("Handler") == RECONCILER_HANDLER and env.get("HOLDFAST_LEDGER_TABLE", ledger_table) == ledger_table:
                     return function["Role"], function["FunctionName"]
-    except ClientError as err:
+    except AWS_ERRORS as err:
         return None, f"cannot list functions ({error_text(err)}; needs lambda:ListFunctions)"
     return None, f"no function runs {RECONCILER_HANDLER} with ledger {ledger_table} in {clients.region}: not deployed here"
 
@@ -144,7 +144,7 @@ def controller_permissions(clients, role_arn: str, kinds: Mapping[str, str], set
                     PolicySourceArn=role_arn, ActionNames=[action], ResourceArns=[arn],
                     ContextEntries=_context_entries(context))
                 decision = answer["EvaluationResults"][0]["EvalDecision"]
-            except ClientError as err:
+            except AWS_ERRORS as err:
                 checks.append(Check(f"controller-role {kind}", False, f"cannot simulate {role_arn}: {error_text(err)}",
                                     "the CLI's credentials need iam:SimulatePrincipalPolicy on the reconciler's role"))
                 break
@@ -164,7 +164,7 @@ def controller_permissions(clients, role_arn: str, kinds: Mapping[str, str], set
 def health_rule(clients, region: str, settings) -> Check:
     try:
         rules = [r for page in clients("events").get_paginator("list_rules").paginate() for r in page.get("Rules", [])]
-    except ClientError as err:
+    except AWS_ERRORS as err:
         return Check("health-rule", False, f"cannot list rules ({error_text(err)})", "the CLI's credentials need events:ListRules")
     for rule in rules:
         try:
@@ -198,7 +198,7 @@ def expired_queue(clients, arn: str | None, found_by: str) -> Check:
         sqs = clients("sqs")
         url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MessageRetentionPeriod"]).get("Attributes", {})
-    except ClientError as err:
+    except AWS_ERRORS as err:
         return Check("expired-events-queue", False, f"{arn} ({found_by}): {error_text(err)}",
                      "the parameter names a queue that is gone: redeploy the stack, or pass --expired-queue-arn")
     days = int(attributes.get("MessageRetentionPeriod", 345600)) // 86400

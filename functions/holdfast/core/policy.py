@@ -75,7 +75,7 @@ class Plan:
     drain_step: int = 0            # unused since the drain is a controller; kept for plans already written
     verdict: str = "normal"        # the verdict state the plan was decided on
     reasons: tuple[str, ...] = ()
-    mode: str = "auto"             # settings.mode it was decided under
+    mode: str = "recommend"        # settings.mode it was decided under (the settings default)
     impaired_at: datetime | None = None  # when the latest hold began
     stepped_back: bool = False     # entered by a regression: re-engage before relaxing
     done: frozenset[str] = frozenset()   # kinds whose walk finished for this generation

@@ -11,7 +11,7 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `PLAN`                      | `CURRENT` / `GEN#<gen:012>`| ledger.plan         |
 | `PLAN`                      | `LEASE#<controller>`       | ledger.leases       |
 | `PLAN`                      | `ENGAGE-WALK` / `TICK-TRIGGER` | ledger.claims   |
-| `CONTROL`                   | `PAUSE`                    | ledger.plan         |
+| `CONTROL`                   | `PAUSE` / `ADVANCE` / `HELD` | ledger.control    |
 | `BUDGET`                    | `<budget>#<controller>`    | ledger.budget_board |
 | `STUCK`                     | `<arn>`                    | ledger.failures     |
 | `WALK`                      | `<gen:012>#<marker>`       | ledger.walks        |

@@ -109,6 +109,7 @@ class _Queue:
     exists: bool = True
     visible: int | None = None
     redrive_target: str | None = None          # its RedrivePolicy's DLQ
+    kms_key: str | None = None                 # its customer-managed KMS key (KmsMasterKeyId), if any
     sources: tuple[str, ...] | None = None     # queues whose RedrivePolicy names it
     error: str | None = None
     refused: bool = False                      # the error is an answer (4xx), not an outage: it will not pass
@@ -121,8 +122,13 @@ def read_queue(clients, arn: str, *, sources: bool) -> _Queue:
     q = _Queue(arn)
     try:
         q.url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
-        attrs = sqs.get_queue_attributes(QueueUrl=q.url, AttributeNames=["ApproximateNumberOfMessages", "RedrivePolicy"])["Attributes"]
+        attrs = sqs.get_queue_attributes(QueueUrl=q.url, AttributeNames=[
+            "ApproximateNumberOfMessages", "RedrivePolicy", "KmsMasterKeyId"])["Attributes"]
         q.visible = int(attrs.get("ApproximateNumberOfMessages", 0))
+        # SSE-SQS has no key; alias/aws/sqs is the AWS managed key, whose key policy lets
+        # any principal of the account use it through SQS: neither needs a grant.
+        if attrs.get("KmsMasterKeyId") and attrs["KmsMasterKeyId"] != rp.AWS_MANAGED_SQS_KEY:
+            q.kms_key = attrs["KmsMasterKeyId"]
         if attrs.get("RedrivePolicy"):
             try:
                 q.redrive_target = json.loads(attrs["RedrivePolicy"]).get("deadLetterTargetArn")
@@ -182,7 +188,7 @@ def move_tasks(clients, source_arn: str) -> tuple[rp.Task, ...]:
 
 
 @uses("sqs:StartMessageMoveTask", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
-      "sqs:SendMessage", by=("reconciler",))
+      "sqs:SendMessage", "kms:Decrypt", "kms:GenerateDataKey", by=("reconciler",))
 def start_move(clients, source_arn: str, destination_arn: str | None, rate: int) -> str:
     kwargs: dict[str, Any] = {"SourceArn": source_arn, "MaxNumberOfMessagesPerSecond": rate}
     if destination_arn is not None:
@@ -256,8 +262,9 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
                 else:
                     logger.warning("move tasks of %s unreadable this tick: %s", arn, error_text(err))
                     continue
+        keys = tuple(dict.fromkeys(k for k in [q.kms_key] + [queues[d].kms_key for d in live if d in queues] if k))
         seen_by_source[arn] = rp.Seen(exists=q.exists, visible=q.visible, redrive_sources=q.sources if kind == rp.DLQ else None,
-                                      tasks=tasks, problem=problem)
+                                      tasks=tasks, problem=problem, kms_keys=keys)
 
     # The live queues: caught up, and their consumers' alarms.
     live_all = sorted({lq for lqs in live_by_source.values() for lq in lqs if lq})
@@ -278,7 +285,8 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
         kind, destination = sources[arn]
         caught, why = _caught_up(clients, live_by_source[arn], ages, constants)
         alarming = tuple(sorted(n for lq in live_by_source[arn] for n in names_for.get(lq, ()) if n in alarming_names))
-        seen = rp.Seen(seen.exists, seen.visible, seen.redrive_sources, seen.tasks, caught, why, alarming, seen.problem)
+        seen = rp.Seen(seen.exists, seen.visible, seen.redrive_sources, seen.tasks, caught, why, alarming, seen.problem,
+                       seen.kms_keys)
         item = every.get(arn)
         replay = None
         if item is not None:
