@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from holdfast.observation.cloudwatch import PERIOD, complete_until
 from holdfast.clock import FakeClock
 from holdfast.core import replay as rp
 from holdfast.core.errors import StalePlan
@@ -69,10 +70,11 @@ def pipe(sqs, name="work", n=20, *, tag_dlq=True, tag_source=True):
 def publish_age(clients, queue_name, when, seconds=2.0):
     """The queue's ApproximateAgeOfOldestMessage as SQS publishes it (moto publishes no SQS
     metrics; real CloudWatch refuses PutMetricData into AWS/, moto accepts it). Redriven
-    messages are new messages (new enqueue time), so a queue fed by a replay stays young."""
+    messages are new messages (new enqueue time), so a queue fed by a replay stays young.
+    Stamped at the newest minute a reader at `when` sees complete (observation.cloudwatch)."""
     clients("cloudwatch").put_metric_data(Namespace="AWS/SQS", MetricData=[{
         "MetricName": "ApproximateAgeOfOldestMessage", "Dimensions": [{"Name": "QueueName", "Value": queue_name}],
-        "Timestamp": when.replace(second=0, microsecond=0) - timedelta(minutes=2), "Value": seconds}])
+        "Timestamp": complete_until(when) - PERIOD, "Value": seconds}])
 
 
 def in_replay(clients, table, generation=1):
