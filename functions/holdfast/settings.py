@@ -335,6 +335,13 @@ class Settings:
         default=0.5,
         metadata=_doc("A probe target (one host's DNS, one service's API) failing more than this share of its results within `detect_window_minutes` means impaired (0–1, exclusive of 1)."),
     )
+    readiness_hours: int = field(
+        default=6,
+        metadata=_doc(
+            "Hours between scheduled readiness checks (1–24): doctor's read-only checks run by themselves in the "
+            "account and region; a failed or missed run alarms (`ReadinessChecksFailed`), `status` shows the last."
+        ),
+    )
     schedule_minutes: int = field(
         default=1,
         metadata=_doc("Reconciler schedule period (1–60)."),
@@ -789,6 +796,7 @@ _CHECKS = {
     "probe_timeout_seconds": _number(0.1, 10),
     "probe_failure_ratio": _number(0, 1, hi_open=True),
     "schedule_minutes": _int(1, 60),
+    "readiness_hours": _int(1, 24),
     "tick_budget_seconds": _int(10, 600),
     "rewalk_minutes": _int(1, 1440),
     "stuck_after_failures": _int(1, 100),

@@ -203,3 +203,24 @@ def test_roles_carry_exactly_the_rendered_policy_documents(synthesized):
 
 def _as_list(value):
     return value if isinstance(value, list) else [value]
+
+
+def test_the_readiness_check_runs_on_its_schedule_and_alarms_on_failure_or_silence(synthesized):
+    """Doctor's read-only checks every `readiness_hours` (6 by default), by a function of
+    their own; the alarm fires on one failed check, or on a period with no run."""
+    functions = synthesized.resources("AWS::Lambda::Function")
+    (readiness_id,) = [k for k, f in functions.items() if f["Properties"]["Handler"] == "holdfast.handlers.readiness.handler"]
+    env = functions[readiness_id]["Properties"]["Environment"]["Variables"]
+    assert {"HOLDFAST_RECONCILER_ROLE_ARN", "HOLDFAST_RECONCILER_FUNCTION_ARN", "HOLDFAST_SETTINGS_PARAMETER"} <= set(env)
+    assert env["HOLDFAST_SETTINGS_PARAMETER"] == "/holdfast/HoldfastStack-123456789012-us-east-1/settings" or \
+        env["HOLDFAST_SETTINGS_PARAMETER"].endswith("/settings")
+    rules = [r for r in synthesized.resources("AWS::Events::Rule").values()
+             if any(t["Arn"] == {"Fn::GetAtt": [readiness_id, "Arn"]} for t in r["Properties"].get("Targets", []))]
+    assert [r["Properties"]["ScheduleExpression"] for r in rules] == ["rate(6 hours)"]
+    (alarm,) = [a for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("MetricName") == "ReadinessChecksFailed"]
+    props = alarm["Properties"]
+    assert (props["Namespace"], props["Threshold"], props["TreatMissingData"], props["Period"]) == ("Holdfast", 1, "breaching", 6 * 3600)
+    assert props["Dimensions"] == [{"Name": "service", "Value": "holdfast-readiness"}]
+    (topic_id,) = synthesized.resources("AWS::SNS::Topic")
+    assert props["AlarmActions"] == [{"Ref": topic_id}]

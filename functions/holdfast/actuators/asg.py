@@ -23,7 +23,7 @@ class AsgActuator(TaggedActuator):
     # CreateOrUpdateTags takes at most 25 tags a call (DESIGN.md), two a record: 12 groups.
     tag_batch = 12
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         pages = self.clients("autoscaling").get_paginator("describe_auto_scaling_groups").paginate(
             Filters=[{"Name": f"tag:{self.settings.selector_key}", "Values": [self.settings.selector_value]}],
@@ -43,7 +43,7 @@ class AsgActuator(TaggedActuator):
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         return self._resource(candidate.listed).current
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         name = arn.split(":autoScalingGroupName/", 1)[-1]
         groups = self.clients("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])

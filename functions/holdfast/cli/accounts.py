@@ -37,7 +37,7 @@ why). Bad input (an account id that is not 12 digits, an unknown region) is exit
 
 --json: {"command", "all_accounts": true, "role_name", "regions", "accounts",
          "rows": [{"account", "region", "stage", "generation", "entered_at", "verdict",
-                   "paused", "engaged", "engaged_by_kind", "result", "planned", "error"}], "errors"}
+                   "paused", "engaged", "engaged_by_kind", "readiness", "result", "planned", "error"}], "errors"}
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from holdfast.ledger import control as ledger_control
 from holdfast.ledger.conditions import CURRENT, PLAN_PK, key
 from holdfast.ledger.control import CONTROL_PK, PAUSE
 from holdfast.ledger.plan import from_item
+from holdfast.ledger.readiness import LAST, READINESS_PK
 from holdfast.ledger.resources import PARTITION as RES_PK
 from holdfast.ledger.verdict import VERDICT
 from holdfast.ratelimit import TokenBucket
@@ -121,6 +122,7 @@ class Row:
     paused: bool | None = None
     engaged: int | None = None
     engaged_by_kind: dict[str, int] = field(default_factory=dict)
+    readiness: str | None = None                               # the last scheduled readiness check
     result: str | None = None                                  # what a write did
     planned: dict[str, int] | None = None                      # plan: resources by action
     error: str | None = None
@@ -269,7 +271,7 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
 
 @uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
 def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
-    """The plan, the verdict, the kill switch and the engaged records of one region's ledger."""
+    """The plan, the verdict, the kill switch, the last readiness result and the engaged records of one region's ledger."""
     budgets.reads.take()
     item = dynamodb.get_item(TableName=ledger_table, Key=key(PLAN_PK, CURRENT)).get("Item")
     if item:
@@ -284,6 +286,11 @@ def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> Non
     budgets.reads.take()
     control = dynamodb.get_item(TableName=ledger_table, Key=key(CONTROL_PK, PAUSE)).get("Item")
     row.paused = bool(control and control.get("paused", {}).get("BOOL"))
+    budgets.reads.take()
+    ready = dynamodb.get_item(TableName=ledger_table, Key=key(READINESS_PK, LAST)).get("Item")
+    if ready and "result" in ready:
+        last = json.loads(ready["result"]["S"])
+        row.readiness = f"ok at {last.get('at')}" if last.get("ok") else f"failed at {last.get('at')}: {', '.join(last.get('failed') or [])}"
     kinds: Counter[str] = Counter()
     request = dict(TableName=ledger_table, KeyConditionExpression="#pk = :pk", ProjectionExpression="#kind",
                    ExpressionAttributeNames={"#pk": PK, "#kind": "kind"}, ExpressionAttributeValues={":pk": {"S": RES_PK}})
@@ -448,8 +455,8 @@ def _text(command: str, rows: list[Row], regions: list[str]) -> str:
 
 # ---- the output folder and `holdfast report` -------------------------------------------
 
-REPORT_FIELDS = ("account", "region", "command", "at", "stage", "generation", "paused", "engaged", "result",
-                 "planned", "error")
+REPORT_FIELDS = ("account", "region", "command", "at", "stage", "generation", "paused", "engaged", "readiness",
+                 "result", "planned", "error")
 
 
 def write_outputs(root: Path, command: str, rows: list[Row], *, at: str) -> None:

@@ -38,6 +38,7 @@ from holdfast.iam import uses
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import plan as ledger_plan
+from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
 from holdfast.cli import accounts
@@ -166,6 +167,7 @@ def status(ctx: Context, args) -> int:
     rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]
     stuck = _stuck(ctx) if ledger_available else []
+    ready = _readiness(ctx) if ledger_available else None
     ctx.emit(
         {
             "command": "status",
@@ -173,9 +175,10 @@ def status(ctx: Context, args) -> int:
             "resources": rows,
             "drifted": drifted,
             "stuck": stuck,
+            "readiness": ready,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
-        _status_text(rows, ledger_available, stuck),
+        _status_text(rows, ledger_available, stuck) + "\n" + readiness_line(ready),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -183,6 +186,27 @@ def status(ctx: Context, args) -> int:
 
 
 # ---- the ledger -------------------------------------------------------------------------
+
+def _readiness(ctx: Context) -> dict[str, Any] | None:
+    """The last scheduled readiness result (holdfast.handlers.readiness), None before the first."""
+    try:
+        return ledger_readiness.read_result(ctx.clients("dynamodb"), ctx.ledger_table)
+    except LedgerUnavailable as err:
+        ctx.warn(f"readiness result unknown: {err}")
+        return None
+
+
+def readiness_line(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "readiness   no scheduled check has run yet (`holdfast doctor` runs them now)"
+    if result.get("ok"):
+        selected = ", ".join(f"{k} {n}" for k, n in (result.get("selected") or {}).items()) or "no resources selected"
+        return f"readiness   ok at {result.get('at')} ({selected})"
+    failed = [c for c in result.get("checks", []) if not c.get("ok")]
+    lines = [f"readiness   {len(failed)} check(s) failed at {result.get('at')}: {', '.join(result.get('failed') or [])}"]
+    lines += [f"  {c['check']}: {c['detail']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else "") for c in failed]
+    return "\n".join(lines)
+
 
 def _stuck(ctx: Context) -> list[dict[str, Any]]:
     """The stuck resources under the plan in force, each with the command that fixes it."""

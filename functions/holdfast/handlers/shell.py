@@ -3,7 +3,8 @@ environment, never at import. The only place a controller reads its environment.
 
 Environment (set by stacks/constructs/controllers.py): HOLDFAST_SETTINGS,
 HOLDFAST_LEDGER_TABLE, HOLDFAST_TOPIC_ARN, HOLDFAST_EXPIRED_QUEUE_ARN, HOLDFAST_TICK_FUNCTION_ARN
-(the detector's only: the reconciler it starts a tick with) (and AWS_REGION,
+(the detector's only: the reconciler it starts a tick with), and the readiness function's
+own (handlers/readiness.py) (and AWS_REGION,
 which boto3 reads). Tests inject their own Runtime through each handler's `use(runtime)`.
 """
 
@@ -23,7 +24,9 @@ EXPIRED_QUEUE_ENV = "HOLDFAST_EXPIRED_QUEUE_ARN"
 TICK_FUNCTION_ENV = "HOLDFAST_TICK_FUNCTION_ARN"
 
 
-def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -> Runtime:
+def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None, *, governed: bool = True) -> Runtime:
+    """`governed=False` (the readiness function): paced within the account's rate budgets in
+    this process only, writing no lease to the ledger (its role may not)."""
     env = os.environ if env is None else env
     runtime = Runtime(
         clients=Clients(),
@@ -35,5 +38,5 @@ def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -
         tick_function=env.get(TICK_FUNCTION_ENV) or None,
     )
     # Every call within the account's rate budgets, shared with the other controllers.
-    govern(runtime.clients, runtime.settings, table=runtime.table, member=controller_id)
+    govern(runtime.clients, runtime.settings, table=runtime.table if governed else None, member=controller_id)
     return runtime

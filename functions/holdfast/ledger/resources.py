@@ -155,7 +155,7 @@ class ResourceLedger:
         self._failed(RuntimeError(f"the record of {record.arn} kept changing while it was grown"))
         return False
 
-    @uses("dynamodb:GetItem", by=("reconciler", "cli", "readonly"))
+    @uses("dynamodb:GetItem", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Record | None:
         """The record for one resource; None when absent or the ledger is unreachable."""
         if not self.available:
@@ -180,7 +180,7 @@ class ResourceLedger:
         self._remember(arn, None)
         return True
 
-    @uses("dynamodb:Query", by=("reconciler", "cli", "readonly"))
+    @uses("dynamodb:Query", by=("reconciler", "cli", "readonly", "readiness"))
     def records(self) -> list[Record]:
         """Every original record; empty when the ledger is unreachable (then `available`
         is False: the answer is incomplete, not empty)."""
