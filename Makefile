@@ -9,7 +9,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_REGION ?= us-east-1
 CDK := node_modules/.bin/cdk
 
-.PHONY: test demo synth bench e2e clean
+.PHONY: test demo serve synth bench e2e clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	PYTHONPATH=dev $(PY) -m holdfast_demo
+
+# A local AWS with a sample fleet for the CLI; prints the `export` lines, Ctrl-C stops it.
+serve: $(VENV)/.installed
+	PYTHONPATH=dev $(PY) -m holdfast_demo.serve
 
 synth: $(VENV)/.installed node_modules/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CDK) synth --no-notices --quiet

@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="a smaller fleet, for CI")
     parser.add_argument("--out", type=Path, default=Path("out"), help="where the report and chart go (default: out)")
     args = parser.parse_args(argv)
-    # As the stack sets it for the controllers (stacks/constructs/controllers.py), before they are imported.
+    # As the stack sets it for the controllers (stacks/holdfast_cdk/constructs/controllers.py), before they are imported.
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Holdfast")
     return run(out_dir=args.out, fast=args.fast, small=args.small)
 

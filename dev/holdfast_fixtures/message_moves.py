@@ -21,7 +21,7 @@ API_CancelMessageMoveTask) and the request and response shapes of botocore's SQS
   moved.
 
 Error codes and messages are the ones AWS returns, as recorded against AWS in
-LocalStack's validated snapshot tests (tests/aws/services/sqs/test_sqs_move_task.snapshot.json):
+LocalStack's validated snapshot tests (https://github.com/localstack/localstack/blob/main/tests/aws/services/sqs/test_sqs_move_task.snapshot.json):
 a source that is not a DLQ, a second active task, a missing source or destination, a
 malformed or unknown task handle, and a task that fails when its destination is deleted
 (FailureReason AWS.SimpleQueueService.NonExistentQueue). The task handle has AWS's form,

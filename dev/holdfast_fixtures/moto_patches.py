@@ -711,7 +711,7 @@ def assume_role_needs_the_role() -> Iterator[None]:
 @contextmanager
 def lagging_tag_index(client) -> Iterator[None]:
     """The Resource Groups Tagging API's index behind the services' own tags, as AWS keeps
-    it (updated asynchronously: DESIGN.md, issue 11 finding 2): inside the block,
+    it (updated asynchronously, so it can lag the services' own tags): inside the block,
     GetResources answers every request as it answered the first request with the same
     parameters, so tags written or removed since then do not show. Moto's index is
     always current. `client` is a resourcegroupstaggingapi client."""

@@ -387,7 +387,7 @@ class Engine:
         records = self.ledger.records()
         if not self.ledger.available:
             # A Query that failed is not an empty ledger: records this walk cannot see may
-            # still be engaged, so it cannot be complete (issue 11, finding 6).
+            # still be engaged, so it cannot be complete.
             run.report.complete = False
         wanted = None if only is None else set(only)
 

@@ -29,11 +29,11 @@
    resumes after it instead of re-reading every resource, so a fleet too large for one
    tick's budget still finishes. The cursor never passes a failed resource (unless it is
    stuck), and is not moved while an older generation may still be relaxing.
-4. Resources that keep failing (issue 11): every FAILED outcome is counted in the ledger
+4. Resources that keep failing: every FAILED outcome is counted in the ledger
    (holdfast.ledger.failures, per resource, per generation and operation), a success
    clears the count, and a resource that failed on `stuck_after_failures` walks is stuck:
    it no longer holds its kind back (holdfast.core.progress), it is counted in the
-   ResourcesStuck metric (alarmed on: stacks/constructs/monitoring.py) and listed by
+   ResourcesStuck metric (alarmed on: stacks/holdfast_cdk/constructs/monitoring.py) and listed by
    `holdfast status`. A stuck restore is retried every `rewalk_minutes` once its kind is
    done (in `normal` too), so it is restored without a human once its cause is gone.
 5. Kinds done and still held in posture are walked again every `rewalk_minutes`
@@ -243,7 +243,7 @@ class _Engaging:
             claim = ledger_claims.take_engage_walk(dynamodb, rt.table, generation=self.plan.generation,
                                                    controller_id=rt.controller_id, now=now, until=until)
         except LedgerUnavailable:
-            claim = ledger_claims.Claim(True)   # engaging needs no ledger (invariant 3): walk, unclaimed
+            claim = ledger_claims.Claim(True)   # engaging needs no ledger: walk, unclaimed
         else:
             self.claimed = bool(claim)
         self.taken, self.holder = claim.taken, claim.holder
@@ -382,7 +382,7 @@ class _Tick:
         engaging = [k for k in todo if target[k] == ENGAGE]
         controlled = [k for k in todo if target[k] == CONTROL]
         relaxing = [k for k in todo if target[k] not in (ENGAGE, CONTROL)]
-        # Kinds held in posture and walked to the end a while ago: walked again, cheaply (finding 8).
+        # Kinds held in posture and walked to the end a while ago: walked again, cheaply.
         # A controlled kind's hold engage (marker `<kind>/engaged`) is walked again too, for
         # what was created or opted in during a long hold.
         held = [k if target[k] == ENGAGE else f"{k}/engaged" for k in target if target[k] in (ENGAGE, CONTROL)]
@@ -476,7 +476,7 @@ class _Tick:
         except StalePlan as err:
             guard.refused = str(err)
             return
-        except AWS_ERRORS as err:   # invariant 8: the next tick decides again
+        except AWS_ERRORS as err:   # bad input never stops the tick: the next tick decides again
             self.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
             result.complete = False
             return
@@ -503,7 +503,7 @@ class _Tick:
         except StalePlan as err:
             guard.refused = str(err)
             return
-        except AWS_ERRORS as err:   # invariant 8
+        except AWS_ERRORS as err:   # the next tick tries again
             self.log("replay inputs unreadable: the next tick tries again", plan, reasons=[error_text(err)])
             result.complete = False
             return
@@ -615,13 +615,13 @@ class _Tick:
         if self.runtime.topic_arn:
             try:
                 publish_stage(self.runtime, plan)
-            except AWS_ERRORS as err:  # invariant 8: the walk goes on; the next tick publishes
+            except AWS_ERRORS as err:  # the walk goes on; the next tick publishes
                 self.log("stage notification failed: the next tick tries again", plan, reasons=[error_text(err)])
                 return
         ledger_plan.mark_notified(self.dynamodb, self.table, plan.generation)
 
     def without_ledger(self, error: str, now) -> TickResult:
-        """Invariant 3: engaging proceeds without the ledger; nothing is relaxed."""
+        """Protection is monotone: engaging proceeds without the ledger; nothing is relaxed."""
         result = TickResult(None, None, ["ledger-unavailable"], reasons=(error,))
         try:
             verdict = self.collect(self.runtime, now, None)

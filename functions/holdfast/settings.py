@@ -250,6 +250,52 @@ class Settings:
             "CloudWatch publishes within 1–3 minutes; 10 covers a late period or two."
         ),
     )
+    drain_slow_start_factor: float = field(
+        default=1.5,
+        metadata=_doc(
+            "While every signal of a mapping is at its baseline the cap is multiplied by this per datapoint measured "
+            "at it (slow start, 1.1–4); after the first warning or cut it rises additively. Past a knee the time per "
+            "message grows as concurrency ÷ knee, so one step overshoots by at most this: 1.5 stays short of a client "
+            "timeout that 2 reached in the recovery model."
+        ),
+    )
+    drain_duration_warning_ratio: float = field(
+        default=1.08,
+        metadata=_doc(
+            "Built-in evidence, no alarm needed: the consumer's time per message (Duration's sum ÷ the queue's "
+            "NumberOfMessagesReceived, so full batches are not read as slow ones) at this ratio to its pre-event "
+            "median is a warning (1.01–3): raises stop, and a warning on a second datapoint at the same cap steps "
+            "back. Past a downstream's knee the ratio is concurrency ÷ knee: 1.08 is 8 % past it. Widened to 1 + 3 × "
+            "the baseline's own spread for a noisier consumer."
+        ),
+    )
+    drain_duration_critical_ratio: float = field(
+        default=1.2,
+        metadata=_doc(
+            "... and at this ratio critical (1.02–5, above the warning): the cap is cut to the concurrency that carried "
+            "the minute's goodput at the baseline time per message (the knee when the downstream is saturated)."
+        ),
+    )
+    drain_timeout_warning_share: float = field(
+        default=0.5,
+        metadata=_doc("The mean invocation's Duration at this share of the function's timeout is a warning (0.1–0.95)."),
+    )
+    drain_timeout_critical_share: float = field(
+        default=0.8,
+        metadata=_doc("... and at this share critical (0.2–1, above the warning): batches are about to time out."),
+    )
+    drain_failure_critical_share: float = field(
+        default=0.05,
+        metadata=_doc(
+            "Messages received and not deleted (SQS NumberOfMessagesReceived against NumberOfMessagesDeleted: what "
+            "ReportBatchItemFailures leaves with Errors at 0), or Errors ÷ Invocations, this far above the pre-event "
+            "share is critical (0.01–1); a percentage point above it is a warning."
+        ),
+    )
+    drain_warning_step_back: float = field(
+        default=0.05,
+        metadata=_doc("A warning that persists (a second datapoint at the same cap) lowers the cap by this share (0.01–0.5)."),
+    )
     drain_pre_event_minutes: int = field(
         default=30,
         metadata=_doc(
@@ -779,6 +825,13 @@ _CHECKS = {
     "drain_remember_alarm_minutes": _int(0, 1440),
     "drain_stale_minutes": _int(1, 60),
     "drain_pre_event_minutes": _int(5, 1440),
+    "drain_slow_start_factor": _number(1.1, 4),
+    "drain_duration_warning_ratio": _number(1.01, 3),
+    "drain_duration_critical_ratio": _number(1.02, 5),
+    "drain_timeout_warning_share": _number(0.1, 0.95),
+    "drain_timeout_critical_share": _number(0.2, 1),
+    "drain_failure_critical_share": _number(0.01, 1),
+    "drain_warning_step_back": _number(0.01, 0.5),
     "replay_messages_per_second": _int(1, 500),
     "replay_max_attempts": _int(1, 10),
     "replay_expired_events_to": _queue_arn,

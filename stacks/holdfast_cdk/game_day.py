@@ -176,7 +176,7 @@ class GameDay(Construct):
                 Acknowledgment(
                     id="CloudFormation-Validate::E1022",
                     reason="Fn::Join over Fn::GetAZs is documented as supported (Fn::Join, 'Supported functions'); "
-                    "the rule's false positive is cfn-lint issue 4674, fixed by its PR 4677.",
+                    "the rule's false positive is https://github.com/aws-cloudformation/cfn-lint/issues/4674, fixed by https://github.com/aws-cloudformation/cfn-lint/pull/4677.",
                 )
             )
         self.template_id = self.template.ref

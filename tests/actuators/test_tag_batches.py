@@ -75,7 +75,7 @@ def test_a_batch_that_fails_is_written_one_by_one_and_only_the_failing_group_fai
     report = walks.engage_all(clients, Settings(), ledger_table, kinds=("asg",))
     actions = {o.arn.rsplit("/", 1)[-1]: o.action for o in report.outcomes}
     assert actions == {"g0": ENGAGED, "g1": ENGAGED, "g2": ENGAGED, "g3": FAILED, "g4": ENGAGED}
-    # g3 was never changed: no record on it, so no suspend (invariant 1).
+    # g3 was never changed: no record on it, so no suspend (write-ahead).
     assert not [p for op, p in calls.seen if op == "SuspendProcesses" and p["AutoScalingGroupName"] == "g3"]
     assert describe_asg(clients, "g3")["SuspendedProcesses"] == []
     assert calls.count()["CreateOrUpdateTags"] == 1 + 5      # the batch, then each alone

@@ -1,4 +1,4 @@
-"""Benchmark (issue 12, item 5): the controller path, signal -> verdict -> ticks -> full
+"""Benchmark: the controller path, signal -> verdict -> ticks -> full
 posture, on the issue's fleet behind the throttling proxy.
 
     make bench                                   # every benchmark, the issue's fleet

@@ -96,7 +96,7 @@ def test_a_drill_on_the_embedded_endpoint_engages_recovers_and_restores_exactly(
     assert "**first failure → full posture** | **1 min" in md and "exact:" in md
 
     # A second drill on the same endpoint, during which an owner sets their own cap on a
-    # held mapping (invariant 2: kept). The drill names it as not back, and exits 1.
+    # held mapping (the owner's change is kept). The drill names it as not back, and exits 1.
     mapping = next(a for a in fleet.selected["esm"] if "ScalingConfig" not in before[a])
     changed = []
     original_inject = LocalDrill.inject

@@ -25,13 +25,13 @@ def cli(capsys, *argv):
 def test_pause_stops_every_write_from_the_next_tick_and_unpause_resumes(harness, capsys):
     h = harness
     h.script.set("impaired", h.clock.now())
-    code, doc = cli(capsys, "pause", "--reason", "game day")
+    code, doc = cli(capsys, "pause", "--reason", "game day", "--yes")
     assert code == 0 and doc["paused"] is True
     result = h.tick("A")
     assert result.actions == ["paused"] and h.engine.mutations == 0 and h.plan() is None
     code, doc = cli(capsys, "stage")
     assert code == 0 and doc["paused"] and doc["pause"]["reason"] == "game day"
-    assert cli(capsys, "unpause")[0] == 0
+    assert cli(capsys, "unpause", "--yes")[0] == 0
     h.tick("A")
     assert h.plan().stage == HOLD and h.engine.mutations > 0
 
@@ -41,7 +41,7 @@ def test_pause_mid_event_freezes_the_plan_and_the_resources(harness, capsys):
     h.script.set("impaired", h.clock.now())
     run_to(h, HOLD)
     recover(h)
-    cli(capsys, "pause")
+    cli(capsys, "pause", "--yes")
     before = (h.plan(), list(h.world.writes))
     for _ in range(30):
         h.minutes(1)
@@ -52,15 +52,15 @@ def test_pause_mid_event_freezes_the_plan_and_the_resources(harness, capsys):
 def test_advance_skips_the_hold_of_the_current_generation(harness, capsys, monkeypatch):
     h = harness
     monkeypatch.setattr("holdfast.cli.context.SystemClock", lambda: h.clock)
-    assert cli(capsys, "advance")[0] == 1          # nothing to advance in normal
+    assert cli(capsys, "advance", "--yes")[0] == 1          # nothing to advance in normal
     h.script.set("impaired", h.clock.now())
     run_to(h, HOLD)
     recover(h)
     h.tick("A")
     code, doc = cli(capsys, "stage")
     assert doc["stage"] == HOLD and any(g.startswith("hold:") for g in doc["next"]["gates"])
-    assert cli(capsys, "advance", "--generation", str(h.plan().generation + 1))[0] == 1   # stale view refused
-    code, doc = cli(capsys, "advance")
+    assert cli(capsys, "advance", "--generation", str(h.plan().generation + 1), "--yes")[0] == 1   # stale view refused
+    code, doc = cli(capsys, "advance", "--yes")
     assert code == 0 and doc["generation"] == 1
     h.tick("A")
     assert h.plan().stage == DRAIN and "hold skipped by operator" in h.plan().reasons[0]

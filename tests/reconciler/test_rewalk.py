@@ -1,4 +1,4 @@
-"""Issue 11, finding 8: kinds held in posture are walked again while the hold lasts.
+"""Kinds held in posture are walked again while the hold lasts.
 
 On moto with the real engine. A group created and opted in during a long hold (a
 blue/green deploy), a process an IaC apply resumed and a cap an IaC apply reset are all

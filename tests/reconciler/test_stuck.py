@@ -1,4 +1,4 @@
-"""Issue 11, finding 1: one resource that keeps failing no longer pins the whole plan.
+"""One resource that keeps failing no longer pins the whole plan.
 
 On moto with the real engine and actuators. A resource whose engage (or restore) fails on
 every walk is counted in the ledger across ticks (holdfast.ledger.failures); after

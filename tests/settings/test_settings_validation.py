@@ -83,6 +83,13 @@ RULES = {
     "drain restore after": ({"drain_restore_after_minutes": 1441}, "holdfast.drain_restore_after_minutes = 1441: must be an integer from 0 to 1440"),
     "drain alarm memory": ({"drain_remember_alarm_minutes": 1.5}, "holdfast.drain_remember_alarm_minutes = 1.5: must be an integer from 0 to 1440"),
     "drain pre-event window": ({"drain_pre_event_minutes": 4}, "holdfast.drain_pre_event_minutes = 4: must be an integer from 5 to 1440"),
+    "drain slow start": ({"drain_slow_start_factor": 1.0}, "holdfast.drain_slow_start_factor = 1.0: must be a number from 1.1 to 4"),
+    "drain duration warning": ({"drain_duration_warning_ratio": 1}, "holdfast.drain_duration_warning_ratio = 1: must be a number from 1.01 to 3"),
+    "drain duration critical": ({"drain_duration_critical_ratio": 9}, "holdfast.drain_duration_critical_ratio = 9: must be a number from 1.02 to 5"),
+    "drain timeout warning": ({"drain_timeout_warning_share": 0.99}, "holdfast.drain_timeout_warning_share = 0.99: must be a number from 0.1 to 0.95"),
+    "drain timeout critical": ({"drain_timeout_critical_share": 0.1}, "holdfast.drain_timeout_critical_share = 0.1: must be a number from 0.2 to 1"),
+    "drain failure share": ({"drain_failure_critical_share": 0}, "holdfast.drain_failure_critical_share = 0: must be a number from 0.01 to 1"),
+    "drain warning step back": ({"drain_warning_step_back": 0.6}, "holdfast.drain_warning_step_back = 0.6: must be a number from 0.01 to 0.5"),
     "replay attempts": ({"replay_max_attempts": 0}, "holdfast.replay_max_attempts = 0: must be an integer from 1 to 10"),
     "replay rate within SQS's maximum": (
         {"replay_messages_per_second": 501}, "holdfast.replay_messages_per_second = 501: must be an integer from 1 to 500"),

@@ -20,7 +20,7 @@ def test_the_asset_is_the_controllers_code_only(synthesized):
     for needed in ("holdfast/handlers/reconciler.py", "holdfast/handlers/detector.py", "holdfast/core/policy.py",
                    "holdfast/reconciler.py", "holdfast/engine.py",
                    # the readiness function and the checks it runs on a schedule (doctor runs them too)
-                   "holdfast/handlers/readiness.py", "holdfast/observation/readiness.py"):
+                   "holdfast/handlers/readiness.py", "holdfast/readiness.py"):
         assert needed in files
     shipped_tops = {f.split("/")[0] for f in files}
     assert shipped_tops == {"holdfast"}, shipped_tops          # no holdfast_demo, holdfast_fixtures

@@ -1,4 +1,4 @@
-"""The synthesized template has every resource of issue 2, with its key properties."""
+"""The synthesized template has every resource Holdfast deploys, with its key properties."""
 
 from __future__ import annotations
 

@@ -295,3 +295,28 @@ def test_holdfast_stage_shows_each_replay(clients, ledger_table, moves, clock, c
     assert (row["source"], row["kind"], row["status"], row["rate"], row["attempts"]) == (arn(sqs, dlq), rp.DLQ, rp.RUNNING, 4, 1)
     assert main(["stage"]) == 0
     assert "replay      1 source(s)" in capsys.readouterr().out
+
+
+def test_a_dlq_whose_owner_removed_the_opt_in_is_not_moved_while_the_tag_index_still_lists_it(
+        clients, ledger_table, moves, clock):
+    """The tagging index that finds the opted-in queues lags behind the queues' own tags:
+    the opt-in is confirmed with ListQueueTags just before a move."""
+    from holdfast_fixtures.moto_patches import lagging_tag_index
+    from tests.reconciler.fakes import Script
+
+    sqs = clients("sqs")
+    queue, dlq = pipe(sqs, n=8)
+    in_replay(clients, ledger_table)
+    script = Script(state="recovering", since=T0, last_successful_launch=T0)
+    with lagging_tag_index(clients("resourcegroupstaggingapi")):
+        assert arn(sqs, dlq) in stage.tagged_queues(clients)       # the index as it was
+        sqs.untag_queue(QueueUrl=dlq, TagKeys=["holdfast:replay"])   # the owner opts out
+        assert arn(sqs, dlq) in stage.tagged_queues(clients)       # the index has not caught up
+
+        result = tick(runtime(clients, ledger_table, clock), collect=script.collect)
+
+    assert [c for c in moves.calls if c[0] == "StartMessageMoveTask"] == []
+    assert depth(sqs, dlq) == 8 and depth(sqs, queue) == 0
+    [outcome] = [o for o in result.outcomes if o.kind == "replay"]
+    assert outcome.action == "replay-skipped" and "no longer tagged holdfast:replay=true" in outcome.changes["replay"]["why"]
+    assert record(clients, ledger_table, arn(sqs, dlq)).finished

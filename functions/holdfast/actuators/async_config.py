@@ -59,7 +59,7 @@ from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Resource
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError
 from holdfast.iam import uses
 from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
-from holdfast.actuators.selection import tagged
+from holdfast.actuators.selection import selected, tagged
 
 DEFAULT_MAX_AGE = 21600
 DEFAULT_MAX_RETRIES = 2
@@ -143,6 +143,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     spec = kinds.ASYNC
     service = "lambda"
     lambda_limited = True
+    restore_needs_tag = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -297,10 +298,15 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         function = split(arn)[0]
         name = function.split(":")[6] + (f":{qualifier}" if qualifier else "")
         ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags)}
-        resource = make_resource(self.kind, arn, name, current, record_tags, ref)
+        resource = make_resource(self.kind, arn, name, current, record_tags, ref, selected=selected(self.settings, tags))
         # The function's tags but this record's own two count toward its 50 (other qualifiers' records too).
         return replace(resource, tag_count=sum(1 for k in tags if not k.lower().startswith("aws:")
                                                and k not in (original, applied)))
+
+    def record_on_resource(self, resource: Resource) -> bool:
+        """The policy's restore statements name the unqualified record's tag: a version's or
+        an alias's record tag alone does not let a restore write without the selector."""
+        return ORIGINAL_KEY in (resource.ref.get("tag_keys") or ())
 
     # ---- the posture -----------------------------------------------------------------
 

@@ -185,9 +185,9 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
 
     def may_write(self, key: str, value: Any) -> list[Any]:
-        """The floor: an engagement writes it (issue 11, finding 4). The drain's controller
-        decides its caps as it goes; each new one grows the record before it is written
-        (TaggedActuator._raise)."""
+        """The floor: an engagement writes it, so it stays Holdfast's through the drain. The
+        drain's controller decides its caps as it goes; each moves the record before it is
+        written (TaggedActuator._raise, core.restore.advance)."""
         return [value, self.settings.esm_floor]
 
     @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli", "readonly", "readiness"))

@@ -26,7 +26,7 @@ from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.core.model import SKIPPED, Candidate, Outcome, Resource
 from holdfast.actuators.tagged import TaggedActuator, make_resource
-from holdfast.actuators.selection import tagged
+from holdfast.actuators.selection import selected, tagged
 
 PREFIX = "target_group_health."
 ATTRIBUTES = {
@@ -47,6 +47,7 @@ class NlbActuator(TaggedActuator):
     walk_batch = 60
     service = "elbv2"
     not_found = NOT_FOUND
+    restore_needs_tag = True
 
     @uses("elasticloadbalancing:DescribeTargetGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
@@ -148,7 +149,7 @@ class NlbActuator(TaggedActuator):
         values = {a["Key"]: a["Value"] for a in attributes}
         current = {key: values.get(name, default) for key, (name, default) in ATTRIBUTES.items()}
         return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], current, tags,
-                             confirmed=confirmed)
+                             confirmed=confirmed, selected=selected(self.settings, tags))
 
     def engaged_values(self) -> dict[str, str]:
         s = self.settings

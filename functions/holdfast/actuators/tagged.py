@@ -11,13 +11,14 @@ invariants depend on:
 
 engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
          The record is one record from both copies (core.restore.merge: a recorded
-         original is never replaced; the applied values only grow). Without room for
+         original is never replaced; an engage only adds applied values, a partial relax moves
+         them: restore.advance). Without room for
          the two record tags (50 tags per resource), or when the tag write answers the
          tag limit, the resource is engaged through the ledger record only; with
          neither a tag nor the ledger it is left unchanged (`skipped`): a change with no
-         record anywhere would break invariant 1. A record the tagging index shows but
-         the ledger cannot vouch for (no record there, or another one) is confirmed through
-         the service's own tag API (one read) before it is trusted: the index may still list
+         record anywhere would break write-ahead (the original recorded before any
+         change). A record the tagging index shows but the ledger cannot vouch for (no
+         record there, or another one) is confirmed through the service's own tag API (one read) before it is trusted: the index may still list
          a record a restore removed. When the index shows no record the tag is written
          anyway, as it would be.
 relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledger record
@@ -62,15 +63,16 @@ from holdfast.core.model import (
 )
 
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
-                  ref: Mapping[str, Any] | None = None, *, confirmed: bool = True) -> Resource:
+                  ref: Mapping[str, Any] | None = None, *, confirmed: bool = True, selected: bool | None = None) -> Resource:
     """A Resource whose record is decoded from its tags (a garbled tag counts as none).
-    `confirmed` False: the tags came from the Resource Groups Tagging API's index."""
+    `confirmed` False: the tags came from the Resource Groups Tagging API's index.
+    `selected`: whether the tags carry the selector (None: not told)."""
     try:
         found = read_record(tags)
     except TagError:
         found = None
     record = Record(kind, arn, *found) if found else None
-    return Resource(kind, arn, name, dict(current), record, dict(ref or {}), owner_tags(tags), confirmed)
+    return Resource(kind, arn, name, dict(current), record, dict(ref or {}), owner_tags(tags), confirmed, selected)
 
 
 def walk_key(candidate: Candidate) -> str:
@@ -117,6 +119,10 @@ class TaggedActuator(ABC):
     lambda_limited = False                        # writes pass the shared Lambda token bucket
     tag_batch: ClassVar[int] = 1                  # resources one record-tag call can carry
     walk_batch: ClassVar[int] = 0                 # resources engaged together (0: tag_batch)
+    # The reconciler's IAM policy allows this kind's restore writes only on a resource that
+    # carries the selector or Holdfast's record tag (policies/reconciler.json, the
+    # *WriteOnlyTagged and *RestoreRecorded statements); False: its writes need neither.
+    restore_needs_tag: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -211,6 +217,32 @@ class TaggedActuator(ABC):
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         ...
 
+    def record_on_resource(self, resource: Resource) -> bool:
+        """Whether the resource carries the record tag the policy's restore statements name."""
+        return resource.record is not None
+
+    def restorable(self, resource: Resource) -> bool:
+        """Whether the reconciler's IAM policy lets a restore write `resource`: its kind's
+        writes need no tag, or it carries the selector, or Holdfast's record tag."""
+        return not self.restore_needs_tag or resource.selected is not False or self.record_on_resource(resource)
+
+    def _keep_selector(self) -> str:
+        return (f"keep its selector tag {self.settings.selector_key}={self.settings.selector_value} until Holdfast "
+                "has restored it: with no record tag on it, the reconciler's IAM policy allows the restore only "
+                "while the selector is there")
+
+    def _unrestorable(self, resource: Resource) -> Outcome:
+        """A ledger-only record on a resource whose owner removed the selector: the restore's
+        writes would be denied (the policy needs the selector or the record tag), so none is
+        sent, and the outcome says how to finish it. The record stays."""
+        key, value = self.settings.selector_key, self.settings.selector_value
+        return Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
+            "why": (f"not restored: its record is in the ledger only (no record tag on it) and its selector tag {key} "
+                    "is gone, so the reconciler's IAM policy denies the restore's writes"),
+            "fix": (f"tag it {key}={value} again (the next tick restores it and removes nothing of the owner's), or run "
+                    f"`holdfast release {resource.arn}` with credentials that may write it"),
+        }})
+
     # ---- the shared walk -------------------------------------------------------------
 
     def plan(self, resource: Resource) -> Outcome:
@@ -237,7 +269,8 @@ class TaggedActuator(ABC):
     def confirm(self, resource: Resource) -> Resource:
         """`resource` with its record read from the service's own tag API."""
         tags = self.own_tags(resource)
-        again = make_resource(self.kind, resource.arn, resource.name, resource.current, tags, resource.ref)
+        again = make_resource(self.kind, resource.arn, resource.name, resource.current, tags, resource.ref,
+                              selected=resource.selected)
         return replace(again, current=resource.current, tag_count=max(again.tag_count, resource.tag_count))
 
     def engage(self, resource: Resource) -> Outcome:
@@ -257,7 +290,7 @@ class TaggedActuator(ABC):
                 changes = self.posture(resource.current)
                 owner_changed: dict[str, Any] = {}
                 if record is not None:
-                    # A value the owner changed while engaged is theirs (invariant 2): re-engaging,
+                    # A value the owner changed while engaged is theirs (kept, reported): re-engaging,
                     # like restoring, leaves it alone and reports it.
                     owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
                     changes = {k: v for k, v in changes.items() if k not in owner_changed}
@@ -286,13 +319,15 @@ class TaggedActuator(ABC):
                 if not tagged_ok and not outcome.ledger_written:
                     results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
                         "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
-                                "anywhere would lose its original (invariant 1)"),
+                                "anywhere would lose its original"),
                         "fix": "the next walk with the ledger answering engages it through the ledger record"}})
                     continue
                 outcome.recorded_in = (["tag"] if tagged_ok else []) + (["ledger"] if outcome.ledger_written else [])
                 if not tagged_ok:
                     outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
                                                "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+                    if self.restore_needs_tag:
+                        outcome.notes["record"]["keep"] = self._keep_selector()
                 self._write(resource, changes, restoring=False)
                 results[i] = outcome
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
@@ -402,6 +437,8 @@ class TaggedActuator(ABC):
             if not tagged:
                 outcome.notes["record"] = {"why": f"{why}: recorded in the ledger only",
                                            "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+                if self.restore_needs_tag:
+                    outcome.notes["record"]["keep"] = self._keep_selector()
         outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if self.ledger.cached(resource.arn) else [])
 
     def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
@@ -409,6 +446,8 @@ class TaggedActuator(ABC):
             resource, record = self.known(resource)
             if record is None:
                 return Outcome(self.kind, resource.arn, ALREADY)
+            if not self.restorable(resource):
+                return self._unrestorable(resource)
             if target is not None:
                 return self._raise(resource, record, target, guard)
             return self._restore(resource, record, guard)
@@ -435,6 +474,9 @@ class TaggedActuator(ABC):
                 resource, record = self.known(resource)
                 if record is None:
                     results[i] = Outcome(self.kind, resource.arn, ALREADY)
+                    continue
+                if not self.restorable(resource):
+                    results[i] = self._unrestorable(resource)
                     continue
                 resource = self.fresh(resource)
                 decisions = restore.decide(record.original, record.applied, resource.current)
@@ -503,18 +545,22 @@ class TaggedActuator(ABC):
         values = self.partial(record, resource.current, target)
         if not values:
             return Outcome(self.kind, resource.arn, ALREADY)
-        grown = Record(record.kind, record.arn, record.original, restore.grow_applied(record.applied, values))
+        # The values that can be Holdfast's once this write is made (restore.advance): the
+        # record stays as short as the tag however many times a drain moves the cap.
+        moved = Record(record.kind, record.arn, record.original,
+                       restore.advance(record.applied, resource.current, values, self.may_write))
         ledger = self.ledger.cached(resource.arn)
-        if ledger is None or not restore.covers(ledger, grown):
-            # The ledger's copy missing (engaged while it was unreachable) or short: a relax
+        if ledger is None or not restore.same(ledger, moved):
+            # The ledger's copy missing (engaged while it was unreachable) or another: a relax
             # has the ledger, so both copies hold the record before the write.
             guard()
-            self.ledger.put_original(grown, resource.name)
-        if not restore.covers(record, grown) and (resource.record is not None or not resource.confirmed):
-            # A value not yet recorded as Holdfast's (the steps changed since the engage):
-            # on the tag too before it is written (no room: the ledger's copy holds it).
+            self.ledger.put_original(moved, resource.name, advance=True)
+        on_tag = resource.record
+        if (on_tag is not None and not restore.same(on_tag, moved)) or \
+                (on_tag is None and not resource.confirmed and not restore.same(record, moved)):
+            # On the tag too before the write (no room for it: the ledger's copy holds it).
             guard()
-            self._write_tag(resource, grown)
+            self._write_tag(resource, moved)
         guard()
         self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))

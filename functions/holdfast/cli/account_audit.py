@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from holdfast.cli import audit_rules as rules
 from holdfast.actuators.scalable_target import ScalableTargetActuator
-from holdfast.core.kinds import BY_NAME, KINDS
+from holdfast.core.kinds import ALL, BY_NAME, KINDS
 from holdfast.iam import uses
 from holdfast.settings import Settings
 
@@ -192,7 +192,8 @@ def _add(result: AuditResult, finding: rules.Finding | None) -> None:
         result.findings.append(finding)
 
 
-# kind -> the reader that lists its resources and hands each to the kind's rule.
+# kind -> the reader that lists its resources and hands each to the kind's rule (the
+# function each Kind names as its audit_reader, holdfast.core.kinds).
 READERS: dict[str, Callable[[Any, Settings, AuditResult, Progress], None]] = {
-    "asg": _asgs, "esm": _mappings, "async": _functions, "nlb": _target_groups, "scalable-target": _scalable_targets,
+    k.name: globals()[k.audit_reader] for k in ALL
 }

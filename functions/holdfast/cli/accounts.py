@@ -512,3 +512,21 @@ def report(ctx: Context, args) -> int:
 
 
 register = register_report
+
+
+def fan_out(ctx, args, command: str, *, writes: bool = False) -> int | None:
+    """The --all-accounts form of `command`, or None for this account only. A writing
+    command asks once for the whole fan-out (or takes --yes), as it does for one account."""
+    if getattr(args, "all_accounts", False):
+        if writes and getattr(args, "dry_run", False):
+            raise UsageError(f"{command} --all-accounts has no --dry-run: `holdfast plan --all-accounts` and "
+                             f"`holdfast status --all-accounts` show each account without writing")
+        if writes:
+            from holdfast.cli.confirm import ask
+
+            ask(ctx, args, f"{command} --all-accounts", f"{command} in every selected account and region",
+                lambda: (f"{command}: every selected account and region", 1))
+        return run_all(ctx, args, command)
+    if used_without_all_accounts(args):
+        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
+    return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 
 from holdfast.aws import Clients, error_code, error_text
 from holdfast.iam import uses
@@ -21,6 +21,7 @@ from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
 from holdfast.runtime import Runtime, govern
 from holdfast.settings import CONTEXT_KEY, Settings
+from holdfast.cli.progress import Progress
 
 # Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
 # to SSM at <parameter prefix>/expired-queue-arn, the prefix being /holdfast/<stack name>
@@ -33,6 +34,28 @@ NO_QUEUE = "none"
 
 class UsageError(Exception):
     """Bad arguments or input the user can fix; exits 2."""
+
+
+class Unreachable(Exception):
+    """AWS did not answer at all (the endpoint is down, no network); exits 3."""
+
+
+# botocore's exceptions for "no answer came": the same cause whichever command meets it.
+CONNECTION_FAILURES = (ConnectionError, HTTPClientError)
+# Codes with which AWS refuses the caller rather than the request.
+CREDENTIAL_CODES = frozenset({
+    "UnrecognizedClientException", "InvalidClientTokenId", "InvalidSignatureException", "SignatureDoesNotMatch",
+    "ExpiredTokenException", "ExpiredToken", "AccessDeniedException", "AccessDenied",
+    "MissingAuthenticationTokenException", "AuthFailure", "UnauthorizedOperation",
+})
+
+
+def connection_failure(err: BaseException) -> bool:
+    return isinstance(err, CONNECTION_FAILURES)
+
+
+def credential_failure(err: BaseException) -> bool:
+    return isinstance(err, ClientError) and error_code(err) in CREDENTIAL_CODES
 
 
 def load_settings_file(path: str | None) -> Settings:
@@ -61,6 +84,15 @@ class Context:
     # Looked up when a Context is made, not at import, so redirected streams (tests) are honoured.
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    inp: TextIO = field(default_factory=lambda: sys.stdin)
+    # When stderr is not a terminal: a progress line at most this often (seconds).
+    progress_seconds: float = 30.0
+    _progress: "Progress | None" = None
+    # API calls that got an answer (any HTTP response, errors included), and calls that
+    # failed for want of a connection: none of the first and some of the second is "AWS
+    # did not answer", whatever the command made of it (exit 3).
+    answered: int = 0
+    unreached: int = 0
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":
@@ -77,9 +109,46 @@ class Context:
             clock=SystemClock(),
             controller_id=f"cli:{operator_name()}",
         )
-        if _budgeted(getattr(args, "rate_budget", "auto"), args.endpoint_url):
+        endpoint_url = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+        if _budgeted(getattr(args, "rate_budget", "auto"), endpoint_url):
             govern(clients, settings, table=runtime.table, member=runtime.controller_id)
-        return cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None))
+        ctx = cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None),
+                  progress_seconds=getattr(args, "progress_seconds", 30.0))
+        clients.on_client(ctx._count_answers)
+        return ctx
+
+    def _count_answers(self, service: str, client) -> None:
+        # Counts, not exact under threads: only "none at all" is read from them.
+        def answered(**_):
+            self.answered += 1
+
+        def failed(exception=None, **_):
+            if exception is not None and connection_failure(exception):
+                self.unreached += 1
+
+        client.meta.events.register("after-call", answered)
+        client.meta.events.register("after-call-error", failed)
+
+    def unanswered(self) -> bool:
+        """Calls failed for want of a connection, and not one got an answer."""
+        return self.unreached > 0 and self.answered == 0
+
+    def where(self) -> str:
+        """Where the requests went, for "did not answer" messages."""
+        url = self.endpoint_url()
+        return f"AWS did not answer at {url or 'its endpoints'} ({self.clients.region})"
+
+    def endpoint_url(self) -> str | None:
+        """The endpoint the requests go to (--endpoint-url, AWS_ENDPOINT_URL or the
+        profile's), None for AWS's own."""
+        url = self.clients("dynamodb").meta.endpoint_url
+        host = urlparse(url).hostname or ""
+        return None if host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws")) else url
+
+    def local(self) -> bool:
+        """Requests go to a loopback endpoint (a local moto, `make serve`): nothing there is real."""
+        url = self.endpoint_url()
+        return url is not None and is_loopback(url)
 
     def use_expired_queue(self) -> tuple[str | None, str]:
         """Find the expired-events queue (for the commands that engage), put it in the
@@ -106,7 +175,11 @@ class Context:
     # ---- output --------------------------------------------------------------------
 
     def emit(self, document: Any, text: str | None = None) -> None:
-        """Print the JSON document with --json, else the readable text."""
+        """Print the JSON document with --json, else the readable text. When AWS answered
+        none of the command's calls, that is the outcome: Unreachable (exit 3, its own
+        JSON error document), not a document of failures."""
+        if self.unanswered():
+            raise Unreachable(self.where())
         if self.json:
             json.dump(document, self.out, indent=2, sort_keys=False, default=str)
             self.out.write("\n")
@@ -114,10 +187,17 @@ class Context:
             self.out.write(text if text.endswith("\n") else text + "\n")
 
     def progress(self, message: str) -> None:
-        """Progress for humans, on stderr, never mixed into the JSON document."""
-        if not self.json and self.err.isatty():
-            self.err.write(f"\r{message}\033[K")
-            self.err.flush()
+        """Progress for humans, on stderr, never mixed into the JSON document: on a
+        terminal one line rewritten in place; otherwise (CI, SSM Run Command) a line at
+        most every `progress_seconds`, with an estimate of the time left."""
+        if self.err.isatty():
+            if not self.json:
+                self.err.write(f"\r{message}\033[K")
+                self.err.flush()
+            return
+        if self._progress is None:
+            self._progress = Progress(self.err, self.progress_seconds, SystemClock())
+        self._progress.step(message)
 
     def warn(self, message: str) -> None:
         self.err.write(f"holdfast: {message}\n")
@@ -181,9 +261,13 @@ def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None
     return None, "no expired-events queue found: " + "; ".join(notes)
 
 
+def is_loopback(url: str) -> bool:
+    host = (urlparse(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def _budgeted(choice: str, endpoint_url: str | None) -> bool:
     """AWS's quotas are AWS's: against a loopback endpoint (a local moto) there are none to keep."""
     if choice != "auto":
         return choice == "on"
-    host = (urlparse(endpoint_url).hostname or "").lower() if endpoint_url else ""
-    return not (host in ("localhost", "::1") or host.startswith("127."))
+    return not (endpoint_url and is_loopback(endpoint_url))

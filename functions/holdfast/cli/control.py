@@ -33,33 +33,50 @@ from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
 from holdfast.cli.context import Context, UsageError, operator_name as _operator, table
 from holdfast.core import drain_control as dc
 from holdfast.core import errors, policy
+from holdfast.core.errors import LedgerUnavailable
 from holdfast.core import replay as rp
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import drain as ledger_drain
 from holdfast.ledger import plan as ledger_plan
 from holdfast.observation import observe
+from holdfast.ledger.resources import ResourceLedger
 from holdfast.stages.drain import current_records, hold_started
+from holdfast.cli.resources import held, held_text
+from holdfast.cli.confirm import add_write_options, ask
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick; "
+    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick (writes); "
                                      "with --all-accounts, in every account and region")
     p.add_argument("--reason", default="", help="why (shown by `stage` and in every tick's log line)")
+    add_write_options(p)
     accounts.add_arguments(p, "pause")
     p.set_defaults(func=pause)
-    p = sub.add_parser("unpause", help="clear the kill switch; with --all-accounts, in every account and region")
+    p = sub.add_parser("unpause", help="clear the kill switch (writes); with --all-accounts, in every account and region")
+    add_write_options(p)
     accounts.add_arguments(p, "unpause")
     p.set_defaults(func=unpause)
-    p = sub.add_parser("advance", help="skip the hold of the current stage")
+    p = sub.add_parser("advance", help="skip the hold of the current stage (writes)")
     p.add_argument("--generation", type=int, default=None, help="only if the plan is still this generation")
+    add_write_options(p)
     p.set_defaults(func=advance)
     p = sub.add_parser("stage", help="the plan, its generation, time in stage, and what gates the next stage")
     p.set_defaults(func=stage)
 
 
-def _set(ctx: Context, paused: bool, reason: str, clock=None) -> int:
+def _set(ctx: Context, paused: bool, reason: str, clock=None, args=None) -> int:
     now = (clock or ctx.runtime.clock).now()
     by = _operator()
+    command = "pause" if paused else "unpause"
+    said = (f"sets the kill switch in {ctx.ledger_table}: the reconciler takes no action from its next tick"
+            if paused else f"clears the kill switch in {ctx.ledger_table}: the reconciler acts again from its next tick")
+    if args is not None and args.dry_run:
+        ctx.emit({"command": command, "dry_run": True, "paused": paused, "by": by, "reason": reason},
+                 f"{command}: {said} (dry run: nothing written)")
+        return EXIT_OK
+    if args is not None:
+        ask(ctx, args, command, "set the kill switch" if paused else "clear the kill switch",
+            lambda: (f"{command}: {said}", 1))
     try:
         ledger_control.set_paused(ctx.clients("dynamodb"), ctx.ledger_table, paused, by=by, reason=reason, now=now)
     except errors.LedgerUnavailable as err:
@@ -70,22 +87,15 @@ def _set(ctx: Context, paused: bool, reason: str, clock=None) -> int:
     return EXIT_OK
 
 
-def _fan_out(ctx: Context, args, command: str) -> int | None:
-    if getattr(args, "all_accounts", False):
-        return accounts.run_all(ctx, args, command)
-    if accounts.used_without_all_accounts(args):
-        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
-    return None
-
 
 def pause(ctx: Context, args) -> int:
-    fanned = _fan_out(ctx, args, "pause")
-    return fanned if fanned is not None else _set(ctx, True, args.reason)
+    fanned = accounts.fan_out(ctx, args, "pause", writes=True)
+    return fanned if fanned is not None else _set(ctx, True, args.reason, args=args)
 
 
 def unpause(ctx: Context, args) -> int:
-    fanned = _fan_out(ctx, args, "unpause")
-    return fanned if fanned is not None else _set(ctx, False, "")
+    fanned = accounts.fan_out(ctx, args, "unpause", writes=True)
+    return fanned if fanned is not None else _set(ctx, False, "", args=args)
 
 
 def advance(ctx: Context, args, clock=None) -> int:
@@ -100,6 +110,13 @@ def advance(ctx: Context, args, clock=None) -> int:
         return EXIT_FAILED
     generation = args.generation if args.generation is not None else current.generation
     now = (clock or ctx.runtime.clock).now()
+    said = f"skips the hold of generation {generation} ({current.label})"
+    if getattr(args, "dry_run", False):
+        ctx.emit({"command": "advance", "dry_run": True, "generation": generation, "stage": current.label},
+                 f"advance: {said} (dry run: nothing written)")
+        return EXIT_OK
+    if hasattr(args, "yes"):
+        ask(ctx, args, "advance", "skip the current hold", lambda: (f"advance: {said}", 1))
     try:
         ledger_control.request_advance(dynamodb, ctx.ledger_table, generation, by=_operator(), now=now)
     except (errors.PlanConflict, errors.LedgerUnavailable, errors.Contention) as err:
@@ -142,6 +159,11 @@ def stage(ctx: Context, args, clock=None) -> int:
         "drain": [],
         "replay": [],
     }
+    try:
+        engaged = len(ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).records())
+    except LedgerUnavailable:
+        engaged = 0
+    doc["held"] = held(ctx, engaged)
     if current.stage != policy.NORMAL:
         try:
             doc["drain"] = drains(ctx, current, now)
@@ -157,6 +179,8 @@ def stage(ctx: Context, args, clock=None) -> int:
         f"paused      {'yes' if control.paused else 'no'}",
         f"next        {nxt['stage'] + ' (the next tick moves)' if nxt['would_change'] else 'stays'}",
     ] + [f"  gate      {g}" for g in nxt["gates"]]
+    if doc["held"]:
+        lines.append(f"held        {held_text(doc['held']).removeprefix('held by hand: ')}")
     lines += _drain_text(doc["drain"]) + _replay_text(doc["replay"])
     ctx.emit(doc, "\n".join(lines))
     return EXIT_OK

@@ -1,6 +1,6 @@
 """`holdfast doctor`: check in an account what a deploy and an event need, each with a fix.
 
-Read-only (holdfast.observation.readiness has the checks; the readiness function runs
+Read-only (holdfast.readiness has the checks; the readiness function runs
 them on a schedule too). With --json:
 {"command": "doctor", "ok": bool, "checks": [{"check", "ok", "detail", "fix"}]}.
 Exit 0 when every check passed, 1 when any did not (each is named with its fix).

@@ -113,6 +113,8 @@ CAPACITY_STATUS = (
 def register(sub) -> None:
     p = sub.add_parser("drill", help="rehearse a regional launch impairment end to end and write a drill report")
     p.add_argument("--yes", action="store_true", help="required outside a local endpoint: this injects real launch failures")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run every refusal check and show the fleet and the experiment; inject and start nothing")
     p.add_argument("--out", default="out", help="directory for drill-report.md and drill-report.json (default: out)")
     p.add_argument("--stack-name", default=None,
                    help="the Holdfast stack whose SSM parameters (/holdfast/<stack name>/...) name the FIS template and "
@@ -150,7 +152,7 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
     """`clock` and `sleep` drive the AWS path's polling (tests inject both)."""
     where = endpoint(ctx)
     local = where is not None and is_local(where)
-    if not local and not args.yes:
+    if not local and not args.yes and not args.dry_run:
         raise UsageError(
             f"a drill against {where or 'AWS'} ({ctx.clients.region}) injects real launch failures into the "
             "selected Auto Scaling groups through AWS FIS; run it again with --yes to go ahead"
@@ -168,6 +170,15 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
     fleet = preflight(runtime)
     template = None if local else check_template(ctx, _template_id(ctx, args, prefix))
     account = _account(ctx)
+    if args.dry_run:
+        what = (f"AWS FIS experiment from template {template['id']}" if template else
+                f"local injection for {args.duration_minutes or settings.game_day_duration_minutes} min (drill clock)")
+        ctx.emit({"command": "drill", "dry_run": True, "where": where or "AWS", "region": ctx.clients.region,
+                  "account": account, "mode": settings.mode, "settings_source": source,
+                  "fleet_summary": fleet.summary(), "experiment": what},
+                 f"drill (dry run) on {where or 'AWS'} ({ctx.clients.region}, account {account}, mode {settings.mode}): "
+                 f"every check passed; would run {what}\n  fleet: {fleet.summary()}\nnothing injected or started")
+        return EXIT_OK
     common = dict(ctx=ctx, runtime=runtime, fleet=fleet, source=source, account=account,
                   timeout=timedelta(minutes=args.timeout_minutes))
     if local:
@@ -418,13 +429,18 @@ class _Run:
         self.ended_at: datetime | None = None
         self.normal_at: datetime | None = None
         self.experiment: dict[str, Any] = {}
+        # Gates a stage passed with nothing to judge ("no evidence: ..."), by stage: marked
+        # in the report, not shown as a pass on evidence.
+        self.unproven: list[dict[str, Any]] = []
+        self.clock_name = "wall clock"
         self.wall_started = time.monotonic()
         self.started_at = datetime.now(timezone.utc)
 
     def say(self, at: datetime, stage: str, generation: int | None, note: str) -> None:
         self.timeline.append({"at": iso(at), "stage": stage, "generation": generation, "note": note})
         if not self.ctx.json:
-            self.ctx.err.write(f"drill {at:%H:%M:%S}  {stage:<13} gen {generation if generation is not None else '-':<4} {note}\n")
+            when = f"{at:%H:%M:%S}" + (" drill clock" if self.clock_name == "drill clock" else "")
+            self.ctx.err.write(f"drill {when}  {stage:<13} gen {generation if generation is not None else '-':<4} {note}\n")
             self.ctx.err.flush()
 
     def observe(self, plan: policy.Plan | None, now: datetime) -> None:
@@ -434,6 +450,10 @@ class _Run:
         if (plan.generation, plan.label) != self.seen:
             self.seen = (plan.generation, plan.label)
             self.say(now, plan.label, plan.generation, "; ".join(plan.reasons)[:300])
+            for reason in plan.reasons:
+                if "no evidence:" in reason:
+                    self.unproven.append({"stage": plan.label, "generation": plan.generation, "at": iso(now),
+                                          "evidence": reason.removeprefix("evidence: ")})
         if plan.stage == policy.HOLD and self.first_hold is None:
             self.first_hold = plan.generation
         if self.posture_at is None and full_posture(plan, self.settings):
@@ -472,6 +492,7 @@ class _Run:
             "finished_at": iso(datetime.now(timezone.utc)),
             "wall_seconds": round(time.monotonic() - self.wall_started, 1),
             "clock": {"name": clock_name, "note": clock_note},
+            "unproven_gates": self.unproven,
             "fleet_summary": self.fleet.summary(),
             "selected": self.fleet.before.count(),
             "groups": [{"name": g, "zones": list(z)} for g, z in self.fleet.groups],
@@ -597,6 +618,7 @@ class LocalDrill(_Run):
                 self.problems.append(f"{o.action} {o.kind} {o.arn}: {o.error}")
 
     def run(self) -> dict[str, Any]:
+        self.clock_name = "drill clock"
         clock = FakeClock(self.start_time())
         rt = self.runtime.but(clock=clock, controller_id=f"drill:{operator_name()}:{self.drill_id}")
         collect = partial(fresh_verdict, resolver=answering_resolver)

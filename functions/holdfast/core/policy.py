@@ -4,7 +4,7 @@ Pure: no boto3, no clock. `decide(verdict, plan, alarms, now, settings)` returns
 next plan and the reasons for it; the reconciler writes that plan (a new generation)
 only when it differs, and moves the resources toward `posture(plan, settings)`.
 
-Stages follow the recovery order (DESIGN.md, "Default recovery plan"):
+Stages follow the recovery order:
 
     normal -> hold -> drain -> replay -> fresh-work -> routing -> capacity -> normal
 
@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping
 
 from holdfast.core import gates as builtin
 from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE, ROUTING as ROUTING_EVIDENCE, DrainEvidence, Evidence
-from holdfast.core.kinds import KINDS, RELAXED_IN
+from holdfast.core.kinds import CONTROLLED, KINDS, RELAXED_IN
 
 NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
 REPLAY = "replay"
@@ -319,7 +319,7 @@ def _minutes(delta: timedelta) -> str:
     return f"{max(delta.total_seconds(), 0) / 60:.1f} min"
 
 
-# ---- the drain and the replay (issue 15) ------------------------------------------------
+# ---- the drain and the replay ----------------------------------------------------------
 #
 # Event source mappings are lifted by a feedback controller each (holdfast.core.drain_control),
 # not by a stage's hold. Their posture is CONTROL in hold and in drain: the reconciler
@@ -338,8 +338,8 @@ def _minutes(delta: timedelta) -> str:
 #   verdict and the gating alarms; no hold of its own: a replay is watched while it runs
 #   (cancelled when its downstream alarms), and a finished move leaves nothing relaxed.
 
-# Kinds relaxed in the drain are the controlled ones (today: SQS event source mappings).
-CONTROLLED = frozenset(kind for kind in KINDS if RELAXED_IN[kind] == DRAIN)
+# The controlled kinds (holdfast.core.kinds.CONTROLLED: a kind's `controlled` declaration,
+# today SQS event source mappings) are imported above.
 
 
 def starts_hold(plan: Plan) -> bool:

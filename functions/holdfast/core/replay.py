@@ -239,6 +239,13 @@ def started(a: Action, handle: str, now: datetime) -> Replay:
     return replace(a.replay, handle=handle, task_started=now)
 
 
+def opted_out(a: Action, why: str, now: datetime) -> Replay:
+    """The replay once a queue's own tags, read just before the start, show the opt-in
+    gone (the tagging index that listed it lags): it ends, nothing moved."""
+    return replace(a.replay, status=SKIPPED, reason=f"{why}; nothing replayed",
+                   history=a.replay.history + (f"{_stamp(now)} opted out",))
+
+
 def start_refused(a: Action, error: str, now: datetime, *, already_running: bool) -> Replay:
     """The replay once StartMessageMoveTask refused. A task already running (someone's, or
     ours from a crashed tick) is adopted next tick; any other refusal ends the replay."""

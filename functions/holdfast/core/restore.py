@@ -6,13 +6,20 @@
 | what Holdfast applied     | WRITE         | put the original back                        |
 | anything else             | KEEP_DRIFT    | the owner changed it while engaged: theirs   |
 
-`applied` for a key is the value Holdfast wrote, or a set (a list) of values it may
-have written. It only grows during an engagement (`grow`): at the first write-ahead it
-holds every value Holdfast may write to the key in this engagement (for a mapping, the
-floor and every cap step), and any later value is added before it is written. So a
-late or retried write of an older record, a crash between a tag write and the resource
-write, or two overlapping ticks can never make a value Holdfast wrote look like the
-owner's (which would then be kept for good and blamed on the owner).
+`applied` for a key is the value Holdfast wrote, or a set (a list) of values that may
+be Holdfast's on the resource now. An engage grows it (`grow`): the first write-ahead
+holds every value an engage may write to the key (for a mapping, the floor), and a
+re-engage only adds. A partial relax moves it (`advance`), before it writes: the set
+becomes the value on the resource now (Holdfast's: a relax never moves an owner's
+value), the value about to be written, and what an engage may write. So the set stays
+bounded however many caps a drain writes (it fits in a tag, and the tag's copy is as
+exact as the ledger's), while a crash between the record and the write, a late tag
+write from a controller whose plan moved on (it is guarded, and at most re-engages to
+the floor) or two ticks raising together can never make a value Holdfast wrote look
+like the owner's (which would then be kept for good and blamed on the owner). And an
+owner's value equal to one of the drain's earlier caps is the owner's: only the cap
+before the latest write is ambiguous (a crash may have left it), and it counts as
+Holdfast's.
 
 Two copies of a record exist, the tag on the resource and the ledger's; `merge` makes
 one from both: each original from the ledger's copy when it has the key (written once,
@@ -68,6 +75,24 @@ def grow_applied(applied: Mapping[str, Any], more: Mapping[str, Any]) -> dict[st
     for key, entry in more.items():
         out[key] = union(out[key], entry) if key in out else union(entry)
     return out
+
+
+def advance(applied: Mapping[str, Any], current: Mapping[str, Any], values: Mapping[str, Any],
+            may_write: Callable[[str, Any], Iterable[Any]]) -> dict[str, Any]:
+    """`applied` as a partial relax records it before writing `values`: per written key,
+    the value on the resource now if it is Holdfast's, the value to write, and every value
+    an engage may write to the key (`may_write`); the keys not written stay as they are."""
+    out = dict(applied)
+    for key, value in values.items():
+        now = current.get(key)
+        before = [now] if key in applied and _keys(now) <= _keys(applied[key]) else []
+        out[key] = union(before, value, list(may_write(key, value)))
+    return out
+
+
+def same(first: Record, second: Record) -> bool:
+    """Whether two records say the same: each covers the other."""
+    return covers(first, second) and covers(second, first)
 
 
 def _keys(entry: Any) -> set[tuple]:

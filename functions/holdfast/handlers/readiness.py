@@ -35,7 +35,7 @@ from holdfast.core.model import FAILED, SKIPPED
 from holdfast.handlers.shell import runtime_from_env
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import readiness as ledger_readiness
-from holdfast.observation import readiness
+from holdfast import readiness
 from holdfast.runtime import Runtime
 
 logger = Logger(service="holdfast-readiness")

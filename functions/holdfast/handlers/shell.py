@@ -1,7 +1,7 @@
 """The Lambda side of the Runtime: built once per container from the function's
 environment, never at import. The only place a controller reads its environment.
 
-Environment (set by stacks/constructs/controllers.py): HOLDFAST_SETTINGS,
+Environment (set by stacks/holdfast_cdk/constructs/controllers.py): HOLDFAST_SETTINGS,
 HOLDFAST_LEDGER_TABLE, HOLDFAST_TOPIC_ARN, HOLDFAST_EXPIRED_QUEUE_ARN, HOLDFAST_TICK_FUNCTION_ARN
 (the detector's only: the reconciler it starts a tick with), and the readiness function's
 own (handlers/readiness.py) (and AWS_REGION,

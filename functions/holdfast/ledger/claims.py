@@ -3,7 +3,7 @@
 Items: pk `PLAN`, sk `ENGAGE-WALK` and `TICK-TRIGGER` (TTL one day).
 
 - The engage walk (`take_engage_walk`): a tick that engages with the long engage budget
-  (holdfast.reconciler, issue 12) may walk for many minutes, while the schedule starts
+  (holdfast.reconciler) may walk for many minutes, while the schedule starts
   another tick every minute. Those later ticks would walk the same resources again from
   the same cursor (the walk is idempotent, so this is safe) and split the account's rate
   budgets with it (so it is slow: every extra walker is reads that protect nothing). So

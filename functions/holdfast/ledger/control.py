@@ -1,10 +1,13 @@
-"""Operator control: the kill switch, "skip the hold of generation g", and "engage now,
-from generation g".
+"""Operator control: the kill switch, "skip the hold of generation g", "engage now,
+from generation g", and who holds resources by hand.
 
-Items: pk `CONTROL`, sk `PAUSE` (never expires), `ADVANCE` and `ENGAGE` (TTL one day).
-Everything an operator writes is in this partition, so a role limited to it by
-dynamodb:LeadingKeys (HoldfastOperator, policies/operator.json) can steer Holdfast in an
-account without any permission on its resources: the reconciler acts on the request.
+Items: pk `CONTROL`, sk `PAUSE` (never expires), `ADVANCE` and `ENGAGE` (TTL one day) and
+`HELD` (who last engaged resources from the CLI, and when; removed by a complete
+`resume --now`). Everything an operator writes is in this partition, so a role limited to
+it by dynamodb:LeadingKeys (HoldfastOperator, policies/operator.json) can steer Holdfast in
+an account without any permission on its resources: the reconciler acts on the request.
+The resource records say what is engaged; `HELD` says by whom, for `status` and `stage`
+when no plan is in force.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import CURRENT, PLAN_PK, key, still_current
 
-CONTROL_PK, PAUSE, ADVANCE, ENGAGE = "CONTROL", "PAUSE", "ADVANCE", "ENGAGE"
+CONTROL_PK, PAUSE, ADVANCE, ENGAGE, HELD = "CONTROL", "PAUSE", "ADVANCE", "ENGAGE", "HELD"
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,9 @@ class Control:
     engage_generation: int | None = None   # engage from this plan generation (an operator's request)
     engage_by: str | None = None
     engage_reason: str | None = None
+    held_by: str | None = None       # who engaged resources by hand (the CLI), when
+    held_at: str | None = None
+    held_command: str | None = None
 
     def engage_requested(self, generation: int) -> str | None:
         """Why the plan of `generation` should go to hold now, or None: a request is for
@@ -59,7 +65,7 @@ def read_control(dynamodb, table: str) -> Control:
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot read the kill switch from {table}: {failure_kind(err)}") from err
     by_sk = {item[SK]["S"]: item for item in items}
-    pause, advance, engage = by_sk.get(PAUSE), by_sk.get(ADVANCE), by_sk.get(ENGAGE)
+    pause, advance, engage, held = by_sk.get(PAUSE), by_sk.get(ADVANCE), by_sk.get(ENGAGE), by_sk.get(HELD)
     text = lambda item, key: item[key]["S"] if item and key in item else None
     return Control(
         paused=bool(pause and pause.get("paused", {}).get("BOOL")),
@@ -70,7 +76,23 @@ def read_control(dynamodb, table: str) -> Control:
         engage_generation=int(engage["generation"]["N"]) if engage and "generation" in engage else None,
         engage_by=text(engage, "by"),
         engage_reason=text(engage, "reason"),
+        held_by=text(held, "by"),
+        held_at=text(held, "at"),
+        held_command=text(held, "command"),
     )
+
+
+@uses("dynamodb:PutItem", "dynamodb:DeleteItem", by=("cli",))
+def set_held(dynamodb, table: str, held: bool, *, by: str = "", command: str = "", now: datetime | None = None) -> None:
+    """Record who engaged resources by hand (held) or that a resume put everything back (not)."""
+    try:
+        if held:
+            item = {"by": {"S": by}, "command": {"S": command}, "at": {"S": now.isoformat() if now else "-"}}
+            dynamodb.put_item(TableName=table, Item={**key(CONTROL_PK, HELD), **item})
+        else:
+            dynamodb.delete_item(TableName=table, Key=key(CONTROL_PK, HELD))
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot record who holds resources by hand in {table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:PutItem", by=("cli", "operator"))

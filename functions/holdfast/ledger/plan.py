@@ -16,7 +16,7 @@ control (`control.py`), the last verdict (`verdict.py`); every condition comes f
 Rules:
 - A plan is written only as generation current+1, in one transaction with its history
   item (`write`). Nothing here deletes a plan: `CURRENT` is overwritten only by its
-  successor, history leaves by TTL (invariant 5).
+  successor, history leaves by TTL (nothing deletes the active plan).
 - Progress (`mark_done`, `set_cursor`) and notification (`mark_notified`) are
   conditional on the generation, so a stale controller cannot mark a newer plan's work
   done or move its cursor. A cursor is an attribute `cursor:<marker>` of CURRENT; `write`

@@ -15,7 +15,9 @@ that must know whether it saw every record (a relax walk) checks `available` aft
 A recorded original is never overwritten. `put_original` writes a record once
 (conditionally); when one is there already it grows it (a new key's original, more
 applied values: holdfast.core.restore.covers) and raises `Conflict` when the two name a
-different original for the same key: the ledger's stays, and the caller reports it.
+different original for the same key: the ledger's stays, and the caller reports it. A
+partial relax moves the applied values instead (`advance=True`, holdfast.core.restore.advance),
+the original still never replaced.
 
 One Query per run (an Engine is built per tick or command) answers `holds` and `cached`
 for every resource of the walk.
@@ -91,9 +93,11 @@ class ResourceLedger:
             self.error = self.error or f"{type(err).__name__}: {err}"
 
     @uses("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", by=("reconciler", "cli"))
-    def put_original(self, record: Record, name: str) -> bool:
+    def put_original(self, record: Record, name: str, *, advance: bool = False) -> bool:
         """Record an original, or grow the record already there. False when the ledger is
-        unreachable; raises Conflict when the ledger holds a different original for a key."""
+        unreachable; raises Conflict when the ledger holds a different original for a key.
+        `advance`: the applied values of `record`'s keys replace the ledger's (a partial
+        relax moving its record, holdfast.core.restore.advance) instead of joining them."""
         if not self.available:
             return False
         item = {
@@ -111,15 +115,15 @@ class ResourceLedger:
             if not condition_failed(err):
                 self._failed(err)
                 return False
-        return self._grow(record, name)
+        return self._grow(record, name, advance)
 
-    def _grow(self, record: Record, name: str) -> bool:
+    def _grow(self, record: Record, name: str, advance: bool = False) -> bool:
         for _ in range(GROW_ATTEMPTS):
             existing = self.get(record.arn)
             if existing is None:
                 if not self.available:
                     return False
-                return self.put_original(record, name)  # forgotten meanwhile: write it afresh
+                return self.put_original(record, name, advance=advance)  # forgotten meanwhile: write it afresh
             differ = restore.conflicts(existing.original, record.original)
             if differ:
                 self._remember(record.arn, existing)
@@ -128,10 +132,14 @@ class ResourceLedger:
                     + "; ".join(f"{k}: ledger {a!r}, this write {b!r}" for k, (a, b) in sorted(differ.items()))
                     + " (the ledger's is kept)"
                 )
-            if restore.covers(existing, record):
+            if restore.same(existing, record) if advance else restore.covers(existing, record):
                 self._remember(record.arn, existing)
                 return True
-            grown = restore.merge(record, existing)
+            if advance:
+                grown = Record(existing.kind, existing.arn, {**record.original, **existing.original},
+                               {**existing.applied, **record.applied})
+            else:
+                grown = restore.merge(record, existing)
             try:
                 self._db.update_item(
                     TableName=self.table,

@@ -118,7 +118,7 @@ class Observation:
 def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observation:
     """Control, plan, verdict and alarms. With `collect` (the tick), the verdict is fresh:
     collect(runtime, now, previous); a detection failure is the observation's
-    `verdict_error`, never an exception (invariant 8). Without it (`holdfast stage`),
+    `verdict_error`, never an exception (bad input never stops the controller). Without it (`holdfast stage`),
     the verdict is the last one recorded. Paused, the tick asks for no verdict.
     Raises LedgerUnavailable when the control or the plan cannot be read."""
     dynamodb = runtime.clients("dynamodb")
@@ -131,7 +131,7 @@ def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observ
         raw = ledger_verdict.read_verdict(dynamodb, runtime.table)
         previous = Verdict.from_dict(raw) if raw else None
         verdict = collect(runtime, now, previous) if collect is not None else previous
-    except Exception as err:  # detection failing must not stop the walk (invariant 8)
+    except Exception as err:  # detection failing must not stop the walk
         logger.exception("verdict unavailable: keeping the plan")
         return Observation(control, plan, item, None, verdict_error=str(err))
     alarms = gating_alarms(runtime.clients, runtime.settings.gating_alarms) if verdict is not None else {}

@@ -17,8 +17,11 @@ Per source: GetQueueUrl, GetQueueAttributes (visible messages), ListDeadLetterSo
 the live queues' consumers (the drain's records of this hold, and the settings by queue
 name). Then the pure decision, and:
 
-- START: the guard (a start adds load: it is relaxing, invariant 4), StartMessageMoveTask
-  with MaxNumberOfMessagesPerSecond, then the record. A crash between the two leaves a
+- START: the guard (a start adds load: it is relaxing, so it needs the current plan), the opt-in confirmed
+  on the queues' own tags (ListQueueTags on the source DLQ and each destination: the
+  tagging index that found them lags, and may still list a queue whose owner just removed
+  `holdfast:replay`; a queue without it ends the replay, reported, nothing moved), then
+  StartMessageMoveTask with MaxNumberOfMessagesPerSecond, then the record. A crash between the two leaves a
   task that ListMessageMoveTasks shows the next tick, which adopts it.
 - CANCEL: CancelMessageMoveTask (protective: no guard), then the record.
 Every record write is conditional on the plan generation (holdfast.ledger.drain).
@@ -144,6 +147,26 @@ def refused(err: Exception) -> bool:
         return False
     status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     return 400 <= status < 500 and status != 429 and "Throttl" not in (error_code(err) or "")
+
+
+@uses("sqs:GetQueueUrl", "sqs:ListQueueTags", by=("reconciler",))
+def not_opted_in(clients, arns) -> list[str]:
+    """Those of `arns` whose own tags (ListQueueTags, current where the tagging index lags)
+    lack holdfast:replay=true; a queue gone counts as lacking it."""
+    sqs = clients("sqs")
+    out = []
+    for arn in arns:
+        parts = arn.split(":")
+        try:
+            url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+            tags = sqs.list_queue_tags(QueueUrl=url).get("Tags") or {}
+        except ClientError as err:
+            if error_code(err) not in MISSING_QUEUE:
+                raise
+            tags = {}
+        if tags.get(TAG) != TAG_VALUE:
+            out.append(arn)
+    return out
 
 
 @uses("sqs:ListMessageMoveTasks", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", by=("reconciler",))
@@ -274,8 +297,14 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
         if action.action == rp.START:
             guard()
             try:
-                handle = start_move(clients, arn, new.destination_arn, action.rate)
-                new = rp.started(action, handle, now)
+                confirm = ([arn] if kind == rp.DLQ else []) + [lq for lq in live_by_source[arn] if lq]
+                lacking = not_opted_in(clients, confirm)
+                if lacking:
+                    new = rp.opted_out(action, f"{', '.join(lacking)} no longer tagged {TAG}={TAG_VALUE} (its own tags, "
+                                               "read just before the move; the tagging index still listed it)", now)
+                else:
+                    handle = start_move(clients, arn, new.destination_arn, action.rate)
+                    new = rp.started(action, handle, now)
             except (ClientError, BotoCoreError) as err:
                 code, text = error_code(err), error_text(err)
                 if code in FINAL_REFUSALS or ALREADY_RUNNING in text:

@@ -54,7 +54,7 @@ DETECTOR_TIMEOUT = Duration.seconds(30)
 READINESS_TIMEOUT = Duration.minutes(5)
 # Time after the tick's budget to write progress and log before Lambda kills it.
 RECONCILER_MARGIN_SECONDS = 30
-# An engaging tick keeps walking while it has engage work and Lambda time left (issue 12):
+# An engaging tick keeps walking while it has engage work and Lambda time left:
 # the handler gives it its remaining time less RECONCILER_MARGIN_SECONDS, so the timeout
 # is Lambda's maximum, 15 minutes. Relaxing ticks keep `tick_budget_seconds`; a tick with
 # nothing to engage ends as soon as it is done, so the long timeout costs nothing then.

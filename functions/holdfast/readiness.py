@@ -38,6 +38,9 @@ from typing import Any, Callable, Iterable, Mapping
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_code, error_text
+from holdfast import iam
+from holdfast.actuators import REGISTRY
+from holdfast.core.kinds import BY_NAME
 from holdfast.iam import uses
 
 # The layer the stack deploys with (holdfast_cdk.constructs.controllers; a test keeps the
@@ -94,42 +97,41 @@ def reconciler_role(clients, ledger_table: str) -> tuple[str | None, str]:
     return None, f"no function runs {RECONCILER_HANDLER} with ledger {ledger_table} in {clients.region}: not deployed here"
 
 
+# The write actions that change a resource's tags: evaluated with the keys they write.
+TAG_WRITES = frozenset({"TagResource", "UntagResource", "CreateOrUpdateTags", "DeleteTags", "AddTags", "RemoveTags"})
+READ_VERBS = ("Describe", "List", "Get")
+
+
+def kind_writes(kind: str) -> list[str]:
+    """The writes on the kind's own service its actuator declares (@uses on its methods
+    and its bases'): what engaging and restoring it call on the resource. (A write of
+    another service a call needs, such as ecs:UpdateService behind RegisterScalableTarget,
+    is on another resource: simulating it on this ARN would say nothing.)"""
+    service = BY_NAME[kind].service.name + ":"
+    actions: dict[str, None] = {}
+    for klass in REGISTRY[kind].__mro__:
+        prefix = f"{klass.__module__}.{klass.__qualname__}."
+        for site, declared in iam.SITES.items():
+            if site.startswith(prefix):
+                actions.update(dict.fromkeys(sorted(a for a in declared if a.startswith(service)
+                                                    and not a.split(":")[1].startswith(READ_VERBS))))
+    return list(actions)
+
+
 def kind_requests(kind: str, arn: str, settings) -> list[tuple[str, dict[str, Any]]]:
     """(action, request context) of every write engaging and restoring `kind` makes, on a
-    resource carrying the selector."""
+    resource carrying the selector: the actuator's declared writes, each in the context its
+    kind declares (holdfast.core.kinds: tag_condition_prefixes, write_context)."""
+    spec = BY_NAME[kind]
     key, value = settings.selector_key, settings.selector_value
-    tagged = {f"aws:ResourceTag/{key}": value}
-    tags = {**tagged, "aws:TagKeys": TAG_KEYS}
-    if kind == "asg":
-        tagged = {**tagged, f"autoscaling:ResourceTag/{key}": value}
-        tags = {**tagged, "aws:TagKeys": TAG_KEYS}
-        return [("autoscaling:SuspendProcesses", tagged), ("autoscaling:ResumeProcesses", tagged),
-                ("autoscaling:CreateOrUpdateTags", tags), ("autoscaling:DeleteTags", tags)]
-    if kind == "esm":
-        return [("lambda:UpdateEventSourceMapping", {}), ("lambda:TagResource", {"aws:TagKeys": TAG_KEYS}),
-                ("lambda:UntagResource", {"aws:TagKeys": TAG_KEYS})]
-    if kind == "async":
-        return [("lambda:PutFunctionEventInvokeConfig", tagged), ("lambda:UpdateFunctionEventInvokeConfig", tagged),
-                ("lambda:DeleteFunctionEventInvokeConfig", tagged), ("lambda:TagResource", tags),
-                ("lambda:UntagResource", tags)]
-    if kind == "nlb":
-        return [("elasticloadbalancing:ModifyTargetGroupAttributes", tagged), ("elasticloadbalancing:AddTags", tags),
-                ("elasticloadbalancing:RemoveTags", tags)]
-    if kind == "scalable-target":
-        return [("application-autoscaling:RegisterScalableTarget", {"application-autoscaling:service-namespace": "ecs"}),
-                ("application-autoscaling:TagResource", {"aws:TagKeys": TAG_KEYS}),
-                ("application-autoscaling:UntagResource", {"aws:TagKeys": TAG_KEYS})]
-    raise ValueError(f"unknown kind {kind}")
+    tagged = {f"{prefix}:ResourceTag/{key}": value for prefix in spec.tag_condition_prefixes}
+    return [(action, {**tagged, "aws:TagKeys": TAG_KEYS} if action.split(":")[1] in TAG_WRITES
+             else {**tagged, **dict(spec.write_context)})
+            for action in kind_writes(kind)]
 
 
 def sample_arn(kind: str, partition: str, region: str, account: str) -> str:
-    return {
-        "asg": f"arn:{partition}:autoscaling:{region}:{account}:autoScalingGroup:00000000-0000-0000-0000-000000000000:autoScalingGroupName/holdfast-doctor",
-        "esm": f"arn:{partition}:lambda:{region}:{account}:event-source-mapping:00000000-0000-0000-0000-000000000000",
-        "async": f"arn:{partition}:lambda:{region}:{account}:function:holdfast-doctor",
-        "nlb": f"arn:{partition}:elasticloadbalancing:{region}:{account}:targetgroup/holdfast-doctor/0000000000000000",
-        "scalable-target": f"arn:{partition}:application-autoscaling:{region}:{account}:scalable-target/0000000000000000",
-    }[kind]
+    return BY_NAME[kind].sample_arn.format(partition=partition, region=region, account=account)
 
 
 def _context_entries(context: Mapping[str, Any]) -> list[dict[str, Any]]:
