@@ -29,6 +29,10 @@ os.environ.update(
     POWERTOOLS_TRACE_DISABLED="true",
 )
 
+from holdfast_fixtures import fast_moto  # noqa: E402
+
+fast_moto.install()  # before moto is imported: one default AMI, one botocore loader per process
+
 from moto import mock_aws  # noqa: E402  (moto before any boto3 client)
 
 from holdfast.aws import Clients  # noqa: E402
@@ -81,3 +85,21 @@ def moto_server():
     server = MotoServer()
     yield server
     server.stop()
+
+
+# ---- running on several workers (pytest-xdist, `make test`) ---------------------------
+
+# The session fixtures of tests/stack/conftest.py: each synthesizes an app (seconds of CPU
+# in the jsii node process), once per worker that runs a test asking for it.
+SYNTH_FIXTURES = {"synthesized", "org_synthesized", "foreign", "game_day_synthesized"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Groups for `--dist loadgroup`: a test file runs whole on one worker, so its module
+    fixtures (the demo's replay, a module's fleet) are built once; the files that use a
+    synthesized app share one group, so each app is synthesized once. Without xdist the
+    mark does nothing."""
+    synth_files = {item.path for item in items if SYNTH_FIXTURES & set(item.fixturenames)}
+    for item in items:
+        group = "cdk-synth" if item.path in synth_files else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from holdfast.core.signals import PROBE_API_CALLS
+
 CONTEXT_KEY = "holdfast"
 ENV_VAR = "HOLDFAST_SETTINGS"
 
@@ -191,9 +193,10 @@ class Settings:
     drain_raise_fraction: float = field(
         default=0.125,
         metadata=_doc(
-            "The cap rises by this share of the drain's starting cap (the consumer's pre-event concurrency) per fresh "
-            "OK datapoint (0.01–1). 1/8: one raise can never carry latency from below a warning to past the SLO in "
-            "the recovery model, for any knee the drain can reach; 3/16 did for 3 knees in 41."
+            "After the slow start (the first warning or cut), the cap rises by this share of the drain's starting cap "
+            "(the consumer's pre-event concurrency) per datapoint at baseline measured at it (0.01–1); the slow start "
+            "raises by at least as much. 1/8: near a knee one raise does not carry latency from below a warning to "
+            "past the SLO in the recovery model."
         ),
     )
     drain_raise_share_of_cap: float = field(
@@ -797,7 +800,8 @@ _REMOVED = {
         "see the drain_* settings"),
 }
 
-PROBE_API_SERVICES = ("dynamodb", "ec2", "autoscaling", "lambda", "sqs")
+# The services an API probe can call (holdfast.core.signals.PROBE_API_CALLS).
+PROBE_API_SERVICES = tuple(PROBE_API_CALLS)
 
 _CHECKS = {
     "selector": _selector,

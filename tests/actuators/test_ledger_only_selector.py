@@ -54,9 +54,8 @@ def test_a_group_engaged_through_the_ledger_only_is_restored_once_its_selector_i
     make_asg(clients, "g1", tags=FULL)
 
     # engaged through the ledger only, with the selector there: the owner is told to keep it
-    [outcome] = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("asg",)).outcomes
-    assert outcome.action == ENGAGED and outcome.recorded_in == ["ledger"]
-    assert "keep its selector tag holdfast:protect=true" in outcome.notes["record"]["keep"]
+    [engaged] = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("asg",)).outcomes
+    assert engaged.action == ENGAGED and engaged.recorded_in == ["ledger"]
     assert suspended(clients, "g1") == ["AZRebalance", "ReplaceUnhealthy"]
 
     # the owner removes the selector anyway: no write the policy denies, a report of what finishes it
@@ -73,6 +72,7 @@ def test_a_group_engaged_through_the_ledger_only_is_restored_once_its_selector_i
     [outcome] = walks.relax_all(clients, SETTINGS, ledger_table, kinds=("asg",)).outcomes
     assert outcome.action == RESTORED and suspended(clients, "g1") == []
     assert iam.denied == []
+    assert "keep its selector tag holdfast:protect=true" in engaged.notes["record"]["keep"]
 
 
 def test_a_functions_config_engaged_through_the_ledger_only_is_never_written_without_its_selector(clients, ledger_table, iam):
@@ -81,9 +81,8 @@ def test_a_functions_config_engaged_through_the_ledger_only_is_never_written_wit
     lam.put_function_event_invoke_config(FunctionName="f", MaximumRetryAttempts=2, MaximumEventAgeInSeconds=7200)
     options = {"kinds": ("async",), "expired_queue_arn": QUEUE}
 
-    [outcome] = walks.engage_all(clients, SETTINGS, ledger_table, **options).outcomes
-    assert outcome.action == ENGAGED and outcome.recorded_in == ["ledger"]
-    assert "keep its selector tag" in outcome.notes["record"]["keep"]
+    [engaged] = walks.engage_all(clients, SETTINGS, ledger_table, **options).outcomes
+    assert engaged.action == ENGAGED and engaged.recorded_in == ["ledger"]
 
     lam.untag_resource(Resource=arn, TagKeys=["holdfast:protect"])
     [outcome] = walks.relax_all(clients, SETTINGS, ledger_table, **options).outcomes
@@ -95,6 +94,7 @@ def test_a_functions_config_engaged_through_the_ledger_only_is_never_written_wit
     config = lam.get_function_event_invoke_config(FunctionName="f")
     assert outcome.action == RESTORED and iam.denied == []
     assert (config["MaximumRetryAttempts"], config["MaximumEventAgeInSeconds"]) == (2, 7200)
+    assert "keep its selector tag" in engaged.notes["record"]["keep"]
 
 
 def test_the_enforced_policy_denies_a_restore_write_without_the_selector_or_the_record_tag(clients, ledger_table, iam):

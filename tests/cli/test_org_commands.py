@@ -98,7 +98,7 @@ def _cells(doc) -> dict[tuple[str, str], dict]:
 
 def test_pause_and_unpause_write_the_kill_switch_through_the_operator_role_everywhere(org, capsys):
     both = ["-a", org.a, "-a", org.b, "-r", REGION, "-r", OTHER]
-    code, doc = run(capsys, "pause", "--all-accounts", *both, "--reason", "org drill")
+    code, doc = run(capsys, "pause", "--all-accounts", "--yes", *both, "--reason", "org drill")
 
     assert code == 0 and doc["role_name"] == "HoldfastOperator" and doc["errors"] == 0
     assert set(_cells(doc)) == {(a, r) for a in (org.a, org.b) for r in REGIONS}
@@ -108,13 +108,22 @@ def test_pause_and_unpause_write_the_kill_switch_through_the_operator_role_every
             assert (control.paused, control.reason) == (True, "org drill")
     assert doc["api_calls_by_operation"]["sts:AssumeRole"] == 2          # once per account, not per region
 
-    code, doc = run(capsys, "unpause", "--all-accounts", *both)
+    code, doc = run(capsys, "unpause", "--all-accounts", "--yes", *both)
     assert code == 0 and not any(org.control(a, r).paused for a in (org.a, org.b) for r in REGIONS)
+
+
+def test_a_write_everywhere_without_yes_and_no_terminal_refuses_before_any_account(org, capsys):
+    for command in ("pause", "unpause", "engage"):
+        code, doc = run(capsys, command, "--all-accounts", "-a", org.a, "-r", REGION)
+        assert code == 2 and doc["error"]["cause"] == "usage" and "--yes" in doc["error"]["message"], command
+    code, doc = run(capsys, "pause", "--all-accounts", "--dry-run", "-a", org.a, "-r", REGION)
+    assert code == 2 and "plan --all-accounts" in doc["error"]["message"]
+    assert not org.control(org.a, REGION).paused
 
 
 def test_a_missing_operator_role_is_a_row_with_its_error_and_the_others_still_pause(org, capsys):
     org.inside[org.b, REGION]("iam").delete_role(RoleName=accounts.OPERATOR_ROLE)
-    code, doc = run(capsys, "pause", "--all-accounts", "-a", f"{org.a},{org.b}", "-r", REGION)
+    code, doc = run(capsys, "pause", "--all-accounts", "--yes", "-a", f"{org.a},{org.b}", "-r", REGION)
 
     assert code == 1
     cells = _cells(doc)
@@ -142,7 +151,7 @@ def test_a_subset_that_selects_no_account_is_a_usage_error(org, capsys):
 
 
 def test_engage_writes_only_the_request_and_leaves_the_resources_to_the_reconciler(org, capsys):
-    code, doc = run(capsys, "engage", "--all-accounts", "-a", org.a, "-r", REGION, "--reason", "us-east-1 launches failing")
+    code, doc = run(capsys, "engage", "--all-accounts", "--yes", "-a", org.a, "-r", REGION, "--reason", "us-east-1 launches failing")
 
     assert code == 0 and doc["role_name"] == "HoldfastOperator"
     (row,) = doc["rows"]

@@ -160,7 +160,7 @@ class FakeEngine:
             if r.kind not in kinds or arn in skip:
                 continue
             if deadline and deadline():
-                report.complete = False
+                report.complete, report.unfinished = False, set(kinds)
                 break
             with w.lock:
                 posture = w.engaged_value(r.kind, r.value)
@@ -196,7 +196,7 @@ class FakeEngine:
             if r.kind not in kinds or r.record is None:
                 continue
             if deadline and deadline():
-                report.complete = False
+                report.complete, report.unfinished = False, set(kinds)
                 break
             target = target_for(arn) if target_for else None
             if target == LEAVE:
@@ -260,6 +260,9 @@ class _Report:
     complete: bool = True
     refused: str | None = None
     cursor: dict[str, str | None] = field(default_factory=dict)   # this fake never resumes
+    seen: dict[str, set[str]] = field(default_factory=dict)         # nor skips what a walk saw
+    unfinished: set[str] = field(default_factory=set)               # the deadline cut every kind it walked
+    refused_kinds: set[str] = field(default_factory=set)
 
     @property
     def failed(self):
@@ -334,12 +337,14 @@ class _Bound:
 
     def __init__(self, fake: FakeEngine, clients, deadline):
         self.fake, self.clients, self.deadline = fake, clients, deadline
+        self.actuators = dict.fromkeys(KINDS)   # the kinds this engine serves
 
-    def engage(self, *, kinds=KINDS, dry_run=False, after=None, skip=frozenset(), **_):
+    def engage(self, *, kinds=KINDS, dry_run=False, after=None, stuck=(), seen=None, skip=frozenset(),
+               each_kind=False):
         return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline,
                                     skip=skip)
 
-    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard, **_):
+    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard, only=None):
         return self.fake.relax_all(self.clients, None, None, kinds=kinds or KINDS, target_for=target_for, guard=guard,
                                    deadline=self.deadline)
 

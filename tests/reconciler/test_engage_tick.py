@@ -70,6 +70,7 @@ class CutEngine:
     def __init__(self, cut: str, at: str):
         self.cut, self.at = cut, at
         self.calls: list[dict] = []
+        self.actuators = dict.fromkeys(KINDS)
 
     def __call__(self, runtime, deadline):
         return self

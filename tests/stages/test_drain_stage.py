@@ -290,3 +290,19 @@ def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledge
     assert main(["stage"]) == 0
     text = capsys.readouterr().out
     assert "drain       1 mapping(s): 1 raise" in text and "consumer<-orders" in text and "forecast min (at start)" in text
+
+
+def test_batch_item_failures_keep_the_mapping_at_the_floor_though_errors_are_zero(clients, ledger_table, consumer):
+    """ReportBatchItemFailures: every message received, none deleted, Errors 0 and the
+    downstream alarm OK. The consumer's own failure share says the dependency is not back."""
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=0, received=1200, errors=0, latency=0.1)
+    c.at(3)
+    d, _ = c.drain(mapping)
+    assert (d.last.action, c.cap(mapping)) == (dc.WAIT, 2)
+    assert any("100.0% of 1,200 messages received not deleted" in r for r in d.last.reasons), d.last.reasons
+    cloud.put(minute(1), age=660, visible=12_500, sent=1200, deleted=1200, errors=0, latency=0.1)   # back
+    c.at(4)
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.START, 18)

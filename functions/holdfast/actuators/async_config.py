@@ -55,7 +55,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import destination_refused, error_text
 from holdfast.core import kinds
-from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Resource
+from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError
 from holdfast.iam import uses
 from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
@@ -112,6 +112,13 @@ def _request(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _stamp(value: Any) -> float | None:
+    """A config's LastModified as a number (botocore gives a datetime)."""
+    if value is None:
+        return None
+    return float(value.timestamp()) if hasattr(value, "timestamp") else float(value)
+
+
 def grant(role_arn: str, queue_arn: str, kms_key: str | None) -> dict[str, Any]:
     """What lets a function's execution role deliver expired events to `queue_arn`: the
     policy statements, and the AWS CLI command that attaches them as an inline policy.
@@ -150,6 +157,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         self._lock = threading.Lock()
         self._held: dict[str, dict[str, Any]] = {}     # arn -> why a destination was not attached
         self._kms: tuple[str | None] | None = None      # the expired-events queue's KMS key, once read
+        self._modified: dict[str, float | None] = {}    # arn -> the config's LastModified after Holdfast's write
 
     # ---- discovery -------------------------------------------------------------------
 
@@ -297,11 +305,43 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         record_tags = self._record_tags(tags, qualifier)
         function = split(arn)[0]
         name = function.split(":")[6] + (f":{qualifier}" if qualifier else "")
-        ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags)}
+        ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags),
+               "modified": _stamp((config or {}).get("LastModified"))}
         resource = make_resource(self.kind, arn, name, current, record_tags, ref, selected=selected(self.settings, tags))
         # The function's tags but this record's own two count toward its 50 (other qualifiers' records too).
         return replace(resource, tag_count=sum(1 for k in tags if not k.lower().startswith("aws:")
                                                and k not in (original, applied)))
+
+    # ---- a function recreated under its name -----------------------------------------
+
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """The config's LastModified as Holdfast's write left it, and whether the record is
+        on the function's tags: a function's ARN is its name, so one deleted and recreated is
+        another resource at the same ARN, and Lambda names no creation id to tell them apart."""
+        with self._lock:
+            if resource.arn not in self._modified:
+                return None
+            return {"tagged": tagged, "modified": self._modified.pop(resource.arn)}
+
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """Whether the ledger's record is of a function since deleted and created again.
+
+        Deleting a function deletes its tags, versions, aliases and async configs. So when
+        the record says its tag was written, the function's own tags (ListTags) show no
+        record for this qualifier, and the config is not the one Holdfast's last write left
+        (another LastModified, or none), the record is of a function gone: retired, and this
+        one engaged afresh, never restored to a stranger's values. A tag an IaC apply
+        stripped from the same function leaves the config as Holdfast wrote it: the record
+        holds, and its tag is written again. Two limits: a record that was never on a tag
+        (a function with no room for it) cannot be told from a recreated one, so it holds;
+        and a function whose owner both rewrote its config and had the tag stripped reads
+        as recreated, so its config as the owner left it becomes the original."""
+        identity = ledger.identity or {}
+        if not identity.get("tagged") or resource.record is not None or identity.get("modified") == resource.ref.get("modified"):
+            return None
+        if not resource.confirmed:
+            resource = self.confirm(resource)   # the index may not show a tag yet; the function's own tags do
+        return resource if resource.record is None else None
 
     def record_on_resource(self, resource: Resource) -> bool:
         """The policy's restore statements name the unqualified record's tag: a version's or
@@ -397,14 +437,18 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             where["Qualifier"] = resource.ref["qualifier"]
         if not target["config"] and not whole:
             self._call("delete_function_event_invoke_config", **where)
-        elif restoring or not current["config"]:
-            self._call("put_function_event_invoke_config", **where, **whole)
+            return
+        if restoring or not current["config"]:
+            answer = self._call("put_function_event_invoke_config", **where, **whole)
         else:
             changed = _request(values)
             if "on_failure" in values:
                 # DestinationConfig is one member: name both destinations so OnSuccess stays.
                 changed["DestinationConfig"] = whole["DestinationConfig"]
-            self._call("update_function_event_invoke_config", **where, **changed)
+            answer = self._call("update_function_event_invoke_config", **where, **changed)
+        if not restoring:
+            with self._lock:
+                self._modified[resource.arn] = _stamp((answer or {}).get("LastModified"))
 
     @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli", "readonly", "readiness"))
     def _grant(self, resource: Resource) -> dict[str, Any]:

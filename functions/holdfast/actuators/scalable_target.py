@@ -37,7 +37,7 @@ from botocore.exceptions import ClientError
 
 from holdfast.core import kinds
 from holdfast.core.errors import Vanished
-from holdfast.core.model import SKIPPED, Candidate, Guard, Outcome, Resource
+from holdfast.core.model import SKIPPED, Candidate, Guard, Outcome, Record, Resource
 from holdfast.iam import uses
 from holdfast.actuators.tagged import TaggedActuator, make_resource
 from holdfast.actuators.selection import selected, tagged
@@ -107,8 +107,24 @@ class ScalableTargetActuator(TaggedActuator):
         state = target.get("SuspendedState") or {}
         ref = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
         bounds = {"min": target.get("MinCapacity"), "max": target.get("MaxCapacity")}
+        created = target.get("CreationTime")
+        created = created.timestamp() if hasattr(created, "timestamp") else created
         return make_resource(self.kind, target["ScalableTargetARN"], target["ResourceId"],
-                             {f: bool(state.get(f, False)) for f in FLAGS}, tags, {**ref, "bounds": bounds})
+                             {f: bool(state.get(f, False)) for f in FLAGS}, tags,
+                             {**ref, "bounds": bounds, "created": created})
+
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """The target's CreationTime ("The Unix timestamp for when the scalable target was
+        created", DescribeScalableTargets): a target deregistered and registered again
+        (its service deleted and recreated under its name, say) is a new target."""
+        created = resource.ref.get("created")
+        return None if created is None else {"created": created}
+
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """A target created since the record was written, at the same ARN: another target.
+        (Holdfast's own RegisterScalableTarget updates a target; its CreationTime stays.)"""
+        recorded, now = (ledger.identity or {}).get("created"), resource.ref.get("created")
+        return resource if recorded is not None and now is not None and recorded != now else None
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         return {} if current.get(KEY) else {KEY: True}

@@ -30,6 +30,7 @@ relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledg
 from __future__ import annotations
 
 import hashlib
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, ClassVar, Mapping
@@ -92,10 +93,7 @@ def changed_since_walked(act: "TaggedActuator", candidate: Candidate, keys: set[
     record = ledger.cached(candidate.arn)
     current = act.listed_current(candidate)
     if current is not None:
-        changes = act.posture(current)
-        if record is not None:
-            drift = restore.drift(restore.decide(record.original, record.applied, current))
-            changes = {k: v for k, v in changes.items() if k not in drift}
+        changes, _ = restore.without_drift(act.posture(current), record, current)
         if changes:
             return True
     tags = act.listed_tags(candidate)
@@ -136,6 +134,8 @@ class TaggedActuator(ABC):
         self.ledger = ledger
         self.lambda_bucket = lambda_bucket
         self.expired_queue_arn = expired_queue_arn
+        self._retired_lock = threading.Lock()
+        self._retired: dict[str, Record] = {}   # arn -> the ledger's record of a resource since recreated there
 
     # ---- hooks a kind provides -------------------------------------------------------
 
@@ -217,6 +217,29 @@ class TaggedActuator(ABC):
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         ...
 
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """What tells this resource from a later one at its ARN, once an engage wrote it
+        (`tagged`: the record is on its tag too), for the ledger's copy; None by default:
+        kinds whose ARN carries a unique id need nothing."""
+        return None
+
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """`resource` (its tags confirmed, where that took a read) when it is another resource
+        than the one the ledger's record `ledger` was written for, created at the same ARN
+        since; None when it is the same one, or this kind cannot tell (by default: kinds
+        whose ARN carries a unique id)."""
+        return None
+
+    def _note_retired(self, outcome: Outcome) -> Outcome:
+        with self._retired_lock:
+            retired = self._retired.pop(outcome.arn, None)
+        if retired is not None:
+            outcome.notes["recreated"] = {
+                "why": (f"deleted and created again at this ARN since Holdfast engaged it: the record of the one before is "
+                        "retired, never restored onto this one, which is engaged as any other"),
+                "retired": {"original": dict(retired.original), "applied": dict(retired.applied)}}
+        return outcome
+
     def record_on_resource(self, resource: Resource) -> bool:
         """Whether the resource carries the record tag the policy's restore statements name."""
         return resource.record is not None
@@ -257,6 +280,15 @@ class TaggedActuator(ABC):
         (no record there, or another original), is confirmed through the service's own
         tag API first: the index may still list a record a restore removed."""
         ledger = self.ledger.cached(resource.arn)
+        if ledger is not None:
+            other = self.recreated(resource, ledger)
+            if other is not None:
+                # The record is of a resource gone from this ARN: retired (reported with its
+                # values by the outcome), and this one is engaged, or left, as unrecorded.
+                self.ledger.forget(resource.arn)
+                with self._retired_lock:
+                    self._retired[resource.arn] = ledger
+                return replace(other, record=None), None
         tag = resource.record
         vouched = ledger is not None and tag is not None and set(tag.original) <= set(ledger.original) \
             and not restore.conflicts(ledger.original, tag.original)
@@ -287,13 +319,10 @@ class TaggedActuator(ABC):
             outcome = None
             try:
                 resource, record = self.known(resource)
-                changes = self.posture(resource.current)
-                owner_changed: dict[str, Any] = {}
-                if record is not None:
-                    # A value the owner changed while engaged is theirs (kept, reported): re-engaging,
-                    # like restoring, leaves it alone and reports it.
-                    owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
-                    changes = {k: v for k, v in changes.items() if k not in owner_changed}
+                # A value the owner changed while engaged is theirs (kept, reported): re-engaging,
+                # like restoring, leaves it alone and reports it.
+                changes, owner_changed = restore.without_drift(self.posture(resource.current), record,
+                                                               resource.current)
                 if not changes:
                     outcome = Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
                     if record is not None:
@@ -329,10 +358,13 @@ class TaggedActuator(ABC):
                     if self.restore_needs_tag:
                         outcome.notes["record"]["keep"] = self._keep_selector()
                 self._write(resource, changes, restoring=False)
+                identity = self.identity_after_write(resource, tagged_ok)
+                if identity is not None and outcome.ledger_written:
+                    self.ledger.put_identity(resource.arn, identity)
                 results[i] = outcome
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
-        return results  # type: ignore[return-value]
+        return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
 
     def _engage_error(self, resource: Resource, outcome: Outcome | None, err: Exception) -> Outcome:
         if isinstance(err, Vanished):
@@ -442,29 +474,29 @@ class TaggedActuator(ABC):
         outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if self.ledger.cached(resource.arn) else [])
 
     def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
+        """A full restore (target None: restore_many of one resource, the one path every
+        restore takes) or a partial relax to `target`; an error becomes its outcome as
+        `_relax_error` maps it."""
+        if target is None:
+            return self.restore_many([resource], guard)[0]
+        return self._note_retired(self._relax(resource, target, guard))
+
+    def _relax(self, resource: Resource, target: Mapping[str, Any], guard: Guard) -> Outcome:
         try:
             resource, record = self.known(resource)
             if record is None:
                 return Outcome(self.kind, resource.arn, ALREADY)
             if not self.restorable(resource):
                 return self._unrestorable(resource)
-            if target is not None:
-                return self._raise(resource, record, target, guard)
-            return self._restore(resource, record, guard)
-        except StalePlan as err:
-            return Outcome(self.kind, resource.arn, REFUSED_STALE, error=str(err) or None)
-        except Vanished:
-            return self.forget_vanished(resource.arn, guard)
-        except Conflict as err:
-            return Outcome(self.kind, resource.arn, FAILED, error=f"conflict: {err}")
-        except (ClientError, BotoCoreError) as err:
-            return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
+            return self._raise(resource, record, target, guard)
+        except Exception as err:   # noqa: BLE001  (mapped by _relax_error; others re-raised)
+            return self._relax_error(resource, guard, err)
 
     def restore_many(self, resources: list[Resource], guard: Guard) -> list[Outcome]:
-        """Full restores (`relax(resource, None, guard)`) of several resources, in the same
-        order of steps, with the record tags of all of them removed together (`tag_batch`
-        a call): each resource is written back, then the batch is untagged, then each
-        ledger record is forgotten — each step only after the one before succeeded, every
+        """Full restores of several resources (`relax(resource, None, guard)` is this, of
+        one), with the record tags of all of them removed together (`tag_batch` a call):
+        each resource is written back, then the batch is untagged, then each ledger record
+        is forgotten — each step only after the one before succeeded, every
         write behind the guard. A batched untag that fails is retried one by one, so an
         error is only its resource's."""
         results: list[Outcome | None] = [None] * len(resources)
@@ -487,6 +519,8 @@ class TaggedActuator(ABC):
                 written.append((i, resource, decisions, values))
             except Exception as err:   # noqa: BLE001  (mapped as relax maps them; others re-raised)
                 results[i] = self._relax_error(resources[i], guard, err)
+        # Untagged even when only the ledger knew the record but the tags came from the
+        # tagging index: the index may not show a tag written moments ago.
         untag = [(i, r) for i, r, _, _ in written if r.record is not None or not r.confirmed]
         failed: dict[int, Outcome] = {}
         if untag:
@@ -497,7 +531,10 @@ class TaggedActuator(ABC):
                     chunk = batch[k:k + max(1, self.tag_batch)]
                     try:
                         self._untag_many(chunk, list(RECORD_KEYS)) if len(chunk) > 1 else self._untag(chunk[0], list(RECORD_KEYS))
-                    except (ClientError, BotoCoreError, Vanished):
+                    except (ClientError, BotoCoreError, Vanished) as err:
+                        if len(chunk) == 1:   # already its own call: its error is its outcome
+                            failed[next(j for j, r in untag if r is chunk[0])] = self._relax_error(chunk[0], guard, err)
+                            continue
                         for resource in chunk:
                             i = next(j for j, r in untag if r is resource)
                             try:
@@ -519,7 +556,7 @@ class TaggedActuator(ABC):
                                      changes=self._changes(resource, values), drift=drift, ledger_written=forgotten)
             except Exception as err:   # noqa: BLE001
                 results[i] = self._relax_error(resource, guard, err)
-        return results  # type: ignore[return-value]
+        return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
 
     def _relax_error(self, resource: Resource, guard: Guard, err: Exception) -> Outcome:
         """The outcome `relax` gives for an error; an error it does not map is re-raised."""
@@ -564,30 +601,6 @@ class TaggedActuator(ABC):
         guard()
         self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
-
-    def _restore(self, resource: Resource, record: Record, guard: Guard) -> Outcome:
-        resource = self.fresh(resource)
-        decisions = restore.decide(record.original, record.applied, resource.current)
-        values = restore.writes(decisions)
-        if values:
-            guard()
-            self._write(resource, values, restoring=True)
-        if resource.record is not None or not resource.confirmed:
-            # Untagged even when only the ledger knew the record but the tags came from the
-            # tagging index: the index may not show a tag written moments ago.
-            guard()
-            self._untag(resource, list(RECORD_KEYS))
-        guard()
-        forgotten = self.ledger.forget(resource.arn)
-        drift = restore.drift(decisions)
-        return Outcome(
-            self.kind,
-            resource.arn,
-            DRIFT_KEPT if drift else RESTORED,
-            changes=self._changes(resource, values),
-            drift=drift,
-            ledger_written=forgotten,
-        )
 
     def _changes(self, resource: Resource, values: Mapping[str, Any]) -> dict[str, Any]:
         return {k: {"from": resource.current.get(k), "to": v} for k, v in values.items()}

@@ -59,14 +59,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import Clients, error_code, error_text
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
-from holdfast.ledger import PK, SK
 from holdfast.ledger import control as ledger_control
-from holdfast.ledger.conditions import CURRENT, PLAN_PK, key
-from holdfast.ledger.control import CONTROL_PK, PAUSE
-from holdfast.ledger.plan import from_item
-from holdfast.ledger.readiness import LAST, READINESS_PK
-from holdfast.ledger.resources import PARTITION as RES_PK
-from holdfast.ledger.verdict import VERDICT
+from holdfast.ledger import readiness as ledger_readiness
+from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
 from holdfast.cli import EXIT_FAILED, EXIT_OK
 from holdfast.cli.context import Context, UsageError, _budgeted, operator_name, table
@@ -269,39 +264,21 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
             "aws_session_token": creds["SessionToken"]}
 
 
-@uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
 def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
-    """The plan, the verdict, the kill switch, the last readiness result and the engaged records of one region's ledger."""
-    budgets.reads.take()
-    item = dynamodb.get_item(TableName=ledger_table, Key=key(PLAN_PK, CURRENT)).get("Item")
-    if item:
-        plan = from_item(item)
-        row.stage, row.generation = plan.label, plan.generation
-        row.entered_at = plan.entered_at.isoformat() if plan.entered_at else None
+    """The plan, the verdict, the kill switch, the engaged records and the last readiness result of one region's ledger."""
+    seen = ledger_summary.read(dynamodb, ledger_table, before_read=budgets.reads.take)
+    if seen.plan is not None:
+        row.stage, row.generation = seen.plan.label, seen.plan.generation
+        row.entered_at = seen.plan.entered_at.isoformat() if seen.plan.entered_at else None
     else:
         row.stage, row.generation = "normal", 0
+    row.verdict, row.paused = seen.verdict, seen.paused
+    row.engaged, row.engaged_by_kind = sum(seen.engaged_by_kind.values()), seen.engaged_by_kind
     budgets.reads.take()
-    verdict = dynamodb.get_item(TableName=ledger_table, Key=key(PLAN_PK, VERDICT)).get("Item")
-    row.verdict = json.loads(verdict["verdict"]["S"]).get("state") if verdict and "verdict" in verdict else None
-    budgets.reads.take()
-    control = dynamodb.get_item(TableName=ledger_table, Key=key(CONTROL_PK, PAUSE)).get("Item")
-    row.paused = bool(control and control.get("paused", {}).get("BOOL"))
-    budgets.reads.take()
-    ready = dynamodb.get_item(TableName=ledger_table, Key=key(READINESS_PK, LAST)).get("Item")
-    if ready and "result" in ready:
-        last = json.loads(ready["result"]["S"])
-        row.readiness = f"ok at {last.get('at')}" if last.get("ok") else f"failed at {last.get('at')}: {', '.join(last.get('failed') or [])}"
-    kinds: Counter[str] = Counter()
-    request = dict(TableName=ledger_table, KeyConditionExpression="#pk = :pk", ProjectionExpression="#kind",
-                   ExpressionAttributeNames={"#pk": PK, "#kind": "kind"}, ExpressionAttributeValues={":pk": {"S": RES_PK}})
-    while True:
-        budgets.reads.take()
-        page = dynamodb.query(**request)
-        kinds.update(i.get("kind", {}).get("S", "?") for i in page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            break
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    row.engaged, row.engaged_by_kind = sum(kinds.values()), dict(sorted(kinds.items()))
+    last = ledger_readiness.read_result(dynamodb, ledger_table)
+    if last is not None:
+        row.readiness = (f"ok at {last.get('at')}" if last.get("ok")
+                         else f"failed at {last.get('at')}: {', '.join(last.get('failed') or [])}")
 
 
 Work = Callable[[Context, Clients, "_Budgets", Any, Row], None]

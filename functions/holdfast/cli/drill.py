@@ -51,7 +51,6 @@ tell that Holdfast is not `off`.
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 import uuid
@@ -69,6 +68,7 @@ from holdfast import reconciler
 from holdfast.aws import error_code, error_text
 from holdfast.clock import FakeClock, SystemClock
 from holdfast.core import policy
+from holdfast.core.progress import held_marker
 from holdfast.core.classify import CAPACITY
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core.model import DRIFT_KEPT, FAILED, REFUSED_STALE
@@ -82,7 +82,7 @@ from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.signals import recent
 from holdfast.observation import collect as fresh_verdict
 from holdfast.observation.intake import receive
-from holdfast.runtime import Runtime
+from holdfast.runtime import QUIET, Runtime
 from holdfast.settings import Settings, SettingsError
 from holdfast.cli import EXIT_FAILED, EXIT_OK, drill_report
 from holdfast.cli.context import Context, UsageError, operator_name
@@ -401,7 +401,7 @@ def check_template(ctx: Context, template_id: str) -> dict[str, Any]:
 def engaging_kinds(plan: policy.Plan, settings: Settings) -> list[str]:
     """The hold's engage walks' done marks: a kind's, or `<kind>/engaged` for one its drain
     controller drives from the hold on (holdfast.core.policy.CONTROL)."""
-    return [k if v == policy.ENGAGE else f"{k}/engaged" for k, v in policy.posture(plan, settings).items()
+    return [held_marker(k, v == policy.ENGAGE) for k, v in policy.posture(plan, settings).items()
             if v in (policy.ENGAGE, policy.CONTROL)]
 
 
@@ -554,26 +554,18 @@ def launch_event(*, drill_id: str, account: str, region: str, group: str, zone: 
 
 @contextmanager
 def quiet_controllers(err) -> Iterator[None]:
-    """The reconciler logs a JSON line per decision and prints EMF metrics on stdout, as
-    it should in Lambda; in the CLI stdout is the report. Its warnings go to stderr."""
-    logger = reconciler.logger
-    handler = logger.registered_handler
-    level, stream = logger.log_level, getattr(handler, "stream", None)
-    previous = os.environ.get("POWERTOOLS_METRICS_DISABLED")
-    logger.setLevel("WARNING")
+    """The reconciler's warnings go to stderr while the drill ticks it: in the CLI stdout
+    is the report. (Its decision lines and EMF metrics, which in Lambda go to stdout, are
+    off in the drill's runtime: Telemetry, holdfast.runtime.)"""
+    handler = reconciler.logger.registered_handler
+    stream = getattr(handler, "stream", None)
     if stream is not None:
         handler.setStream(err)
-    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
     try:
         yield
     finally:
-        logger.setLevel(level)
         if stream is not None:
             handler.setStream(stream)
-        if previous is None:
-            os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
-        else:
-            os.environ["POWERTOOLS_METRICS_DISABLED"] = previous
 
 
 class LocalDrill(_Run):
@@ -620,7 +612,7 @@ class LocalDrill(_Run):
     def run(self) -> dict[str, Any]:
         self.clock_name = "drill clock"
         clock = FakeClock(self.start_time())
-        rt = self.runtime.but(clock=clock, controller_id=f"drill:{operator_name()}:{self.drill_id}")
+        rt = self.runtime.but(clock=clock, controller_id=f"drill:{operator_name()}:{self.drill_id}", telemetry=QUIET)
         collect = partial(fresh_verdict, resolver=answering_resolver)
         t0 = clock.now()
         end = t0 + self.duration

@@ -692,13 +692,18 @@ def _floor(facts: Facts, constants: Constants) -> int:
     return low
 
 
-def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = DEFAULTS) -> CapDecision:
+def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = DEFAULTS, *,
+          arriving_per_second: float | None = None) -> CapDecision:
     """The first decision of a drain: the cap to start from and the state to carry.
 
     From the pre-event concurrency, checked against what the baseline arrivals need
     (arrivals × time per message, Little's law). Missing, or implausibly far above that
     need (a retry storm read as the baseline), the drain starts from the need — or from
-    the cap in force when that is unknown too — and searches; never at the ceiling."""
+    the cap in force when that is unknown too — and searches; never at the ceiling.
+    When messages arrive faster now (`arriving_per_second`, the queue's newest
+    NumberOfMessagesSent) than the start would consume, it starts as high as keeps the
+    backlog from growing, but never more than one slow-start step above the pre-event
+    level: the bound every raise keeps."""
     c = constants
     if not (isinstance(current_cap, int) and current_cap >= 1):
         raise ValueError(f"current cap {current_cap!r} must be a positive integer")
@@ -730,6 +735,13 @@ def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = 
     begin = max(current_cap, base + above)
     if above:
         reasons[-1] += f", {c.start_steps_above} step(s) of {step} above it"
+    if not searching and arriving_per_second is not None and facts.seconds_per_message:
+        need_now = arriving_per_second * facts.seconds_per_message
+        higher = min(math.ceil(need_now), math.ceil(base * c.slow_start_factor))
+        if higher > begin:
+            begin = higher
+            reasons.append(f"arrivals now ({arriving_per_second:g}/s) need {need_now:.1f} batches: from {begin}, at most "
+                           f"one slow-start step above the pre-event level")
     if begin > top:
         reasons.append(f"held to the {top_why} ({top})")
     begin = min(begin, top)
@@ -1274,7 +1286,9 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
         if not back:
             return step(WAIT, None, ("drain not started: " + "; ".join(why),), ("evidence that the dependency is back",), drain)
         begin = current_cap if isinstance(current_cap, int) and current_cap >= 1 else constants.floor
-        d = start(drain.facts, begin, now, constants)
+        sent = reading.sent
+        arriving = None if sent is None or sent.at < drain.since else sent.value / constants.period_seconds
+        d = start(drain.facts, begin, now, constants, arriving_per_second=arriving)
         per_batch = per_batch_rate(drain.facts.deleted_per_second, drain.facts.pre_event_concurrency)
         visible = None if reading.visible is None else reading.visible.value
         f = ramp_forecast(visible, drain.facts.arrival_per_second, per_batch, d.cap, d.state.step, d.ceiling, constants)

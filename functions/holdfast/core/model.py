@@ -107,6 +107,10 @@ class Record:
     arn: str
     original: Mapping[str, Any]
     applied: Mapping[str, Any]
+    # What tells the engaged resource from another one created later at the same ARN (a
+    # function deleted and recreated under its name), as its actuator recorded it after
+    # writing; the ledger's copy only (the tag goes with the resource). None: not recorded.
+    identity: Mapping[str, Any] | None = None
 
 
 @dataclass

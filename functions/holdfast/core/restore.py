@@ -122,7 +122,7 @@ def merge(tag: Record | None, ledger: Record | None) -> Record | None:
         return tag or ledger
     original = {**tag.original, **ledger.original}
     applied = grow_applied(ledger.applied, tag.applied)
-    return Record(ledger.kind, ledger.arn, original, applied)
+    return Record(ledger.kind, ledger.arn, original, applied, ledger.identity)
 
 
 def grow(record: Record | None, kind: str, arn: str, current: Mapping[str, Any], changes: Mapping[str, Any],
@@ -168,3 +168,14 @@ def drift(decisions: Mapping[str, Decision]) -> dict[str, dict[str, Any]]:
         for k, d in decisions.items()
         if d.action == KEEP_DRIFT
     }
+
+
+def without_drift(changes: Mapping[str, Any], record, current: Mapping[str, Any]
+                  ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The posture changes an engage still has to make, and the owner's drift it leaves
+    alone: a key the owner changed while engaged (`record`: its original and applied
+    values; None: no record, so no drift) is theirs, kept and reported, never engaged again."""
+    if record is None:
+        return dict(changes), {}
+    owner = drift(decide(record.original, record.applied, current))
+    return {k: v for k, v in changes.items() if k not in owner}, owner

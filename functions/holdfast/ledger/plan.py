@@ -26,7 +26,7 @@ Rules:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -93,6 +93,11 @@ def read_item(dynamodb, table: str) -> dict[str, Any] | None:
         return dynamodb.get_item(TableName=table, Key=key(PLAN_PK, CURRENT), ConsistentRead=True).get("Item")
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot read the plan from {table}: {failure_kind(err)}") from err
+
+
+def is_notified(item: Mapping[str, Any] | None) -> bool:
+    """Whether the plan item's new generation was announced (its `notified` flag)."""
+    return bool((item or {}).get("notified", {}).get("BOOL", False))
 
 
 def read(dynamodb, table: str) -> Plan | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -137,7 +138,7 @@ class ResourceLedger:
                 return True
             if advance:
                 grown = Record(existing.kind, existing.arn, {**record.original, **existing.original},
-                               {**existing.applied, **record.applied})
+                               {**existing.applied, **record.applied}, existing.identity)
             else:
                 grown = restore.merge(record, existing)
             try:
@@ -162,6 +163,28 @@ class ResourceLedger:
                     return False
         self._failed(RuntimeError(f"the record of {record.arn} kept changing while it was grown"))
         return False
+
+    @uses("dynamodb:UpdateItem", by=("reconciler", "cli"))
+    def put_identity(self, arn: str, identity: dict[str, Any]) -> bool:
+        """Keep what tells the engaged resource from a later one at the same ARN with its
+        record (holdfast.core.model.Record.identity), once the record is there. False when
+        unreachable or the record is gone."""
+        if not self.available:
+            return False
+        try:
+            self._db.update_item(TableName=self.table, Key=_key(arn), UpdateExpression="SET #identity = :identity",
+                                 ConditionExpression=f"attribute_exists({PK})",
+                                 ExpressionAttributeNames={"#identity": "identity"},
+                                 ExpressionAttributeValues={":identity": {"S": _json(identity)}})
+        except (ClientError, BotoCoreError) as err:
+            if not condition_failed(err):
+                self._failed(err)
+            return False
+        with self._lock:
+            known = self._known.get(arn) if self._known is not None else None
+        if known is not None:
+            self._remember(arn, replace(known, identity=dict(identity)))
+        return True
 
     @uses("dynamodb:GetItem", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Record | None:
@@ -222,4 +245,5 @@ def _record(item: dict[str, Any]) -> Record:
         arn=item[SK]["S"],
         original=json.loads(item["original"]["S"]),
         applied=json.loads(item["applied"]["S"]),
+        identity=json.loads(item["identity"]["S"]) if "identity" in item else None,
     )

@@ -102,7 +102,7 @@ class Observation:
 
     @property
     def notified(self) -> bool:
-        return bool((self.item or {}).get("notified", {}).get("BOOL", False))
+        return ledger_plan.is_notified(self.item)
 
     def decide(self, now: datetime, settings) -> policy.Decision:
         """The stage policy over what was seen; without a verdict, the plan stays."""

@@ -8,12 +8,19 @@
   `drain_warning_alarms` by function name, queue name, mapping UUID or `*`, and the tags
   `holdfast:downstream-alarms` / `holdfast:downstream-warnings` on the mapping or its
   function: names separated by spaces, as Lambda tag values allow no comma).
-- `pre_event(...)`: the facts from before the hold (ConcurrentExecutions, the oldest-message
-  age, Errors and their share of Invocations, the queue's sent and deleted rates), over
-  `drain_pre_event_minutes`.
+- `pre_event(...)`: the facts from before the event (ConcurrentExecutions, the time per
+  message and its spread, the failure share, the oldest-message age, visible messages,
+  Errors and their share of Invocations, the queue's sent and deleted rates): medians over
+  `drain_pre_event_minutes` ending before the earliest sign of trouble
+  (holdfast.core.drain_control.baseline).
 - `alarms(...)`: each downstream alarm's state and the time of the datapoint it was decided
   on (holdfast.core.drain_control.Alarm).
-- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping.
+- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping, with the
+  consumer's own evidence of one minute: NumberOfMessagesReceived and NumberOfMessagesDeleted
+  of the queue, Duration (Sum and p90), Invocations and Errors of the function.
+
+Every read ends where CloudWatch's datapoints are complete
+(holdfast.observation.cloudwatch.complete_until).
 
 Metrics come from GetMetricData, at most 500 queries a call (its limit), one-minute
 periods, newest first. CloudWatch's StateReasonData names the datapoints of the last state
@@ -74,9 +81,10 @@ FUNCTION_METRICS = {
     "throttles": ("AWS/Lambda", "Throttles", "Sum"),
     "concurrency": ("AWS/Lambda", "ConcurrentExecutions", "Maximum"),
     "duration": ("AWS/Lambda", "Duration", "Sum"),
+    "duration_high": ("AWS/Lambda", "Duration", "p90"),
 }
 # The built-in downstream evidence of a minute: read together, judged on one minute.
-MINUTE_METRICS = ("received", "deleted", "duration", "invocations", "errors")
+MINUTE_METRICS = ("received", "deleted", "duration", "duration_high", "invocations", "errors")
 
 
 def _name(arn: str) -> str:
@@ -269,7 +277,7 @@ def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str,
         for metric in ("age", "visible", "sent", "deleted", "received"):
             ns, name, stat = QUEUE_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "invocations", "concurrency", "duration"):
+        for metric in ("errors", "invocations", "concurrency", "duration", "duration_high"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     data = batch.run(clients)
@@ -277,7 +285,7 @@ def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str,
     for c in consumers:
         by_minute: dict[datetime, dict[str, float]] = {}
         for metric in ("age", "visible", "sent", "deleted", "received", "errors", "invocations", "concurrency",
-                       "duration"):
+                       "duration", "duration_high"):
             for p in data[(c.arn, metric)]:
                 by_minute.setdefault(p.at, {})[metric] = p.value
         series = [dc.Minute(at, **values) for at, values in sorted(by_minute.items())]
@@ -374,7 +382,7 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
     for c in consumers:
         for metric, (ns, name, stat) in QUEUE_METRICS.items():
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "throttles", "invocations", "duration"):
+        for metric in ("errors", "throttles", "invocations", "duration", "duration_high"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     for info in infos.values():

@@ -1,0 +1,38 @@
+"""Two costs that a process running many moto accounts pays again and again, and that no
+test or demo observes; `install()` removes both. Call it before moto is imported.
+
+- moto's EC2 backend loads its default AMIs into each region's backend when the backend
+  is first used after a reset (`moto/ec2/models/amis.py`): about 1,300 in us-east-1 (the
+  ECS-optimized list is 1,227), each with an EBS volume and a snapshot. The fleets here
+  launch from one AMI, `ami-12c6146b` from moto's own default list; `amis.json` beside
+  this file holds that record and `MOTO_AMIS_PATH` makes moto load only it.
+- Every `boto3.session.Session` builds its own botocore loader, which parses the service
+  model JSON again (EC2's alone is several MB) for the first client of each service. A
+  `Clients` is built per test and per controller, so most of a short test's CPU went to
+  JSON decoding. One loader per data path for the whole process (botocore's loader caches
+  what it parsed per instance, and callers never change it) parses each file once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+AMIS = Path(__file__).with_name("amis.json")
+
+_loaders: dict = {}
+
+
+def _shared_loader(search_path_string=None):
+    from botocore.loaders import create_loader
+
+    if search_path_string not in _loaders:
+        _loaders[search_path_string] = create_loader(search_path_string)
+    return _loaders[search_path_string]
+
+
+def install() -> None:
+    os.environ.setdefault("MOTO_AMIS_PATH", str(AMIS))
+    import botocore.session
+
+    botocore.session.create_loader = _shared_loader
