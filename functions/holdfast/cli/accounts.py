@@ -80,7 +80,7 @@ ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
 OU_ID = re.compile(r"^(ou-[0-9a-z]{4,32}-[a-z0-9]{8,32}|r-[0-9a-z]{4,32})$")
 # The commands that fan out, and the role each assumes by default.
 ROLES = {"status": DEFAULT_ROLE, "plan": DEFAULT_ROLE, "pause": OPERATOR_ROLE, "unpause": OPERATOR_ROLE,
-         "engage": OPERATOR_ROLE}
+         "engage": OPERATOR_ROLE, "advance": OPERATOR_ROLE}
 
 
 def add_arguments(p, command: str = "status") -> None:
@@ -306,6 +306,28 @@ def _engage(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -
     row.result = f"engage requested from generation {row.generation}: the next tick starts a hold"
 
 
+def _advance(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
+    """Skip the hold of the plan in force in this account-region, if it still is when the
+    request lands (request_advance's transaction); a normal plan has no hold to skip."""
+    from holdfast.core.errors import Contention, PlanConflict
+    from holdfast.ledger import plan as ledger_plan
+
+    budgets.reads.take()
+    current = ledger_plan.read(clients("dynamodb"), ctx.ledger_table)
+    if current is None or current.stage == "normal":
+        row.stage, row.generation, row.result = "normal", current.generation if current else 0, "no hold to skip"
+        return
+    row.stage, row.generation = current.label, current.generation
+    budgets.reads.take()
+    try:
+        ledger_control.request_advance(clients("dynamodb"), ctx.ledger_table, current.generation, by=operator_name(),
+                                       now=ctx.runtime.clock.now())
+    except (PlanConflict, Contention) as err:
+        row.error = f"not advanced: {err}"
+        return
+    row.result = f"hold of generation {current.generation} ({current.label}) skipped: the next tick advances if its gates allow"
+
+
 def _plan(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
     from holdfast import engine
     from holdfast.runtime import Runtime, govern
@@ -328,7 +350,7 @@ def _plan(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> 
 
 
 WORK: dict[str, Work] = {"status": _status, "pause": _set_pause(True), "unpause": _set_pause(False),
-                         "engage": _engage, "plan": _plan}
+                         "engage": _engage, "advance": _advance, "plan": _plan}
 
 
 # ---- the command ------------------------------------------------------------------------
