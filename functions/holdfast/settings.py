@@ -702,6 +702,12 @@ class Settings:
         "A probe target (one host's DNS, one service's API) failing more than this share of its results "
         "within `detect_window_minutes` means impaired."
     )
+    readiness_hours: int = setting(
+        6,
+        integer(1, 24),
+        "Hours between scheduled readiness checks: doctor's read-only checks run by themselves in the account "
+        "and region; a failed or missed run alarms (`ReadinessChecksFailed`), `status` shows the last."
+    )
     schedule_minutes: int = setting(
         1,
         integer(1, 60),

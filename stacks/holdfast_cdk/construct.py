@@ -34,7 +34,7 @@ from constructs import Construct
 
 from holdfast.settings import ENV_VAR, Settings
 
-from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
+from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Readiness, Signals
 from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel
 from holdfast_cdk.suppressions import acknowledge
 
@@ -86,7 +86,8 @@ class Holdfast(Construct):
       chat message (stage, why, what is held, the next gate). The workspace or team must
       be authorized in the Chatbot console first; the channels only receive.
 
-    Attributes: ``settings``, ``ledger`` (the table), ``expired_events_queue``,
+    Attributes: ``settings``, ``ledger`` (the table), ``readiness`` (its schedule, metric
+    and alarm), ``expired_events_queue``,
     ``dead_letter_queue``, ``topic``, ``topic_key``, ``detector``, ``reconciler``,
     ``functions``, ``dashboard``, ``alarms``, ``expired_queue_parameter``, and the parts
     (``ledger_part``, ``queues``, ``notifications``, ``controllers``, ``signals``,
@@ -144,6 +145,7 @@ class Holdfast(Construct):
             },
             dead_letters=self.queues.dead_letters,
             policies_dir=policies_dir,
+            settings_parameter_name=f"{self.parameter_prefix}/{SETTINGS_PARAMETER}",
         )
         self.notifications.grant_publish(self.controllers.reconciler)
 
@@ -163,6 +165,16 @@ class Holdfast(Construct):
             expired_events=expired,
             topic=topic,
         )
+        # Doctor's read-only checks every `readiness_hours`, a metric and an alarm on failure.
+        self.readiness = Readiness(
+            self,
+            "Readiness",
+            function=self.controllers.readiness,
+            hours=settings.readiness_hours,
+            topic=topic,
+            dead_letters=self.queues.dead_letters,
+        )
+        self.monitoring.alarms.append(self.readiness.alarm)
         self.expired_queue_parameter = ssm.StringParameter(
             self,
             "ExpiredQueueArnParameter",

@@ -235,3 +235,20 @@ def test_account_regions_run_at_once_up_to_workers(org, capsys, monkeypatch):
     monkeypatch.setitem(accounts.WORK, "status", work)
     code, doc = run(capsys, "status", "--all-accounts", *cells, "--workers", "3")
     assert code == 1 and any(r["error"] == "not in flight together" for r in doc["rows"])
+
+
+def test_advance_skips_the_hold_of_each_account_regions_current_plan(org, capsys):
+    from holdfast.core import policy
+    from holdfast.ledger import plan as ledger_plan
+
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+    ledger_plan.write(org.inside[org.a, REGION]("dynamodb"), DEFAULT_TABLE,
+                      policy.Plan(generation=1, stage=policy.HOLD, entered_at=now), controller_id="r", now=now)
+    code, doc = run(capsys, "advance", "--all-accounts", "--yes", "-a", org.a, "-r", f"{REGION},{OTHER}")
+
+    assert code == 0 and doc["role_name"] == "HoldfastOperator"
+    cells = _cells(doc)
+    assert (cells[(org.a, REGION)]["stage"], cells[(org.a, REGION)]["generation"]) == ("hold", 1)
+    assert cells[(org.a, OTHER)]["result"] == "no hold to skip"
+    assert org.control(org.a, REGION).advance_generation == 1 and org.control(org.a, OTHER).advance_generation is None
+    assert main(["--region", REGION, "advance", "--all-accounts", "--yes", "--generation", "1", "-a", org.a]) == 2

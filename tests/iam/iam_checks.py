@@ -67,7 +67,7 @@ UNSCOPABLE_WRITES = {
     "service that need not carry the selector",
 }
 # Writes confined to Holdfast's own resources by their exact ARN need no tag.
-OWN_RESOURCES = ("${LedgerTableArn}", "${TopicArn}", "${ExpiredQueueArn}", "${ReconcilerFunctionArn}")
+OWN_RESOURCES = ("${LedgerTableArn}", "${TopicArn}", "${ExpiredQueueArn}", "${ReconcilerFunctionArn}", "${ReconcilerRoleArn}")
 
 
 def _as_list(value: Any) -> list:

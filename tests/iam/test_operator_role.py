@@ -76,6 +76,7 @@ def test_the_operator_commands_requests_are_allowed(operator_dynamodb, clients, 
     ledger_control.set_paused(operator_dynamodb, ledger_table, True, by="oncall", reason="drill", now=NOW)
     ledger_control.set_paused(operator_dynamodb, ledger_table, False, by="oncall", reason="", now=NOW)
     assert ledger_control.request_engage(operator_dynamodb, ledger_table, by="oncall", reason="x", now=NOW) == 1
+    assert ledger_plan.read(operator_dynamodb, ledger_table).generation == 1     # advance --all-accounts reads it first
     ledger_control.request_advance(operator_dynamodb, ledger_table, 1, by="oncall", now=NOW)
     assert operator_dynamodb.denied == []
     control = ledger_control.read_control(clients("dynamodb"), ledger_table)

@@ -254,6 +254,7 @@ RULES = {
         {"org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
         "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_overrides is set",
     ),
+    "readiness every 1 to 24 hours": ({"readiness_hours": 0}, "holdfast.readiness_hours = 0: must be an integer from 1 to 24"),
     "game day: alarm name": ({"game_day_stop_alarm": ""}, 'holdfast.game_day_stop_alarm = "": must be a CloudWatch alarm name (1–255 printable characters) or null'),
     "game day: duration": ({"game_day_stop_alarm": "slo", "game_day_duration_minutes": 181}, "holdfast.game_day_duration_minutes = 181: must be an integer from 1 to 180"),
     "game day: lambda errors is a boolean": (

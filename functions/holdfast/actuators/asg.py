@@ -31,7 +31,7 @@ class AsgActuator(TaggedActuator):
     tag_batch = 12
     restore_needs_tag = True
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         pages = self.clients("autoscaling").get_paginator("describe_auto_scaling_groups").paginate(
             Filters=[{"Name": f"tag:{self.settings.selector_key}", "Values": [self.settings.selector_value]}],
@@ -54,7 +54,7 @@ class AsgActuator(TaggedActuator):
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         return self._resource(candidate.listed).current
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         name = arn.split(":autoScalingGroupName/", 1)[-1]
         groups = self.clients("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])

@@ -171,7 +171,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
 
     # ---- discovery -------------------------------------------------------------------
 
-    @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Each selected function's unqualified config, and every qualifier that has one."""
         return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items()),
@@ -234,7 +234,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         # The tags come from the tagging API's index: a record there is confirmed before use.
         return replace(self._resource(candidate.arn, qualifier, config, tags), confirmed=False)
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly", "readiness"))
     def _config(self, arn: str, qualifier: str | None) -> Mapping[str, Any] | None:
         client = self.clients("lambda")
         try:
@@ -254,7 +254,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         tags, _config, qualifier = candidate.listed
         return self._record_tags(tags, qualifier)
 
-    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         tags = self._call("list_tags", Resource=resource.ref["function"])["Tags"]
         return self._record_tags(tags, resource.ref.get("qualifier"))
@@ -265,7 +265,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         original, applied = record_keys(qualifier)
         return {k: tags[t] for k, t in ((ORIGINAL_KEY, original), (APPLIED_KEY, applied)) if t in tags}
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly", "readiness"))
     def fresh(self, resource: Resource) -> Resource:
         """The config read again just before a restore, which Puts the whole config: built
         from this read, it keeps whatever the owner changed meanwhile (an OnSuccess
@@ -277,7 +277,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         again = self._resource(resource.arn, qualifier, config, {})
         return replace(resource, current={**again.current, "discard_expired": resource.current.get("discard_expired")})
 
-    @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")
         function, qualifier = split(arn)
@@ -294,7 +294,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             config = None
         return self._resource(arn, qualifier, config, tags)
 
-    @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly", "readiness"))
     def _qualifier_exists(self, function: str, qualifier: str) -> bool:
         client = self.clients("lambda")
         try:
@@ -495,7 +495,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             with self._lock:
                 self._modified[resource.arn] = _stamp((answer or {}).get("LastModified"))
 
-    @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli", "readonly", "readiness"))
     def _grant(self, resource: Resource) -> dict[str, Any]:
         """The statement the function's role needs; best effort (a read that fails leaves
         the statement without the role or the key, and says so)."""

@@ -71,7 +71,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         self._lock = threading.Lock()
         self._reserved_by_function: dict[str, int | None] = {}
 
-    @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly", "readiness"))
     def _reserved(self, function_arn: str) -> int | None:
         """The function's reserved concurrency (None: none reserved), once per function:
         GetFunction's `Concurrency` (GetFunction has its own budget, GetFunctionConcurrency
@@ -90,7 +90,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             self._reserved_by_function[function] = reserved
         return reserved
 
-    @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Every SQS mapping; selected already when its function carries the selector."""
         functions = tagged(self.clients, self.settings, "lambda:function")
@@ -125,7 +125,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         harm = 2 * (1001 if cap is None else int(cap))
         return harm if mapping.get("State") in ("Disabled", "Disabling") else harm + 1
 
-    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("lambda")
         try:
@@ -150,7 +150,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         return {KEY: (mapping.get("ScalingConfig") or {}).get(KEY),
                 "provisioned": mapping.get("ProvisionedPollerConfig") or None, "reserved": reserved}
 
-    @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")
         try:
@@ -200,7 +200,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         written (TaggedActuator._raise, core.restore.advance)."""
         return [value, self.settings.esm_floor]
 
-    @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli", "readonly", "readiness"))
     def fresh(self, resource: Resource) -> Resource:
         """The cap read again just before a relaxing write: the walk's listing may be a minute old."""
         client = self.clients("lambda")

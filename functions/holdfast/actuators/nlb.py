@@ -52,7 +52,7 @@ class NlbActuator(TaggedActuator):
     not_found = NOT_FOUND
     restore_needs_tag = True
 
-    @uses("elasticloadbalancing:DescribeTargetGroups", by=("reconciler", "cli", "readonly"))
+    @uses("elasticloadbalancing:DescribeTargetGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Tagged target groups of network load balancers. Their protocols from
         DescribeTargetGroups: by ARN (20 a call) for up to 20 of them, else every target
@@ -119,13 +119,13 @@ class NlbActuator(TaggedActuator):
         rest = iter(super().engage_many([r for r, o in zip(resources, early) if o is None]))
         return [o if o is not None else next(rest) for o in early]
 
-    @uses("elasticloadbalancing:DescribeTags", by=("reconciler", "cli", "readonly"))
+    @uses("elasticloadbalancing:DescribeTags", by=("reconciler", "cli", "readonly", "readiness"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         descriptions = self.clients("elbv2").describe_tags(ResourceArns=[resource.arn])["TagDescriptions"]
         return {t["Key"]: t["Value"] for d in descriptions for t in d["Tags"]}
 
     @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTags",
-          "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli", "readonly"))
+          "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         groups = self._describe(arn)
         if not groups:
@@ -145,7 +145,7 @@ class NlbActuator(TaggedActuator):
     def _nlb(group: Mapping[str, Any]) -> bool:
         return group.get("Protocol") in NLB_PROTOCOLS
 
-    @uses("elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli", "readonly"))
+    @uses("elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli", "readonly", "readiness"))
     def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str], *, confirmed: bool = True) -> Resource | None:
         client = self.clients("elbv2")
         try:

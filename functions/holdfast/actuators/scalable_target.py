@@ -59,7 +59,7 @@ class ScalableTargetActuator(TaggedActuator):
     spec = kinds.SCALABLE_TARGET
     service = "application-autoscaling"
 
-    @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli", "readonly"))
+    @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Every ECS target; selected already when its service carries the selector."""
         listed = tagged(self.clients, self.settings, "ecs:service")
@@ -80,7 +80,7 @@ class ScalableTargetActuator(TaggedActuator):
         target = candidate.listed
         return max(0, int(target.get("MaxCapacity") or 0) - int(target.get("MinCapacity") or 0))
 
-    @uses("application-autoscaling:ListTagsForResource", by=("reconciler", "cli", "readonly"))
+    @uses("application-autoscaling:ListTagsForResource", by=("reconciler", "cli", "readonly", "readiness"))
     def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("application-autoscaling")
         try:
@@ -95,7 +95,7 @@ class ScalableTargetActuator(TaggedActuator):
         return self._resource(candidate.listed, {}).current
 
     @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:ListTagsForResource",
-          by=("reconciler", "cli", "readonly"))
+          by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("application-autoscaling")
         for target in self._targets():
@@ -173,7 +173,7 @@ class ScalableTargetActuator(TaggedActuator):
                     f"--max-capacity N), then `holdfast release {resource.arn}` if it is engaged"),
         }})
 
-    @uses("ecs:DescribeServices", by=("reconciler", "cli", "readonly"))
+    @uses("ecs:DescribeServices", by=("reconciler", "cli", "readonly", "readiness"))
     def _out_of_bounds(self, resource: Resource, bounds: Mapping[str, Any]) -> str | None:
         """Why a register would change the service's capacity; None when it would not."""
         ref = resource.ref

@@ -644,6 +644,6 @@ class LambdaTagged:
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         self._call("untag_resource", Resource=resource.arn, TagKeys=keys)
 
-    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         return self._call("list_tags", Resource=resource.arn)["Tags"]

@@ -37,7 +37,7 @@ why). Bad input (an account id that is not 12 digits, an unknown region) is exit
 
 --json: {"command", "all_accounts": true, "role_name", "regions", "accounts",
          "rows": [{"account", "region", "stage", "generation", "entered_at", "verdict",
-                   "paused", "engaged", "engaged_by_kind", "result", "planned", "error"}], "errors"}
+                   "paused", "engaged", "engaged_by_kind", "readiness", "result", "planned", "error"}], "errors"}
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from holdfast.aws import Clients, error_code, error_text
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
 from holdfast.ledger import control as ledger_control
+from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
 from holdfast.cli import EXIT_FAILED, EXIT_OK
@@ -80,7 +81,7 @@ ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
 OU_ID = re.compile(r"^(ou-[0-9a-z]{4,32}-[a-z0-9]{8,32}|r-[0-9a-z]{4,32})$")
 # The commands that fan out, and the role each assumes by default.
 ROLES = {"status": DEFAULT_ROLE, "plan": DEFAULT_ROLE, "pause": OPERATOR_ROLE, "unpause": OPERATOR_ROLE,
-         "engage": OPERATOR_ROLE}
+         "engage": OPERATOR_ROLE, "advance": OPERATOR_ROLE}
 
 
 def add_arguments(p, command: str = "status") -> None:
@@ -117,6 +118,7 @@ class Row:
     paused: bool | None = None
     engaged: int | None = None
     engaged_by_kind: dict[str, int] = field(default_factory=dict)
+    readiness: str | None = None                               # the last scheduled readiness check
     result: str | None = None                                  # what a write did
     planned: dict[str, int] | None = None                      # plan: resources by action
     error: str | None = None
@@ -277,7 +279,7 @@ def member_ledger(clients: Clients, budgets: _Budgets) -> str:
 
 @uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
 def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
-    """The plan, the verdict, the kill switch and the engaged records of one region's ledger."""
+    """The plan, the verdict, the kill switch, the engaged records and the last readiness result of one region's ledger."""
     seen = ledger_summary.read(dynamodb, ledger_table, before_read=budgets.reads.take)
     if seen.plan is not None:
         row.stage, row.generation = seen.plan.label, seen.plan.generation
@@ -286,6 +288,11 @@ def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> Non
         row.stage, row.generation = "normal", 0
     row.verdict, row.paused = seen.verdict, seen.paused
     row.engaged, row.engaged_by_kind = sum(seen.engaged_by_kind.values()), seen.engaged_by_kind
+    budgets.reads.take()
+    last = ledger_readiness.read_result(dynamodb, ledger_table)
+    if last is not None:
+        row.readiness = (f"ok at {last.get('at')}" if last.get("ok")
+                         else f"failed at {last.get('at')}: {', '.join(last.get('failed') or [])}")
 
 
 Work = Callable[[Context, Clients, "_Budgets", Any, Row], None]
@@ -313,6 +320,28 @@ def _engage(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -
     row.result = f"engage requested from generation {row.generation}: the next tick starts a hold"
 
 
+def _advance(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
+    """Skip the hold of the plan in force in this account-region, if it still is when the
+    request lands (request_advance's transaction); a normal plan has no hold to skip."""
+    from holdfast.core.errors import Contention, PlanConflict
+    from holdfast.ledger import plan as ledger_plan
+
+    budgets.reads.take()
+    current = ledger_plan.read(clients("dynamodb"), ctx.ledger_table)
+    if current is None or current.stage == "normal":
+        row.stage, row.generation, row.result = "normal", current.generation if current else 0, "no hold to skip"
+        return
+    row.stage, row.generation = current.label, current.generation
+    budgets.reads.take()
+    try:
+        ledger_control.request_advance(clients("dynamodb"), ctx.ledger_table, current.generation, by=operator_name(),
+                                       now=ctx.runtime.clock.now())
+    except (PlanConflict, Contention) as err:
+        row.error = f"not advanced: {err}"
+        return
+    row.result = f"hold of generation {current.generation} ({current.label}) skipped: the next tick advances if its gates allow"
+
+
 def _plan(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
     from holdfast import engine
     from holdfast.runtime import Runtime, govern
@@ -335,7 +364,7 @@ def _plan(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> 
 
 
 WORK: dict[str, Work] = {"status": _status, "pause": _set_pause(True), "unpause": _set_pause(False),
-                         "engage": _engage, "plan": _plan}
+                         "engage": _engage, "advance": _advance, "plan": _plan}
 
 
 # ---- the command ------------------------------------------------------------------------
@@ -445,8 +474,8 @@ def _text(command: str, rows: list[Row], regions: list[str]) -> str:
 
 # ---- the output folder and `holdfast report` -------------------------------------------
 
-REPORT_FIELDS = ("account", "region", "command", "at", "stage", "generation", "paused", "engaged", "result",
-                 "planned", "error")
+REPORT_FIELDS = ("account", "region", "command", "at", "stage", "generation", "paused", "engaged", "readiness",
+                 "result", "planned", "error")
 
 
 def write_outputs(root: Path, command: str, rows: list[Row], *, at: str) -> None:

@@ -62,8 +62,10 @@ def register(sub) -> None:
     accounts.add_arguments(p, "unpause")
     p.set_defaults(func=unpause)
     p = sub.add_parser("advance", help="skip the hold of the current stage (writes)")
-    p.add_argument("--generation", type=int, default=None, help="only if the plan is still this generation")
+    p.add_argument("--generation", type=int, default=None, help="only if the plan is still this generation "
+                                                                  "(with --all-accounts: each account's current plan)")
     add_write_options(p)
+    accounts.add_arguments(p, "advance")
     p.set_defaults(func=advance)
     p = sub.add_parser("stage", help="the plan, its generation, time in stage, and what gates the next stage")
     p.set_defaults(func=stage)
@@ -104,6 +106,12 @@ def unpause(ctx: Context, args) -> int:
 
 
 def advance(ctx: Context, args, clock=None) -> int:
+    if getattr(args, "all_accounts", False) and args.generation is not None:
+        raise UsageError("--generation names one account's plan: without it, --all-accounts skips the hold of each "
+                         "account-region's current plan")
+    fanned = accounts.fan_out(ctx, args, "advance", writes=True)
+    if fanned is not None:
+        return fanned
     dynamodb = ctx.clients("dynamodb")
     try:
         current = ledger_plan.read(dynamodb, ctx.ledger_table)

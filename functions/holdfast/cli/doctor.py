@@ -1,9 +1,10 @@
 """`holdfast doctor`: check in an account what a deploy and an event need, each with a fix.
 
-Read-only (holdfast.cli.readiness has the checks). The Powertools layer is checked in
-the region of each settings target (else the CLI's region); with --all-regions also in
-every region of `org_regions`, the regions a StackSet deploys to: run it before the first
-deploy of a new region, since a region without the layer's parameter fails the deploy. With --json:
+Read-only (holdfast.readiness has the checks; the readiness function runs them on a
+schedule too). The Powertools layer is checked in the region of each settings target
+(else the CLI's region); with --all-regions also in every region of `org_regions`, the
+regions a StackSet deploys to: run it before the first deploy of a new region, since a
+region without the layer's parameter fails the deploy. With --json:
 {"command": "doctor", "ok": bool, "checks": [{"check", "ok", "detail", "fix"}]}.
 Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 """

@@ -53,6 +53,7 @@ from holdfast.core import policy
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import plan as ledger_plan
+from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
 from holdfast.cli import accounts, words
@@ -256,6 +257,7 @@ def status(ctx: Context, args) -> int:
     drifted = [r["arn"] for r in rows if r.get("drift")]
     stuck = _stuck(ctx) if ledger_available else []
     hand = held(ctx, len(rows)) if ledger_available else None
+    ready = _readiness(ctx) if ledger_available else None
     ctx.emit(
         {
             "command": "status",
@@ -264,9 +266,10 @@ def status(ctx: Context, args) -> int:
             "drifted": drifted,
             "stuck": stuck,
             "held": hand,
+            "readiness": ready,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
-        _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else ""),
+        _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "") + "\n" + readiness_line(ready),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -274,6 +277,27 @@ def status(ctx: Context, args) -> int:
 
 
 # ---- the ledger -------------------------------------------------------------------------
+
+def _readiness(ctx: Context) -> dict[str, Any] | None:
+    """The last scheduled readiness result (holdfast.handlers.readiness), None before the first."""
+    try:
+        return ledger_readiness.read_result(ctx.clients("dynamodb"), ctx.ledger_table)
+    except LedgerUnavailable as err:
+        ctx.warn(f"readiness result unknown: {err}")
+        return None
+
+
+def readiness_line(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "readiness   no scheduled check has run yet (`holdfast doctor` runs them now)"
+    if result.get("ok"):
+        selected = ", ".join(f"{k} {n}" for k, n in (result.get("selected") or {}).items()) or "no resources selected"
+        return f"readiness   ok at {result.get('at')} ({selected})"
+    failed = [c for c in result.get("checks", []) if not c.get("ok")]
+    lines = [f"readiness   {len(failed)} check(s) failed at {result.get('at')}: {', '.join(result.get('failed') or [])}"]
+    lines += [f"  {c['check']}: {c['detail']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else "") for c in failed]
+    return "\n".join(lines)
+
 
 def held(ctx: Context, engaged: int) -> dict[str, Any] | None:
     """Resources engaged with no plan in force (normal, or none yet) are held by hand: the

@@ -4,8 +4,9 @@ environment, never at import. The only place a controller reads its environment.
 Environment (set by stacks/holdfast_cdk/constructs/controllers.py): HOLDFAST_SETTINGS,
 HOLDFAST_LEDGER_TABLE, HOLDFAST_TOPIC_ARN, HOLDFAST_EXPIRED_QUEUE_ARN, HOLDFAST_TICK_FUNCTION_ARN
 (the detector's only: the reconciler it starts a tick with), HOLDFAST_STACK_ID and
-HOLDFAST_OWN_LOGICAL_IDS (Holdfast's own resources, holdfast.core.own), and Lambda's own
-AWS_LAMBDA_FUNCTION_NAME (and AWS_REGION, which boto3 reads). Tests inject their own Runtime through each handler's `use(runtime)`.
+HOLDFAST_OWN_LOGICAL_IDS (Holdfast's own resources, holdfast.core.own), the readiness
+function's own (handlers/readiness.py), and Lambda's own AWS_LAMBDA_FUNCTION_NAME (and
+AWS_REGION, which boto3 reads). Tests inject their own Runtime through each handler's `use(runtime)`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ TICK_FUNCTION_ENV = "HOLDFAST_TICK_FUNCTION_ARN"
 STACK_ID_ENV, OWN_LOGICAL_IDS_ENV = "HOLDFAST_STACK_ID", "HOLDFAST_OWN_LOGICAL_IDS"
 
 
-def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -> Runtime:
+def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None, *, governed: bool = True) -> Runtime:
+    """`governed=False` (the readiness function): paced within the account's rate budgets in
+    this process only, writing no lease to the ledger (its role may not)."""
     env = os.environ if env is None else env
     runtime = Runtime(
         clients=Clients(),
@@ -40,5 +43,5 @@ def runtime_from_env(controller_id: str, env: Mapping[str, str] | None = None) -
                 [env.get("AWS_LAMBDA_FUNCTION_NAME", "")]),
     )
     # Every call within the account's rate budgets, shared with the other controllers.
-    govern(runtime.clients, runtime.settings, table=runtime.table, member=controller_id)
+    govern(runtime.clients, runtime.settings, table=runtime.table if governed else None, member=controller_id)
     return runtime

@@ -86,7 +86,7 @@ def from_item(item: dict[str, Any]) -> Plan:
     )
 
 
-@uses("dynamodb:GetItem", by=("reconciler", "cli", "detector"))
+@uses("dynamodb:GetItem", by=("reconciler", "cli", "detector", "readiness", "operator"))
 def read_item(dynamodb, table: str) -> dict[str, Any] | None:
     """The raw CURRENT item (with written_by, notified), strongly consistent."""
     try:

@@ -186,7 +186,7 @@ class ResourceLedger:
             self._remember(arn, replace(known, identity=dict(identity)))
         return True
 
-    @uses("dynamodb:GetItem", by=("reconciler", "cli", "readonly"))
+    @uses("dynamodb:GetItem", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Record | None:
         """The record for one resource; None when absent or the ledger is unreachable."""
         if not self.available:
@@ -211,7 +211,7 @@ class ResourceLedger:
         self._remember(arn, None)
         return True
 
-    @uses("dynamodb:Query", by=("reconciler", "cli", "readonly"))
+    @uses("dynamodb:Query", by=("reconciler", "cli", "readonly", "readiness"))
     def records(self) -> list[Record]:
         """Every original record; empty when the ledger is unreachable (then `available`
         is False: the answer is incomplete, not empty)."""
