@@ -220,9 +220,9 @@ def test_normal_stays_normal_unless_impaired():
 
 
 def test_a_mode_change_walks_again_in_the_same_stage_keeping_its_clock():
-    d = decide(RECOVERING, plan(ROUTING, mode="recommend"), OK, T0 + timedelta(minutes=1), S)
+    d = decide(RECOVERING, plan(ROUTING, mode="auto"), OK, T0 + timedelta(minutes=1), S)   # S: the default, recommend
     assert d.changed and d.plan.stage == ROUTING and d.plan.generation == 8
-    assert d.plan.entered_at == T0 and d.plan.done == frozenset() and d.plan.mode == "auto"
+    assert d.plan.entered_at == T0 and d.plan.done == frozenset() and d.plan.mode == "recommend"
 
 
 def test_posture_holds_each_kind_until_its_stage():
