@@ -65,7 +65,7 @@ def test_a_ready_account_passes_every_check_and_the_result_is_recorded(stack, cl
 
 
 def test_settings_drift_and_a_missing_layer_fail_and_status_shows_them(stack, clients, ledger_table, capsys):
-    changed = Settings.from_mapping({"mode": "recommend"})
+    changed = Settings.from_mapping({"mode": "auto"})   # the stack runs the default, recommend
     clients("ssm").put_parameter(Name=PARAMETER, Value=changed.to_json(), Type="String", Overwrite=True)
     result = _run(clients, ledger_table, stack)
 

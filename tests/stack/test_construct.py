@@ -59,7 +59,7 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
     # Holdfast's own resources for the CLI (holdfast.core.own), the ledger name's parameter,
     # the expired-events queue's redrive anchor with its TLS-only policy, and the readiness
     # check's function (role, policy, logs, invoke config), schedule (and its permission) and alarm
-    assert len(holdfast_ids) == 44 and all(k.startswith("Holdfast") for k in holdfast_ids)
+    assert len(holdfast_ids) == 45 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
     consumer = _role_statements(t, "ConsumerServiceRole")
