@@ -12,7 +12,7 @@ CDK := node_modules/.bin/cdk
 # that share a synthesized CDK app on one (tests/conftest.py). 2 for a 2-core machine.
 TEST_WORKERS ?= 2
 
-.PHONY: test demo synth bench e2e clean
+.PHONY: test demo serve synth bench e2e clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	PYTHONPATH=dev $(PY) -m holdfast_demo
+
+# A local AWS with a sample fleet for the CLI; prints the `export` lines, Ctrl-C stops it.
+serve: $(VENV)/.installed
+	PYTHONPATH=dev $(PY) -m holdfast_demo.serve
 
 synth: $(VENV)/.installed node_modules/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CDK) synth --no-notices --quiet

@@ -10,7 +10,6 @@ stops synth with a message naming the key, the value and what is allowed.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Mapping
@@ -25,13 +24,8 @@ DEFAULT_STACK = "Holdfast"
 
 
 def settings_from(app: cdk.App) -> Settings:
-    raw = app.node.try_get_context(CONTEXT_KEY)
-    if isinstance(raw, str):  # `cdk synth -c holdfast='{...}'` passes a string
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise SettingsError("", raw, f"must be a JSON object ({err})") from err
-    return Settings.from_mapping(raw)
+    # An object from cdk.json, or the JSON string `cdk synth -c holdfast='{...}'` passes.
+    return Settings.from_context(app.node.try_get_context(CONTEXT_KEY))
 
 
 def build_app(context: Mapping[str, Any] | None = None, **app_kwargs: Any) -> cdk.App:

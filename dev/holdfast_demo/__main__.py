@@ -37,14 +37,14 @@ from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, TextIO
-from unittest import mock
 
 from holdfast.aws import Clients
 from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RAISED, REFUSED_STALE, RESTORED, VANISHED
 from holdfast.core.policy import CONTROLLED, STAGES
+from holdfast.core.progress import held_marker
 from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
-from holdfast.runtime import Runtime
+from holdfast.runtime import QUIET, Runtime
 from holdfast.settings import Settings
 from holdfast_demo import check, report, scenario, world
 from holdfast_demo.embedded import moto_server, session
@@ -62,11 +62,12 @@ CONTROLLER = "demo-reconciler"
 HEARTBEAT = timedelta(minutes=60)
 # Signals that arrive all night long; a tick that saw only these is not worth a line.
 ROUTINE = {"capacity", "configuration", "launch", "elb-termination"}
-SHORT = {"asg": "asg", "esm": "esm", "async": "async", "nlb": "nlb", "scalable-target": "ecs"}
+# The timeline's short name of a kind where its own name is long; every other kind by its name.
+SHORT = {"scalable-target": "ecs"}
 SHOWN_ACTIONS = (ENGAGED, RAISED, RESTORED, DRIFT_KEPT, VANISHED, FAILED, REFUSED_STALE)
 EVIDENCE = "evidence: "
 # A hold's engage walks done: a controlled kind's mark is `<kind>/engaged` (holdfast.core.policy).
-ENGAGED_MARKS = (set(KINDS) - CONTROLLED) | {f"{k}/engaged" for k in CONTROLLED}
+ENGAGED_MARKS = {held_marker(k, k not in CONTROLLED) for k in KINDS}
 
 
 def pdt(text: str) -> str:
@@ -91,11 +92,10 @@ class Resolver:
 @contextmanager
 def quiet(*loggers) -> Iterator[None]:
     """The controllers log a JSON line per decision and emit metrics to stdout, as they
-    should in Lambda; in the terminal the demo's own timeline is the output."""
+    should in Lambda; in the terminal the demo's own timeline is the output. The
+    reconciler's are off in the demo's runtime (Telemetry QUIET, holdfast.runtime); other
+    loggers given here say only their warnings."""
     with ExitStack() as stack:
-        stack.enter_context(mock.patch.dict(os.environ, {
-            "POWERTOOLS_METRICS_NAMESPACE": "Holdfast", "POWERTOOLS_METRICS_DISABLED": "true",
-        }))
         for log in loggers:
             level = log.log_level
             log.setLevel("WARNING")
@@ -307,7 +307,7 @@ class Replay:
 
     def line(self, now: datetime, verdict: str, label: str, changes: Counter, gates, notes: list[str]) -> str:
         done = "; ".join(
-            f"{action} " + ", ".join(f"{n} {SHORT[kind]}" for (a, kind), n in sorted(changes.items()) if a == action)
+            f"{action} " + ", ".join(f"{n} {SHORT.get(kind, kind)}" for (a, kind), n in sorted(changes.items()) if a == action)
             for action in SHOWN_ACTIONS if any(a == action for a, _ in changes)
         )
         waiting = "; ".join(g for g in gates if not g.endswith("walk not finished"))
@@ -339,16 +339,15 @@ def stack_resources(clients: Clients) -> tuple[str, str]:
 
 
 def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> int:
-    from holdfast import reconciler
     from holdfast.clock import FakeClock
     from holdfast.ledger.resources import ResourceLedger
     from holdfast.ledger.table import ensure_table
 
     say = lambda text="": print(text, file=out, flush=True)
     started = time.monotonic()
-    settings = Settings()
+    settings = Settings(mode="auto")   # the demo shows Holdfast acting
     sizes = SMALL if small else FULL
-    with quiet(reconciler.logger), moto_server() as url:
+    with quiet(), moto_server() as url:
         watcher = Clients(session(), endpoint_url=url)   # the owner's calls and the demo's own reads
         holdfast = Clients(session(), endpoint_url=url)  # the controllers' calls, counted apart
         ensure_table(watcher("dynamodb"), DEFAULT_TABLE)
@@ -359,7 +358,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         selected = {k: len(v) for k, v in fleet.selected.items()}
         say(f"Embedded AWS at {url}; ledger, expired-events queue and stage topic created.")
         say(f"Fleet built through the AWS APIs in {built:.1f} s: {sum(selected.values())} selected "
-            f"({', '.join(f'{n} {SHORT[k]}' for k, n in selected.items())}) across {', '.join(fleet.zones)}, "
+            f"({', '.join(f'{n} {SHORT.get(k, k)}' for k, n in selected.items())}) across {', '.join(fleet.zones)}, "
             f"plus {sum(len(v) for v in fleet.unselected.values())} unselected; snapshot taken.")
 
         # The first mapping (by its consumer's name, stable across runs) capped above DRIFT_CAP.
@@ -385,7 +384,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         say()
         say("time   verdict     stage          held   this tick | what happened")
         runtime = Runtime(clients=holdfast, settings=settings, table=DEFAULT_TABLE, clock=FakeClock(scenario.START),
-                          controller_id=CONTROLLER, topic_arn=topic, expired_queue_arn=expired_queue)
+                          controller_id=CONTROLLER, topic_arn=topic, expired_queue_arn=expired_queue, telemetry=QUIET)
         replay = Replay(runtime=runtime, watcher=watcher, fleet=fleet, steps=steps, the_world=the_world, fast=fast, out=out)
         replay_started = time.monotonic()
         # SQS message moves (the replay stage), which moto lacks, emulated on the replay's clock.
@@ -438,7 +437,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
     figures = {
         "fleet": f"{sum(selected.values())} selected resources ({', '.join(f'{n} {k}' for k, n in selected.items())}), "
                  f"{sum(len(v) for v in fleet.unselected.values())} unselected, Auto Scaling groups across {len(fleet.zones)} zones",
-        "settings": "the stack's defaults (Settings())",
+        "settings": "the stack's defaults, in mode auto (Settings(mode=\"auto\"))",
         "event time replayed": f"{scenario.START:%H:%M} to {last.astimezone(PDT):%H:%M} PDT, {replay.ticks} reconciler ticks",
         "full posture": (f"{replay.posture_at.astimezone(PDT):%H:%M} PDT, {replay.posture_seconds:.0f} s after the first "
                          f"qualifying signal" if replay.posture_seconds is not None else
@@ -472,6 +471,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
                   f"{actual['zones_rebalanced']}, {actual['target_group_zone_failovers']}, "
                   f"{actual['peak_consumer_concurrency']:,}. End state: {tally['restored']} restored, "
                   f"{tally['drift-kept']} owner change kept, {len(bad)} not restored."),
+        warning_ratio=settings.drain_duration_warning_ratio,
     )
     report_path.write_text(report.markdown(
         stage_changes=replay.stage_changes, milestones=milestones, final_check=rows,
@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="a smaller fleet, for CI")
     parser.add_argument("--out", type=Path, default=Path("out"), help="where the report and chart go (default: out)")
     args = parser.parse_args(argv)
-    # As the stack sets it for the controllers (stacks/constructs/controllers.py), before they are imported.
+    # As the stack sets it for the controllers (stacks/holdfast_cdk/constructs/controllers.py), before they are imported.
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Holdfast")
     return run(out_dir=args.out, fast=args.fast, small=args.small)
 

@@ -37,8 +37,9 @@ WARM_UP = {
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
-    """A moto server on 127.0.0.1 (a free port), with AWS's semantics, and empty; yields its URL.
+def moto_server(*, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """A moto server on `host` (127.0.0.1) and `port` (0: a free one), with AWS's semantics,
+    and empty; yields its URL.
 
     moto's backends are global to the process: a server started in a process that ran
     other moto work (a test suite) would see its tables, plans and functions. The demo's
@@ -47,7 +48,7 @@ def moto_server() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     _internal.moto_api_backend.reset()
     try:

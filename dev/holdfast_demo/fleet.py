@@ -168,6 +168,7 @@ class _Builder:
         return self.c("lambda").create_function(
             FunctionName=name, Runtime="python3.12", Role=self.role(), Handler="index.handler",
             Code={"ZipFile": self._shared["zip"]}, Tags=tags,
+            Timeout=60,   # a batch of 10 at a second a message (holdfast_demo.world) takes 10 s
         )["FunctionArn"]
 
     def _add(self, kind: str, arn: str, handle: str, selected: bool) -> None:

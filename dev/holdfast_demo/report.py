@@ -16,7 +16,10 @@ The chart has five panels over event time (PDT) so someone who was not there can
 the event at a glance: the recovery stage with its lifts, the launch outcomes the
 verdict reads, the selected target groups' health and the consumers' backlog age per
 consumer group (by the owner's own cap), consumer concurrency with and without Holdfast
-and each group's median cap as its mappings' drain controllers set them, and the
+and each group's median cap as its mappings' drain controllers set them, beside the
+evidence those controllers judge by with no downstream alarm named (the median mapping's
+time per message against its pre-event value; the demo's consumers have no downstream
+knee, so it stays at baseline and the caps rise), and the
 resources Holdfast held, with the
 October milestones marked across all of them.
 """
@@ -96,6 +99,7 @@ def chart(
     cap_notes: Sequence[tuple[datetime, int, str]] = (),
     subtitle: str = "",
     footnote: str = "",
+    warning_ratio: float = 1.08,
 ) -> None:
     """`spans` are (start, end, colour, label) shaded behind every panel; `cap_notes` are
     (time, cap, text) marked on the consumers' panel."""
@@ -178,7 +182,18 @@ def chart(
                               fontsize=7.5, color="#548235", arrowprops=dict(arrowstyle="-", color="#548235", lw=0.8))
     ax_consumers.set_yscale("log")
     ax_consumers.set_ylabel("concurrent consumer\nbatches, all mappings")
-    ax_consumers.legend(**legend)
+    # The evidence each mapping's controller judges by, no alarm named: time per message
+    # against its pre-event median (a warning at drain_duration_warning_ratio).
+    ax_speed = ax_consumers.twinx()
+    ratios = getattr(world, "duration_ratio", ())
+    if ratios:
+        ax_speed.plot([t.astimezone(PDT) for t, _ in ratios], [float("nan") if r is None else r for _, r in ratios],
+                      color="#7030a0", lw=1.0, label="time per message ÷ baseline\n(median mapping, built-in evidence)")
+        ax_speed.axhline(warning_ratio, color="#7030a0", lw=0.8, ls=":", label=f"warning: {warning_ratio:g}× baseline")
+    ax_speed.set_ylim(0, max(2.0, warning_ratio + 0.5))
+    ax_speed.set_ylabel("time per message\n÷ baseline")
+    handles = ax_consumers.get_legend_handles_labels()[0] + ax_speed.get_legend_handles_labels()[0]
+    ax_consumers.legend(handles=handles, **legend)
     ax_consumers.grid(axis="y", alpha=0.3)
 
     kinds = [k for k in KIND_LABELS if any(s.engaged.get(k) for s in samples)]

@@ -56,6 +56,7 @@ OTHER_GROUPS = ("ops-batch", "ci-runners", "reporting", "bastion")
 TARGETS_PER_ZONE = 2
 ARRIVALS, PER_BATCH, BATCH, UNCAPPED = 200.0, 60.0, 10, 1000
 ERROR_SHARE = 0.004
+SECONDS_PER_MESSAGE = 60.0 / PER_BATCH   # a batch consumes PER_BATCH messages a minute, one at a time
 
 
 def _chance(*parts: object) -> float:
@@ -151,6 +152,9 @@ class World:
         self.concurrency: list[tuple[datetime, int, int]] = []   # (t, with Holdfast, without)
         self.oldest_age: list[tuple[datetime, float]] = []       # the median queue's oldest message
         self.group_age: list[tuple[datetime, dict[str, float]]] = []   # each consumer group's oldest message
+        # The drain's built-in evidence as published: the median mapping's time per message
+        # (Duration's sum ÷ NumberOfMessagesReceived) ÷ its pre-event value; None: no receives.
+        self.duration_ratio: list[tuple[datetime, float | None]] = []
 
     def reads_processes(self, now: datetime) -> bool:
         """Whether this tick's minutes need the groups' suspended processes: replacements
@@ -212,6 +216,7 @@ class World:
         errors = 1.0 if scenario.IMPAIRMENT <= t < scenario.DYNAMODB_BACK else ERROR_SHARE
         with_total = without_total = 0
         ages = []
+        ratios = []
         group_ages: dict[str, float] = {}
         for q in self.queues:
             cap = state.caps.get(q.mapping, q.original)
@@ -230,9 +235,24 @@ class World:
                 metrics["AWS/SQS"].append({"MetricName": name, "Timestamp": stamp, "Value": value, "Dimensions": queue})
             group = consumer_group(q.original)
             group_ages[group] = max(group_ages.get(group, 0.0), age)
+            # Receives: what was deleted and what failed (a failed message is received and not
+            # deleted); while DynamoDB is down every receive fails. Duration: a second a message.
+            failed = used * PER_BATCH if errors >= 1.0 else consumed * errors / (1.0 - errors)
+            received = (0.0 if errors >= 1.0 else consumed) + failed if used else 0.0
+            metrics["AWS/SQS"].append({"MetricName": "NumberOfMessagesReceived", "Timestamp": stamp, "Value": received,
+                                       "Dimensions": queue})
             if used:
                 invocations = used * PER_BATCH / BATCH
                 fn = [{"Name": "FunctionName", "Value": q.function}]
+                # Every invocation of the minute took as long (its share of the minute's messages):
+                # a statistic set whose Minimum equals its Maximum, so CloudWatch has its p90 too.
+                duration = received * 1000.0 * SECONDS_PER_MESSAGE
+                each = duration / invocations
+                metrics["AWS/Lambda"].append({"MetricName": "Duration", "Timestamp": stamp, "Dimensions": fn,
+                                              "StatisticValues": {"SampleCount": invocations, "Sum": duration,
+                                                                  "Minimum": each, "Maximum": each}})
+                if received:
+                    ratios.append(duration / received / (1000.0 * SECONDS_PER_MESSAGE))
                 metrics["AWS/Lambda"].append({"MetricName": "Invocations", "Timestamp": stamp, "Value": invocations,
                                               "Dimensions": fn})
                 metrics["AWS/Lambda"].append({"MetricName": "Errors", "Timestamp": stamp,
@@ -245,6 +265,7 @@ class World:
         self.concurrency.append((t, with_total, without_total))
         self.oldest_age.append((t, sorted(ages)[len(ages) // 2] if ages else 0.0))
         self.group_age.append((t, group_ages))
+        self.duration_ratio.append((t, sorted(ratios)[len(ratios) // 2] if ratios else None))
 
     def _replacements(self, t: datetime, state: State) -> list[dict]:
         if not scenario.HEALTH_CHECK_TERMINATIONS <= t < scenario.NETWORK_NORMAL:

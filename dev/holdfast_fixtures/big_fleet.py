@@ -1,4 +1,5 @@
-"""The fleet of issue 12, at any scale, built through the AWS APIs (on a moto server).
+"""The benchmark fleet (500 groups, 750 mappings, 1,250 async configs, 250 target
+groups), at any scale, built through the AWS APIs (on a moto server).
 
 At scale 1: 500 Auto Scaling groups, 750 SQS consumers each with its event source
 mapping, 1,250 functions with async configs, 250 NLB target groups, every one carrying

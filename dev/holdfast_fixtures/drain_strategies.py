@@ -1,6 +1,6 @@
 """Drain strategies for the recovery model, each driven by Holdfast's real code.
 
-- `Ladder`: the drain as shipped before issue 15: the real stage policy's hold (holdfast
+- `Ladder`: the drain as shipped before the per-mapping controller: the real stage policy's hold (holdfast
   .core.policy with default Settings, fed a synthetic launch verdict: impaired through the
   outage, recovering `recover_quiet_minutes` after the last capacity-class failure, with a
   successful launch a minute after it; every walk done within its tick), then the old
@@ -25,6 +25,8 @@ from holdfast.core import drain_control as dc
 from holdfast.core.detector import IMPAIRED, RECOVERING, Verdict
 from holdfast.settings import Settings
 
+from holdfast.observation.cloudwatch import COMPLETE_AFTER
+
 from .recovery_model import RecoveryModel, Scenario, at, outcome, seconds, simulate
 
 
@@ -38,17 +40,17 @@ def partial_cap(owner_cap: int | None, n: int) -> int:
     return n if owner_cap is None else min(n, owner_cap)
 
 
-# The fixed ladder Holdfast shipped before issue 15: settings.esm_cap_steps, one step per hold.
+# The fixed ladder Holdfast shipped before the per-mapping controller: settings.esm_cap_steps, one step per hold.
 LADDER_STEPS = (5, 20, 100, 300)
 
 
 class Ladder:
-    """The drain as Holdfast ran it before issue 15: the stage policy's hold (the real
+    """The drain as Holdfast ran it before the per-mapping controller: the stage policy's hold (the real
     holdfast.core.policy, which still gates hold -> drain on the launch verdict and the
     hold), then the old fixed ladder — floor, 5, 20, 100, 300, one step per hold, then the
     owner's value — which is no longer in the shipped policy and is reproduced here."""
 
-    name = "fixed ladder (before issue 15)"
+    name = "fixed ladder (before the controller)"
 
     def __init__(self, scenario: Scenario, settings: Settings | None = None, steps: tuple[int, ...] = LADDER_STEPS):
         self.scenario = scenario
@@ -87,9 +89,19 @@ class Ladder:
         model.cap = partial_cap(owner, self.steps[step]) if step < len(self.steps) else owner
 
 
-def reading(model: RecoveryModel) -> dc.Reading:
+def complete_minute(model: RecoveryModel) -> int:
+    """The newest minute a reader asks CloudWatch for: the one that ended CloudWatch's lag
+    ago (holdfast.observation.cloudwatch.COMPLETE_AFTER), as the shell's readers do."""
+    return (model.t - int(COMPLETE_AFTER.total_seconds())) // 60 - 1
+
+
+def reading(model: RecoveryModel, *, alarms: bool = True) -> dc.Reading:
+    """What the shell reads for the mapping this tick: every metric's newest published
+    datapoint of a complete minute; the downstream alarms only when they are named."""
+    newest = complete_minute(model)
+
     def point(metric):
-        dp = model.datapoint(metric)
+        dp = model.datapoint(metric, newest_minute=newest)
         return None if dp is None else dc.Datapoint(dp.at, dp.value)
 
     return dc.Reading(
@@ -97,10 +109,24 @@ def reading(model: RecoveryModel) -> dc.Reading:
         visible=point("visible"),
         errors=point("errors"),
         throttles=point("throttles"),
-        downstream=tuple(dc.Alarm(a.name, a.state, a.measured_at, a.severity) for a in model.alarms()),
+        downstream=tuple(dc.Alarm(a.name, a.state, a.measured_at, a.severity) for a in model.alarms()) if alarms else (),
         sent=point("sent"),
         deleted=point("deleted"),
+        invocations=point("invocations"),
+        duration=point("duration"),
+        received=point("received"),
     )
+
+
+def pre_event_minutes(model: RecoveryModel, until_minute: int, lookback: int) -> list[dc.Minute]:
+    """The published minutes before `until_minute` (exclusive), as the shell reads them."""
+    out = []
+    for m in model.published_minutes(until_minute - lookback, until_minute - 1):
+        value = lambda metric: (lambda dp: None if dp is None else dp.value)(model.minute_value(m, metric))
+        out.append(dc.Minute(at(m * 60), concurrency=value("concurrency"), age=value("age"), visible=value("visible"),
+                             sent=value("sent"), deleted=value("deleted"), received=value("received"),
+                             duration=value("duration"), invocations=value("invocations"), errors=value("errors")))
+    return out
 
 
 @dataclass
@@ -115,12 +141,13 @@ class Controller:
     stage calls (holdfast.core.drain_control.advance): wait for the dependency, start,
     decide, restore."""
 
-    name = "controller"
-
-    def __init__(self, scenario: Scenario, constants: dc.Constants = dc.DEFAULTS, settings: Settings | None = None):
+    def __init__(self, scenario: Scenario, constants: dc.Constants = dc.DEFAULTS, settings: Settings | None = None,
+                 *, alarms: bool = False):
         self.scenario = scenario
         self.constants = constants
         self.settings = settings or Settings()
+        self.alarms = alarms   # the owner named the database's latency alarms for the mapping
+        self.name = "controller, owner's alarms" if alarms else "controller, defaults (no alarm)"
         self.drain: dc.Drain | None = None
         self.restored_at: int | None = None
         self.decisions: list[tuple[int, dc.Step]] = []
@@ -133,23 +160,20 @@ class Controller:
         return None if self.drain is None else self.drain.state
 
     def _pre_event(self, model: RecoveryModel) -> dc.Facts:
-        """What the shell reads about the mapping when the event begins."""
+        """What the shell reads about the mapping when the hold begins (t = 0): the
+        baseline from the minutes before the earliest of the first impairment signal (the
+        detector's window before the hold), the hold itself and the consumer's own first
+        anomaly (holdfast.core.drain_control.baseline)."""
         con = self.scenario.consumer
-
-        def value(metric):
-            dp = model.datapoint(metric)
-            return None if dp is None else dp.value
-
-        per_second = lambda v: None if v is None else v / 60
-        return dc.Facts(
-            pre_event_concurrency=value("concurrency"),
-            reserved_concurrency=con.reserved_concurrency,
-            owner_cap=con.owner_cap,
-            baseline_age_seconds=value("age"),
-            baseline_errors=value("errors") or 0.0,
-            arrival_per_second=per_second(value("sent")),
-            deleted_per_second=per_second(value("deleted")),
-        )
+        minutes = self.settings.drain_pre_event_minutes
+        until, why = dc.baseline_end({
+            "the first impairment signal": at(-60 * self.scenario.detect_window_minutes),
+            "the plan's engagement": at(0),
+        })
+        history = pre_event_minutes(model, int(seconds(until)) // 60, 2 * minutes)
+        fields = dc.baseline(history, until, why, minutes, self.constants)
+        return dc.Facts(reserved_concurrency=con.reserved_concurrency, owner_cap=con.owner_cap,
+                        timeout_seconds=con.timeout_seconds, **fields)
 
     def tick(self, model: RecoveryModel) -> None:
         t = model.t
@@ -160,7 +184,7 @@ class Controller:
         if self.drain is None:
             self.drain = dc.Drain(since=at(0), facts=self._pre_event(model))
         floor = engaged_cap(owner, self.settings.esm_floor)
-        r = reading(model)
+        r = reading(model, alarms=self.alarms)
         current = floor if self.drain.state is None else self.drain.state.cap
         s = dc.advance(self.drain, r, current, model.now(), self.constants)
         self.drain = s.drain

@@ -148,3 +148,109 @@ def allows(documents: Iterable[Mapping[str, Any] | str], action: str, resource: 
            context: Context | None = None) -> bool:
     return decide(documents, action, resource, context)[0]
 
+
+
+# ---- enforcing a policy on moto's answers ------------------------------------------------
+
+# The writes whose statements carry tag conditions, and where each request names its
+# resource(s): (boto3 service, operation) -> a function of the request's parameters.
+_TARGETS = {
+    ("autoscaling", "SuspendProcesses"): lambda p: [p["AutoScalingGroupName"]],
+    ("autoscaling", "ResumeProcesses"): lambda p: [p["AutoScalingGroupName"]],
+    ("autoscaling", "CreateOrUpdateTags"): lambda p: sorted({t["ResourceId"] for t in p["Tags"]}),
+    ("autoscaling", "DeleteTags"): lambda p: sorted({t["ResourceId"] for t in p["Tags"]}),
+    ("lambda", "PutFunctionEventInvokeConfig"): lambda p: [p["FunctionName"]],
+    ("lambda", "UpdateFunctionEventInvokeConfig"): lambda p: [p["FunctionName"]],
+    ("lambda", "DeleteFunctionEventInvokeConfig"): lambda p: [p["FunctionName"]],
+    ("lambda", "TagResource"): lambda p: [p["Resource"]],
+    ("lambda", "UntagResource"): lambda p: [p["Resource"]],
+    ("elbv2", "ModifyTargetGroupAttributes"): lambda p: [p["TargetGroupArn"]],
+    ("elbv2", "AddTags"): lambda p: list(p["ResourceArns"]),
+    ("elbv2", "RemoveTags"): lambda p: list(p["ResourceArns"]),
+}
+_PREFIX = {"autoscaling": "autoscaling", "lambda": "lambda", "elbv2": "elasticloadbalancing"}
+
+
+class Enforced:
+    """Holdfast's clients answer AccessDenied wherever `documents` (filled policies) deny
+    a write whose statements carry tag conditions, evaluated on the resource's tags at the
+    moment of the call, as IAM does; moto evaluates no IAM. `denied` lists what was refused.
+
+        with Enforced(clients, [fill(policies.read("reconciler"))]) as iam: ...
+    """
+
+    def __init__(self, clients, documents, region: str = "us-east-1"):
+        import boto3
+
+        self.documents = list(documents)
+        self.denied: list[tuple[str, str]] = []
+        self._clients = {s: clients(s) for s in _PREFIX}
+        self._reader = {s: boto3.client(s, region_name=region) for s in _PREFIX}   # not enforced: the evaluator's reads
+
+    def __enter__(self):
+        for client in self._clients.values():
+            client.meta.events.register("before-parameter-build", self._check)
+        return self
+
+    def __exit__(self, *exc):
+        for client in self._clients.values():
+            client.meta.events.unregister("before-parameter-build", self._check)
+
+    def _check(self, params, model, **_):
+        from botocore.exceptions import ClientError
+
+        service = model.service_model.service_name
+        targets = _TARGETS.get((service, model.name))
+        if targets is None:
+            return
+        action = f"{_PREFIX[service]}:{model.name}"
+        for target in targets(params):
+            arn, tags = self._resource(service, target)
+            context: dict[str, Any] = {f"aws:ResourceTag/{k}": v for k, v in tags.items()}
+            if service == "autoscaling":
+                context.update({f"autoscaling:ResourceTag/{k}": v for k, v in tags.items()})
+            keys = _request_tag_keys(service, model.name, params)
+            if keys is not None:
+                context["aws:TagKeys"] = keys
+            if not allows(self.documents, action, arn, context):
+                self.denied.append((action, arn))
+                raise ClientError({"Error": {"Code": "AccessDenied", "Message": (
+                    f"User is not authorized to perform: {action} on resource: {arn} because no identity-based "
+                    "policy allows the action")}, "ResponseMetadata": {"HTTPStatusCode": 403}}, model.name)
+
+    def _resource(self, service: str, target: str) -> tuple[str, dict[str, str]]:
+        reader = self._reader[service]
+        if service == "autoscaling":
+            [group] = reader.describe_auto_scaling_groups(AutoScalingGroupNames=[target])["AutoScalingGroups"]
+            return group["AutoScalingGroupARN"], {t["Key"]: t["Value"] for t in group.get("Tags", [])}
+        if service == "lambda":
+            arn = target if target.startswith("arn:") else reader.get_function(FunctionName=target)["Configuration"]["FunctionArn"]
+            arn = ":".join(arn.split(":")[:7])   # a qualifier's config: its function's tags
+            return arn, reader.list_tags(Resource=arn)["Tags"]
+        descriptions = reader.describe_tags(ResourceArns=[target])["TagDescriptions"]
+        return target, {t["Key"]: t["Value"] for d in descriptions for t in d["Tags"]}
+
+
+def _request_tag_keys(service: str, operation: str, params) -> list[str] | None:
+    if service == "autoscaling" and operation in ("CreateOrUpdateTags", "DeleteTags"):
+        return sorted({t["Key"] for t in params["Tags"]})
+    if service == "lambda" and operation == "TagResource":
+        return sorted(params["Tags"])
+    if service == "lambda" and operation == "UntagResource":
+        return sorted(params["TagKeys"])
+    if service == "elbv2" and operation == "AddTags":
+        return sorted({t["Key"] for t in params["Tags"]})
+    if service == "elbv2" and operation == "RemoveTags":
+        return sorted(params["TagKeys"])
+    return None
+
+
+def fill(node: Any, values: Mapping[str, str]) -> Any:
+    """A policy template with its ${Name} placeholders filled from `values`."""
+    if isinstance(node, str):
+        return re.sub(r"\$\{([A-Za-z][A-Za-z0-9]*)\}", lambda m: values.get(m.group(1), m.group(0)), node)
+    if isinstance(node, list):
+        return [fill(n, values) for n in node]
+    if isinstance(node, dict):
+        return {fill(k, values): fill(v, values) for k, v in node.items()}
+    return node

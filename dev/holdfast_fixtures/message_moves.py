@@ -8,7 +8,7 @@ API_CancelMessageMoveTask) and the request and response shapes of botocore's SQS
 
 - StartMessageMoveTask(SourceArn, DestinationArn?, MaxNumberOfMessagesPerSecond?) ->
   TaskHandle. The source must be a dead-letter queue of another SQS queue (some queue's
-  RedrivePolicy names it); without DestinationArn messages go back to their source queue.
+  RedrivePolicy names it, and the source's RedriveAllowPolicy allows that queue); without DestinationArn messages go back to their source queue.
   MaxNumberOfMessagesPerSecond is at most 500 (and at least 1); without it "the system
   optimizes the rate" — here 500 a second. Only one active task per source queue.
   ApproximateNumberOfMessagesToMove is the source's visible messages when the task starts.
@@ -21,7 +21,7 @@ API_CancelMessageMoveTask) and the request and response shapes of botocore's SQS
   moved.
 
 Error codes and messages are the ones AWS returns, as recorded against AWS in
-LocalStack's validated snapshot tests (tests/aws/services/sqs/test_sqs_move_task.snapshot.json):
+LocalStack's validated snapshot tests (https://github.com/localstack/localstack/blob/main/tests/aws/services/sqs/test_sqs_move_task.snapshot.json):
 a source that is not a DLQ, a second active task, a missing source or destination, a
 malformed or unknown task handle, and a task that fails when its destination is deleted
 (FailureReason AWS.SimpleQueueService.NonExistentQueue). The task handle has AWS's form,
@@ -147,8 +147,14 @@ def _queue(arn: str | None):
 class MessageMoves:
     """The emulator: its tasks, by id, in start order."""
 
-    def __init__(self, clock: Clock):
+    def __init__(self, clock: Clock, *, denied_keys: frozenset[str] = frozenset()):
         self.clock = clock
+        # KMS keys the caller may not use through SQS (moto checks no KMS on SQS). A move
+        # task reads and sends with its caller's permissions: kms:Decrypt on the source's
+        # customer-managed key, kms:GenerateDataKey on the destination's (SQS Developer
+        # Guide, dead-letter queue redrive). A task touching a denied key FAILS when it
+        # moves its first message; the FailureReason is ASSUMED (AWS documents none).
+        self.denied_keys = frozenset(denied_keys)
         self.tasks: list[Task] = []
         self.calls: list[tuple[str, dict]] = []
 
@@ -250,6 +256,10 @@ class MessageMoves:
             if source is None or any(t is None for t in targets):
                 task.status, task.failure = FAILED, "AWS.SimpleQueueService.NonExistentQueue"
                 continue
+            denied = [k for k in (_key(source), *(_key(t) for t in targets)) if k in self.denied_keys]
+            if denied and task.to_move:
+                task.status, task.failure = FAILED, f"KMS.AccessDeniedException: {', '.join(denied)}"
+                continue
             rate = task.rate or DEFAULT_RATE
             allowed = min(task.to_move, math.floor(rate * max(0.0, (now - task.started).total_seconds())))
             while task.moved < allowed:
@@ -265,5 +275,31 @@ class MessageMoves:
                 task.status = COMPLETED
 
     def _redrive_sources(self, dlq) -> list:
+        """The SQS queues whose RedrivePolicy names `dlq` and that its RedriveAllowPolicy
+        lets use it: the API reference's rule that a move task's source is "configured as
+        [a] dead-letter queue of other Amazon SQS queues", a Lambda on-failure destination
+        or an SNS subscription's DLQ being no such source. RedriveAllowPolicy (SQS
+        Developer Guide, "Configuring a dead-letter queue redrive permission"):
+        `allowAll` (also when unset), `denyAll`, or `byQueue` with `sourceQueueArns`. AWS
+        refuses a RedrivePolicy the DLQ does not allow when it is set; moto stores both
+        without the check, so a source the DLQ does not allow is not counted here."""
         account, region, _ = _split(dlq.queue_arn)
-        return [q for q in sqs_backends[account][region].queues.values() if q.dead_letter_queue is dlq]
+        named = [q for q in sqs_backends[account][region].queues.values() if q.dead_letter_queue is dlq]
+        allow = _redrive_allow(dlq)
+        if allow.get("redrivePermission", "allowAll") == "allowAll":
+            return named
+        if allow["redrivePermission"] == "byQueue":
+            return [q for q in named if q.queue_arn in allow.get("sourceQueueArns", ())]
+        return []
+
+
+def _key(queue) -> str | None:
+    """The queue's KmsMasterKeyId, as SetQueueAttributes stored it."""
+    return getattr(queue, "kms_master_key_id", None) or None
+
+
+def _redrive_allow(queue) -> dict:
+    raw = getattr(queue, "redrive_allow_policy", None)
+    if not raw:
+        return {}
+    return raw if isinstance(raw, dict) else json.loads(raw)

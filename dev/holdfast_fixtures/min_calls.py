@@ -12,7 +12,7 @@ Reads (bulk wherever an API lists in bulk):
   function's do not) and carry its record, which an engage while the ledger was
   unreachable wrote nowhere else, so even a mapping its function selects needs them
   before a write (reading none would re-record an owner's change as the original:
-  invariant 2). `esm_tags="tagging"` counts instead a GetResources page of 100 per
+  nothing an owner changed is lost). `esm_tags="tagging"` counts instead a GetResources page of 100 per
   mapping selected by its own tag: what it would cost if the Tagging API indexed
   mappings, which no AWS reference Holdfast found says (moto does not), so it is a
   what-if, not the minimum. (This model's first version made "tagging" the default; the
@@ -29,7 +29,7 @@ Reads (bulk wherever an API lists in bulk):
   small records) rather than a tag read per resource, and lists each kind (a record may
   be on a tag only: engaged while the ledger was unreachable): the same listings as
   engage, less the per-resource reads the ledger makes moot. Before each relaxing write
-  a fresh read of what it decides from (invariant 2: never overwrite an owner's change):
+  a fresh read of what it decides from (never overwrite an owner's change):
   GetEventSourceMapping per mapping (the listing is minutes old by then),
   GetFunctionEventInvokeConfig per async config, DescribeTargetGroupAttributes per
   target group; Auto Scaling's listing is the read (ResumeProcesses names only the
@@ -40,7 +40,7 @@ Writes, only for resources that need one (`engaged`: the engage outcomes "engage
 - the setting: one call per resource (SuspendProcesses / ResumeProcesses,
   UpdateEventSourceMapping, Put/Update/DeleteFunctionEventInvokeConfig,
   ModifyTargetGroupAttributes): no API takes several resources;
-- the write-ahead record on the resource (invariant 1), two tags: batched where the API
+- the write-ahead record on the resource (write-ahead), two tags: batched where the API
   takes several resources: Auto Scaling CreateOrUpdateTags / DeleteTags, 25 tags a call
   (12 groups of 2 tags; DeleteTags assumed to take as many); ELB AddTags, 20 ARNs a
   call but one tag set for all of them, so one call per 20 groups with the same record;
@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 RECORD_TAGS = 2                 # holdfast:original, holdfast:applied
-ASG_TAGS_PER_CALL = 25          # CreateOrUpdateTags (DESIGN.md); DeleteTags assumed the same
+ASG_TAGS_PER_CALL = 25          # CreateOrUpdateTags takes at most 25 tags a call (Auto Scaling API reference); DeleteTags assumed the same
 ELB_ARNS_PER_TAG_CALL = 20      # AddTags / RemoveTags
 PAGE = {"asg": 100, "esm": 100, "tagging": 100, "nlb": 400}
 

@@ -14,6 +14,11 @@ One place holds every departure from moto that Holdfast depends on; the tests
   unqualified config is $LATEST's, and ListFunctionEventInvokeConfigs lists every
   qualifier's). Moto keeps one config per function and ignores the qualifier. A
   qualifier that is neither $LATEST, a version nor an alias is ResourceNotFoundException.
+  Each config's LastModified is the time of its last Put or Update ("The date and time
+  that the configuration was last updated"; moto answers one fixed time), and deleting a
+  function deletes its configs with its versions and aliases (DeleteFunction: "all
+  versions and aliases are deleted"; a version deleted by its Qualifier takes its own),
+  so a function recreated under the same name starts with none.
 - Destinations are checked against the function's execution role when a config is
   written: "Your function's execution role must have permission to send records to
   the destination" (Lambda Developer Guide, "Capturing records of Lambda asynchronous
@@ -25,7 +30,8 @@ One place holds every departure from moto that Holdfast depends on; the tests
   queue's resource policy is not consulted, as the documented requirement is on the
   execution role.
 - Application Auto Scaling TagResource / UntagResource / ListTagsForResource on a
-  scalable target's ARN exist in AWS; moto has none of them.
+  scalable target's ARN exist in AWS; moto has none of them. A target's tags go with it
+  when it is deregistered.
 - RegisterScalableTarget on an existing target adjusts the resource's capacity into
   [MinCapacity, MaxCapacity]: "If you call the RegisterScalableTarget API to update an
   existing scalable target, Application Auto Scaling retrieves the current capacity of
@@ -42,11 +48,9 @@ One place holds every departure from moto that Holdfast depends on; the tests
   (ELB API reference, CreateTargetGroup: Protocol "HTTP | HTTPS | TCP | TLS | UDP |
   TCP_UDP | GENEVE | QUIC | TCP_QUIC"; botocore's model has them). Moto 5.2.5 rejects
   both; the emulation creates them (as UDP / TCP underneath) and reports their protocol.
-- IAM SimulatePrincipalPolicy, which moto lacks: the principal's identity policies
-  (inline and attached) evaluated by holdfast_fixtures.iam_policy for each action and
-  resource, with the request's ContextEntries, answering EvalDecision `allowed`,
-  `explicitDeny` or `implicitDeny` (IAM API reference, SimulatePrincipalPolicy). Roles
-  only; permission boundaries, SCPs and resource policies are not simulated.
+- IAM SimulatePrincipalPolicy, which moto lacks: holdfast_fixtures.iam_simulation, with
+  the API's request and response shapes and its errors (NoSuchEntity, InvalidInput,
+  PolicyEvaluation); its docstring says what it does not simulate.
 - DescribeScalableTargets pagination: moto's NextToken is the index within the page,
   not within all targets, so past two pages it repeats itself and botocore's paginator
   stops ("The same next token was received twice"). AWS's token moves on.
@@ -110,6 +114,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 import threading
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
@@ -135,6 +141,12 @@ def aws_semantics() -> Iterator[None]:
     from moto.core.exceptions import JsonRESTError
 
     configs: dict[tuple[str, str], dict] = {}   # (unqualified function ARN, qualifier) -> config
+    modified: dict[tuple[str, str], float] = {}  # -> its LastModified (epoch seconds)
+    clock = [1700000000.0]
+
+    def stamp(key) -> None:
+        clock[0] += 1.0   # each write later than the one before (a counter: tests stay deterministic)
+        modified[key] = clock[0]
 
     def target(response, suffix: int):
         """The function (unqualified) and the qualifier a request names."""
@@ -152,7 +164,8 @@ def aws_semantics() -> Iterator[None]:
         return fn, qualifier
 
     def shown(fn, qualifier: str, config: dict) -> str:
-        return json.dumps({"FunctionArn": f"{fn.function_arn}:{qualifier}", "LastModified": 1700000000.0, **config})
+        return json.dumps({"FunctionArn": f"{fn.function_arn}:{qualifier}",
+                           "LastModified": modified.get((fn.function_arn, qualifier), 1700000000.0), **config})
 
     def check_destinations(response, fn, config: dict) -> None:
         lambda_models.EventInvokeConfig(fn.function_arn, fn.last_modified, config)  # moto's own validation
@@ -166,6 +179,7 @@ def aws_semantics() -> Iterator[None]:
         config = dict(self.json_body)
         check_destinations(self, fn, config)
         configs[(fn.function_arn, qualifier)] = config
+        stamp((fn.function_arn, qualifier))
         return 200, {}, shown(fn, qualifier, config)
 
     def get_config(self):
@@ -181,6 +195,7 @@ def aws_semantics() -> Iterator[None]:
         merged = {**configs[(fn.function_arn, qualifier)], **self.json_body}
         check_destinations(self, fn, merged)
         configs[(fn.function_arn, qualifier)] = merged
+        stamp((fn.function_arn, qualifier))
         return 200, {}, shown(fn, qualifier, merged)
 
     def delete_config(self):
@@ -194,6 +209,19 @@ def aws_semantics() -> Iterator[None]:
         fn = self.backend.get_function(name.split(":function:")[-1].split(":")[0] if name.startswith("arn:") else name)
         found = [json.loads(shown(fn, q, c)) for (arn, q), c in sorted(configs.items()) if arn == fn.function_arn]
         return 200, {}, json.dumps({"FunctionEventInvokeConfigs": found})
+
+    original_delete_function = lambda_models.LambdaBackend.delete_function
+
+    def delete_function(self, function_name, qualifier=None):
+        try:
+            arn = self.get_function(function_name).function_arn
+        except Exception:   # moto answers for a missing function itself, below
+            arn = None
+        answer = original_delete_function(self, function_name, qualifier)
+        for key in [k for k in configs if k[0] == arn and (qualifier is None or k[1] == qualifier)]:
+            configs.pop(key, None)
+            modified.pop(key, None)
+        return answer
 
     tags: dict[str, dict[str, str]] = {}
 
@@ -232,6 +260,15 @@ def aws_semantics() -> Iterator[None]:
     from moto.awslambda.exceptions import InvalidParameterValueException
 
     original_register = ApplicationAutoScalingBackend.register_scalable_target
+
+    original_deregister = ApplicationAutoScalingBackend.deregister_scalable_target
+
+    def deregister_scalable_target(self, namespace, r_id, dimension):
+        """A target's tags go with it."""
+        target = self.targets.get(dimension, {}).get(r_id)
+        original_deregister(self, namespace, r_id, dimension)
+        if target is not None:
+            tags.pop(target.arn, None)
 
     def register_scalable_target(self, namespace, r_id, dimension, min_capacity, max_capacity, role_arn, suspended_state):
         existed = self._scalable_target_exists(r_id, dimension)
@@ -278,25 +315,22 @@ def aws_semantics() -> Iterator[None]:
     from moto.iam.responses import IamResponse
 
     def simulate_principal_policy(self):
+        from moto.iam.models import iam_backends
+
+        from . import iam_simulation
+
+        request = {name: self._get_param(name) for name in ("ActionNames", "ResourceArns", "PolicyInputList",
+                                                             "ContextEntries", "MaxItems", "Marker")}
         source = self._get_param("PolicySourceArn")
-        documents = role_documents(self.current_account, source)
-        context: dict = {}
-        for entry in self._get_param("ContextEntries", []) or []:
-            values = entry.get("ContextKeyValues") or []
-            list_type = str(entry.get("ContextKeyType", "")).endswith("List")
-            context[entry["ContextKeyName"]] = values if list_type else (values[0] if values else None)
-        results = []
-        for action in self._get_param("ActionNames", []) or []:
-            for resource in self._get_param("ResourceArns", []) or ["*"]:
-                allowed, sids = iam_policy.decide(documents, action, resource, context)
-                denied = not allowed and bool(sids)
-                results.append({
-                    "EvalActionName": action, "EvalResourceName": resource,
-                    "EvalDecision": "allowed" if allowed else "explicitDeny" if denied else "implicitDeny",
-                    "MatchedStatements": [{"SourcePolicyId": sid} for sid in sids],
-                    "MissingContextValues": [],
-                })
-        return ActionResult({"EvaluationResults": results, "IsTruncated": False})
+        try:
+            backend = iam_backends[self.current_account][source.split(":")[1] if source else "aws"]
+            answer = iam_simulation.simulate(iam_simulation.principal_policies(backend, source or ""), request)
+        except iam_simulation.SimulationError as err:
+            body = (f'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error><Type>Sender</Type>'
+                    f"<Code>{err.code}</Code><Message>{err.message}</Message></Error>"
+                    "<RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>")
+            return err.status, {"status": err.status}, body
+        return ActionResult(answer)
 
     original_get_code = lambda_models.LambdaFunction.get_code
 
@@ -316,8 +350,11 @@ def aws_semantics() -> Iterator[None]:
         stack.enter_context(mock.patch.object(IamResponse, "simulate_principal_policy", simulate_principal_policy, create=True))
         stack.enter_context(mock.patch.object(ELBv2Backend, "create_target_group", create_target_group))
         stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "register_scalable_target", register_scalable_target))
+        stack.enter_context(mock.patch.object(ApplicationAutoScalingBackend, "deregister_scalable_target",
+                                              deregister_scalable_target))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "create_event_source_mapping", create_esm))
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "update_event_source_mapping", update_esm))
+        stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "delete_function", delete_function))
         _tag_limits(stack)
         stack.enter_context(
             mock.patch.object(ApplicationAutoScalingResponse, "describe_scalable_targets", describe_scalable_targets)
@@ -538,16 +575,23 @@ _INDEXES: dict[int, dict] = {}
 
 def publish_service_metrics(account: str, region: str, namespace: str, data: list[dict]) -> None:
     """Datapoints an AWS service publishes: `data` holds {"MetricName", "Dimensions": [{"Name",
-    "Value"}], "Timestamp" (aware), "Value"}. Written straight into moto's CloudWatch (the
-    in-process backend that a moto server or mock_aws serves), as the service would."""
-    from moto.cloudwatch.models import MetricDatum, cloudwatch_backends
+    "Value"}], "Timestamp" (aware), and "Value" or "StatisticValues" ({"SampleCount", "Sum",
+    "Minimum", "Maximum"}: many samples at once, such as a minute of invocations' Duration)}.
+    Written straight into moto's CloudWatch (the in-process backend that a moto server or
+    mock_aws serves), as the service would."""
+    from moto.cloudwatch.models import MetricAggregatedDatum, MetricDatum, cloudwatch_backends
+
+    def datum(d):
+        stats = d.get("StatisticValues")
+        if stats is not None:
+            return MetricAggregatedDatum(namespace, d["MetricName"], float(stats["Minimum"]), float(stats["Maximum"]),
+                                         float(stats["SampleCount"]), float(stats["Sum"]), d.get("Dimensions", []),
+                                         d["Timestamp"], d.get("Unit"))
+        return MetricDatum(namespace, d["MetricName"], float(d["Value"]), d.get("Dimensions", []), d["Timestamp"], d.get("Unit"))
 
     backend = cloudwatch_backends[account][region]
     with _lock(backend):
-        backend.metric_data.extend(
-            MetricDatum(namespace, d["MetricName"], float(d["Value"]), d.get("Dimensions", []), d["Timestamp"], d.get("Unit"))
-            for d in data
-        )
+        backend.metric_data.extend(datum(d) for d in data)
 
 
 def _lock(backend) -> threading.Lock:
@@ -570,17 +614,38 @@ def _series(backend) -> dict:
     return index["series"]
 
 
-def _stat(stat: str, datums: list) -> float:
+_PERCENTILE = re.compile(r"p(\d{1,2}(?:\.\d{1,2})?|100)")
+
+
+def _stat(stat: str, datums: list) -> float | None:
+    """One period's statistic. Percentiles (`p90`, `p99.9`) by nearest rank over the raw
+    values. As CloudWatch documents (GetMetricStatistics, API Reference): percentiles need
+    raw data points; a statistic set counts only when its SampleCount is 1 or its Min equals
+    its Max; none when any value is negative. Without them a period has no percentile
+    datapoint (None). Moto 5.2.5 raises KeyError on any extended statistic."""
     values, sums, counts, mins, maxs = [], 0.0, 0.0, [], []
+    raw = True
     for d in datums:
         if hasattr(d, "value"):
             sums, counts = sums + d.value, counts + 1
             mins.append(d.value)
             maxs.append(d.value)
-        else:  # a StatisticSet
-            sums, counts = sums + d.sum_stat, counts + d.sample_count
-            mins.append(d.min_stat)
-            maxs.append(d.max_stat)
+            values.append(d.value)
+        else:  # a StatisticSet (moto's MetricAggregatedDatum: sum, min, max, sample_count)
+            sums, counts = sums + d.sum, counts + d.sample_count
+            mins.append(d.min)
+            maxs.append(d.max)
+            if d.sample_count == 1 or d.min == d.max:
+                values += [d.min] * int(d.sample_count)
+            else:
+                raw = False
+    match = _PERCENTILE.fullmatch(stat)
+    if match:
+        if not raw or not values or min(values) < 0:
+            return None
+        ranked = sorted(values)
+        rank = max(1, math.ceil(float(match.group(1)) / 100 * len(ranked)))
+        return ranked[rank - 1]
     return {"Sum": sums, "SampleCount": counts, "Average": sums / counts if counts else 0.0,
             "Minimum": min(mins), "Maximum": max(maxs)}[stat]
 
@@ -641,9 +706,10 @@ def _metric_data(stack: ExitStack) -> None:
                 while t < end:
                     lo = bisect.bisect_left(points, (t,))
                     hi = bisect.bisect_left(points, (t + period,))
-                    if hi > lo:
+                    value = _stat(stat_q["Stat"], [d for _, _, d in points[lo:hi]]) if hi > lo else None
+                    if value is not None:
                         stamps.append(t)
-                        values.append(_stat(stat_q["Stat"], [d for _, _, d in points[lo:hi]]))
+                        values.append(value)
                     t += period
                 if descending:
                     stamps.reverse()
@@ -745,7 +811,7 @@ def assume_role_needs_the_role() -> Iterator[None]:
 @contextmanager
 def lagging_tag_index(client) -> Iterator[None]:
     """The Resource Groups Tagging API's index behind the services' own tags, as AWS keeps
-    it (updated asynchronously: DESIGN.md, issue 11 finding 2): inside the block,
+    it (updated asynchronously, so it can lag the services' own tags): inside the block,
     GetResources answers every request as it answered the first request with the same
     parameters, so tags written or removed since then do not show. Moto's index is
     always current. `client` is a resourcegroupstaggingapi client."""

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Protocol
 
-# 2025-10-19 23:48 PDT, the start of the October event (DESIGN.md).
+# 2025-10-19 23:48 PDT, the start of the October 2025 us-east-1 event (the README's demo replays it).
 EPOCH = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
 
 LAMBDA_START_BATCHES = 5      # "starts processing five batches at a time"
@@ -94,9 +94,19 @@ class Downstream:
     retries: int = 1
     max_wait: float = 5.0
     blips: tuple[tuple[int, int], ...] = ()  # (start second, length): serves nothing
+    # (from second, capacity): the knee moves (a failover to a smaller replica, a noisy
+    # neighbour); in time order.
+    drops: tuple[tuple[int, float], ...] = ()
 
     def down(self, t: int) -> bool:
         return any(start <= t < start + length for start, length in self.blips)
+
+    def capacity_at(self, t: int) -> float | None:
+        cap = self.capacity
+        for since, value in self.drops:
+            if t >= since:
+                cap = value
+        return cap
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ class Consumer:
     owner_cap: int | None = None       # the mapping's own MaximumConcurrency; None: none
     visibility_timeout: int = 60
     max_receive_count: int | None = 5  # None: no redrive policy
+    timeout_seconds: float = 30.0      # the function's timeout
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,14 @@ class Scenario:
     latency_slo: float = 0.25
     latency_warning: float | None = 0.15   # None: no warning alarm, only the SLO's
     caught_up_slack: float = 10.0   # "back at baseline": the age within this of its pre-event value
+    arrival_after_factor: float = 1.0   # arrivals × this from the end of the outage (users retrying, a catch-up)
+    extra_lag_minutes: int = 0          # every datapoint this much later than LAGS
+    # When the impairment is detected, after the consumer's own dependency failed: the hold
+    # (and the plan's engagement) begins at t = 0 all the same; this only says so.
+    detect_window_minutes: int = 10
+
+    def arrival_at(self, t: int) -> float:
+        return self.arrival_per_second * (self.arrival_after_factor if t >= self.outage_seconds else 1.0)
 
     @property
     def outage_end(self) -> int:
@@ -143,25 +162,41 @@ class Scenario:
             limits.append(self.consumer.owner_cap)
         return min(limits)
 
-    def full_rate(self) -> float:
-        """The most the drain can do: the consumers' rate, or the database's knee."""
+    def full_rate(self, t: int | None = None) -> float:
+        """The most the drain can do at second `t` (None: after the outage, before any
+        drop): the consumers' rate, or the database's knee (0 while it is down)."""
         rate = self.consumer_limit() / self.message_seconds
-        if self.downstream.capacity is not None:
-            rate = min(rate, self.downstream.capacity)
+        db = self.downstream
+        cap = db.capacity if t is None else db.capacity_at(t)
+        if cap is not None:
+            rate = min(rate, cap)
+        if t is not None and db.down(t):
+            return 0.0
         return rate
 
     def lower_bound_seconds(self) -> float:
-        """Backlog ÷ spare capacity: no drain can be faster."""
-        spare = self.full_rate() - self.arrival_per_second
-        return math.inf if spare <= 0 else self.backlog / spare
+        """From the end of the outage, the backlog (and the arrivals since) at the full
+        rate of each second — the consumers' or the knee's, none while the database is
+        down, the knee after a drop, the arrivals after a change: no drain can be faster.
+        Constant rates: backlog ÷ spare capacity."""
+        left, t = self.backlog, self.outage_end
+        limit = t + 40 * 86400
+        while left > 0 and t < limit:
+            left -= self.full_rate(t) - self.arrival_at(t)
+            t += 1
+        if left > 0:
+            return math.inf
+        over = -left / max(1e-9, self.full_rate(t - 1) - self.arrival_at(t - 1))
+        return t - self.outage_end - over
 
-    def knee_concurrency(self) -> float:
+    def knee_concurrency(self, t: int | None = None) -> float:
         """Concurrency at which the consumers reach the full rate without queueing."""
-        return self.full_rate() * self.message_seconds
+        return self.full_rate(t) * self.message_seconds
 
 
 class _Minute:
-    __slots__ = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "latency_sum", "requests", "invocations")
+    __slots__ = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "latency_sum", "requests",
+                 "invocations", "received", "duration", "running")
 
     def __init__(self):
         self.age = 0.0
@@ -174,6 +209,9 @@ class _Minute:
         self.latency_sum = 0.0
         self.requests = 0.0
         self.invocations = 0.0
+        self.received = 0.0
+        self.duration = 0.0   # ms, the sum over the minute's invocations
+        self.running = 0.0    # batch-seconds
 
 
 @dataclass(frozen=True)
@@ -192,7 +230,8 @@ class AlarmState:
     severity: str                  # "warning" or "alarm"
 
 
-METRICS = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "latency")
+METRICS = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "latency", "received", "duration",
+           "invocations")
 
 
 class Strategy(Protocol):
@@ -230,6 +269,9 @@ class RecoveryModel:
         self.visible = 0.0
         self.in_flight = 0.0
         self.dead_lettered = 0.0
+        # From the end of the outage, the database up: what the drain's pacing did (while it
+        # is down, messages fail at any cap, the floor included).
+        self.dead_lettered_in_drain = 0.0
         self.sent = 0.0
         self.deleted = 0.0
         # The warm-up starts in the steady state: as many batches as the arrivals need.
@@ -254,6 +296,9 @@ class RecoveryModel:
             self.in_flight -= n
             if con.max_receive_count is not None and receives >= con.max_receive_count:
                 self.dead_lettered += n
+                # Its last receive failed a visibility timeout ago.
+                if t >= self.scenario.outage_end and not self.scenario.downstream.down(t - con.visibility_timeout):
+                    self.dead_lettered_in_drain += n
             else:
                 returned.append([sent, n, receives])
                 self.visible += n
@@ -274,7 +319,9 @@ class RecoveryModel:
         running = self.pollers if reserved is None else min(self.pollers, float(reserved))
         excess = self.pollers - running
 
-        # The function and the database.
+        # The function and the database. A batch holds what is there, up to batch_size:
+        # at the baseline batches are partial, during a drain full.
+        fill = con.batch_size if running <= 0 else min(float(con.batch_size), max(1.0, self.visible / running))
         ok, failed, requests, latency = self._serve(running, t)
         if ok:
             self._take(ok)
@@ -288,20 +335,25 @@ class RecoveryModel:
         # hands out messages in no fixed order; a queue consumed strictly from the head
         # would otherwise throttle the same few messages into the DLQ).
         if excess > 0 and self.visible > 0:
-            self._fail(min(self.visible, excess * con.batch_size / con.visibility_timeout), t)
+            throttled = min(self.visible, excess * con.batch_size / con.visibility_timeout)
+            self._fail(throttled, t)
             minute.throttles += excess
             minute.invocations += excess
-        invocations = (ok + failed) / con.batch_size
+            minute.received += throttled
+        invocations = (ok + failed) / fill
         minute.invocations += invocations
+        minute.received += ok + failed
         busy = ok * (con.compute_seconds + (latency if latency == latency else 0.0))
         busy += failed * (con.compute_seconds + (1 + db.retries) * db.timeout)
+        minute.duration += 1000.0 * busy
+        minute.running += running
         minute.concurrency = max(minute.concurrency, min(running, busy))
         if requests > 0 and latency == latency:
             minute.latency_sum += latency * requests
             minute.requests += requests
 
         # Arrivals at the end of the second.
-        a = sc.arrival_per_second
+        a = sc.arrival_at(t)
         if a > 0:
             self._queue.append([t, a, 0])
             self.visible += a
@@ -339,7 +391,7 @@ class RecoveryModel:
         if db.capacity is None:
             n = min(avail, c / k) if c > 0 else 0.0
             return n, 0.0, n, db.base_latency
-        cap = db.capacity
+        cap = db.capacity_at(t)
         blip = db.down(t)
         mu = 0.0 if blip else cap
         q = self.db_queue
@@ -412,36 +464,45 @@ class RecoveryModel:
     # ---- CloudWatch, as a strategy sees it -----------------------------------------
 
     def _published(self, m: int) -> bool:
-        return (m + 1 + LAGS[m % len(LAGS)]) * 60 <= self.t
+        return (m + 1 + LAGS[m % len(LAGS)] + self.scenario.extra_lag_minutes) * 60 <= self.t
 
-    def datapoint(self, metric: str) -> Datapoint | None:
-        """The newest published datapoint of `metric`, or None (none published, no data)."""
+    def datapoint(self, metric: str, *, newest_minute: int | None = None) -> Datapoint | None:
+        """The newest published datapoint of `metric`, or None (none published, no data).
+        `newest_minute`: the reader asks for no later minute (its window's end)."""
         if metric not in METRICS:
             raise ValueError(f"unknown metric {metric!r}; one of {METRICS}")
-        m = self.t // 60 - 1
-        for m in range(self.t // 60 - 1, self.t // 60 - 1 - 2 * len(LAGS), -1):
+        top = self.t // 60 - 1 if newest_minute is None else min(self.t // 60 - 1, newest_minute)
+        for m in range(top, self.t // 60 - 1 - 2 * len(LAGS) - self.scenario.extra_lag_minutes, -1):
             if not self._published(m):
                 continue
-            stats = self._minutes.get(m)
-            if stats is None:
-                return None
-            if metric == "latency":
-                if stats.requests <= 0:
-                    return None
-                value = stats.latency_sum / stats.requests
-            elif metric in ("errors", "throttles", "concurrency") and stats.invocations <= 0:
-                return None   # Lambda publishes nothing for a minute without invocations
-            else:
-                value = getattr(stats, metric)
-            return Datapoint(at(m * 60), value)
+            return self.minute_value(m, metric)
         return None
+
+    def minute_value(self, m: int, metric: str) -> Datapoint | None:
+        """Minute `m`'s datapoint of `metric` as CloudWatch has it once published."""
+        stats = self._minutes.get(m)
+        if stats is None:
+            return None
+        if metric == "latency":
+            if stats.requests <= 0:
+                return None
+            value = stats.latency_sum / stats.requests
+        elif metric in ("errors", "throttles", "concurrency", "duration", "invocations") and stats.invocations <= 0:
+            return None   # Lambda publishes nothing for a minute without invocations
+        else:
+            value = getattr(stats, metric)
+        return Datapoint(at(m * 60), value)
+
+    def published_minutes(self, first: int, last: int) -> list[int]:
+        """The minutes in [first, last] whose datapoints are published by now."""
+        return [m for m in range(first, last + 1) if self._published(m) and m in self._minutes]
 
     def alarms(self) -> tuple[AlarmState, ...]:
         """The warning and SLO alarms on the database's latency, as of now."""
         sc = self.scenario
         out = []
         m = self.t // 60 - 1
-        while m > self.t // 60 - 1 - 2 * len(LAGS) and not self._published(m):
+        while m > self.t // 60 - 1 - 2 * len(LAGS) - self.scenario.extra_lag_minutes and not self._published(m):
             m -= 1
         stats = self._minutes.get(m)
         defined = [("db-latency-warning", sc.latency_warning, "warning")] if sc.latency_warning is not None else []
@@ -460,8 +521,10 @@ class RecoveryModel:
     # ---- what happened -------------------------------------------------------------
 
     def baseline_age(self) -> float:
+        """The most the oldest message aged in the warm-up before the dependency failed."""
         s = self.series
-        warm = s.age[: s.index(0)]
+        end = min([0] + [start for start, _ in self.scenario.downstream.blips if start < 0])
+        warm = s.age[: s.index(end)]
         return max(warm) if warm else 0.0
 
     def backlog_at(self, t: int) -> float:
@@ -478,6 +541,7 @@ class Outcome:
     seconds_over_slo: int
     dead_lettered: float
     collapsed: bool
+    datapoints_over_slo: int = 0    # one-minute mean-latency datapoints above the SLO, the database up
 
     @property
     def ratio(self) -> float | None:
@@ -508,25 +572,36 @@ def outcome(model: RecoveryModel, strategy: str, *, collapse_seconds: int = 60) 
     s = model.series
     start = s.index(sc.outage_end)
     caught = caught_up_at(model)
-    knee = sc.downstream.capacity
-    peak = max(s.load[start:], default=0.0)
-    over = sum(1 for v in s.latency[start:] if v == v and v > sc.latency_slo)
-    # Collapsed: a minute or more in which the consumers were busy and nothing succeeded.
+    db = sc.downstream
+    knee = db.capacity
+    t0 = sc.outage_end
+    peak = max((load / db.capacity_at(t0 + i) for i, load in enumerate(s.load[start:])), default=0.0) if knee else None
+    # Over the SLO while the database is up (while it is down no cap helps).
+    over = sum(1 for i, v in enumerate(s.latency[start:]) if v == v and v > sc.latency_slo and not db.down(t0 + i))
+    # Collapsed: a minute or more, the database up, in which the consumers were busy and
+    # nothing succeeded (while it is down nothing can: that is the dependency's outage).
     collapsed, run = False, 0
-    for ok, failed in zip(s.goodput[start:], s.failed[start:]):
-        run = run + 1 if failed > 0 and ok <= 1e-9 else 0
+    for i, (ok, failed) in enumerate(zip(s.goodput[start:], s.failed[start:])):
+        run = 0 if db.down(t0 + i) else run + 1 if failed > 0 and ok <= 1e-9 else 0
         if run >= collapse_seconds:
             collapsed = True
             break
+    minutes_over = 0
+    for m in range(t0 // 60, model.t // 60):
+        stats = model._minutes.get(m)
+        if (stats is not None and stats.requests > 0 and not any(db.down(m * 60 + k) for k in range(60))
+                and stats.latency_sum / stats.requests > sc.latency_slo):
+            minutes_over += 1
     return Outcome(
         scenario=sc.name,
         strategy=strategy,
         bound_seconds=sc.lower_bound_seconds(),
         caught_up_after=None if caught is None else caught - sc.outage_end,
-        peak_load_over_knee=None if knee is None else peak / knee,
+        peak_load_over_knee=peak,
         seconds_over_slo=over,
-        dead_lettered=model.dead_lettered,
+        dead_lettered=model.dead_lettered_in_drain,
         collapsed=collapsed,
+        datapoints_over_slo=minutes_over,
     )
 
 
@@ -555,14 +630,43 @@ def simulate(scenario: Scenario, strategy: Strategy | None, *, cap: int | None =
 
 # The seeds' arithmetic: consumers at 1,800 msg/min (24 concurrent batches of 1.25 msg/s,
 # held there by the function's reserved concurrency), a database without a knee.
-ARITHMETIC = Scenario("arithmetic, no knee", Consumer(reserved_concurrency=24), Downstream())
+WARM = 75 * 60   # room for a 30-minute baseline that must end before a failure 20 minutes before the hold
+ARITHMETIC = Scenario("arithmetic, no knee", Consumer(reserved_concurrency=24), Downstream(), warmup_seconds=WARM)
 # The same arrivals and backlog; the function is unreserved (Lambda may scale to 1,000) and
 # the database's knee, 30 req/s = 1,800 msg/min, is what limits the drain. Timeouts and one
 # retry: above about 51 concurrent batches latency passes the 1 s timeout and stays there.
-KNEE = Scenario("knee 30/s, retries", Consumer(), Downstream(capacity=30.0))
+KNEE = Scenario("knee 30/s, retries", Consumer(), Downstream(capacity=30.0), warmup_seconds=WARM)
 # A knee at a different, higher hidden capacity: 40 req/s = 2,400 msg/min.
-KNEE_HIGH = Scenario("knee 40/s, retries", Consumer(), Downstream(capacity=40.0))
+KNEE_HIGH = Scenario("knee 40/s, retries", Consumer(), Downstream(capacity=40.0), warmup_seconds=WARM)
 SCENARIOS = (ARITHMETIC, KNEE, KNEE_HIGH)
+
+# The scenario classes the controller must handle with no alarm named. Each states its own
+# lower bound (Scenario.lower_bound_seconds: the backlog at the full rate of every second).
+# ReportBatchItemFailures: every message fails while the database is down, Errors stay at 0,
+# and the database is back only 20 minutes after Lambda's pollers are (lower bound: nothing
+# drains for those 20 minutes).
+RBIF = Scenario("batch item failures, db back 20 min late", Consumer(), Downstream(capacity=30.0, blips=((172 * 60, 1200),)),
+                warmup_seconds=WARM)
+# The consumer's database failed 20 minutes before the impairment was detected (the hold, at
+# t = 0) and stays down until 5 minutes after the pollers return, while Lambda scales the
+# failing consumers up to retry: the 30 minutes before the hold are the retry storm.
+STORM = Scenario("baseline window in a retry storm", Consumer(),
+                 Downstream(capacity=30.0, blips=((-20 * 60, 20 * 60 + 172 * 60 + 300),)), warmup_seconds=WARM)
+# A knee four times the pre-event load: 80 req/s against 20 arriving (64 concurrent batches
+# against 16).
+FAR_KNEE = Scenario("knee 4x the pre-event load", Consumer(), Downstream(capacity=80.0), warmup_seconds=WARM)
+# The knee drops 40 % (40 -> 24 req/s) an hour into the drain: a failover to a smaller replica.
+KNEE_DROP = Scenario("knee drops 40% mid-drain", Consumer(), Downstream(capacity=40.0, drops=((172 * 60 + 3600, 24.0),)),
+                     warmup_seconds=WARM)
+# Arrivals double when the region recovers (users retrying, upstream catching up): 40/s on a
+# 60 req/s database.
+ARRIVALS_DOUBLE = Scenario("arrivals double at recovery", Consumer(), Downstream(capacity=60.0), arrival_after_factor=2.0,
+                           warmup_seconds=WARM)
+# Every datapoint 2 minutes later than usual: 3-5 minutes after its minute.
+LATE = Scenario("metrics 3-5 min late", Consumer(), Downstream(capacity=30.0), extra_lag_minutes=2, warmup_seconds=WARM)
+LATE_DROP = Scenario("knee drops 40%, metrics late", Consumer(), Downstream(capacity=40.0, drops=((172 * 60 + 3600, 24.0),)),
+                     extra_lag_minutes=2, warmup_seconds=WARM)
+CLASSES = (RBIF, STORM, FAR_KNEE, KNEE_DROP, ARRIVALS_DOUBLE, LATE, LATE_DROP)
 
 
 # ---- Bronson et al.'s open-loop example --------------------------------------------

@@ -35,7 +35,7 @@ full; a request takes one token; an empty bucket answers the throttle and takes 
 | lambda (every control-plane call but Invoke, GetFunction, GetPolicy) | 15 | 15 | Lambda quotas page: control-plane API requests, invocations, GetFunction and GetPolicy excluded, 15 a second; burst: none published, one second's worth |
 | lambda:GetFunction | 100 | 100 | Lambda quotas page: GetFunction API requests, 100 a second, cannot be increased |
 | lambda:GetPolicy | 15 | 15 | Lambda quotas page: GetPolicy API requests, 15 a second |
-| autoscaling (one bucket for every action) | 10 | 40 | **no published figure**: Auto Scaling documents neither rate nor bucket. One shared bucket (as DESIGN.md says AWS has), shaped like ELB's published Describe bucket |
+| autoscaling (one bucket for every action) | 10 | 40 | **no published figure**: Auto Scaling documents neither rate nor bucket. One shared bucket (as AWS is understood to have), shaped like ELB's published Describe bucket |
 | elasticloadbalancing (ELBv2, every action) | 10 | 40 | ELB's "Request throttling" page: token buckets per account and Region and per API version; its example gives the non-mutating (Describe*) bucket 40 tokens refilled at 10 a second. The figures for mutating and registration actions were not in the copy read, so every action uses the Describe bucket (mutating actions are, if anything, stricter on AWS) |
 | application-autoscaling | 10 | 20 | **no published figure** (its quotas page lists resource counts only); chosen like Auto Scaling |
 | tagging (Resource Groups Tagging API) | 10 | 20 | **no published figure found**; chosen. Holdfast makes a few GetResources pages per walk, so this bucket never binds in the benchmarks |

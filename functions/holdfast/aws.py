@@ -16,9 +16,15 @@ from typing import Any, Callable
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 # What the calls made in this context are for (a kind's walk); see Clients.tagged.
 CALL_TAG: contextvars.ContextVar[str | None] = contextvars.ContextVar("holdfast_call_tag", default=None)
+# Called before every call made in this context, after it is counted: a long engage walk
+# renews its claim from it (holdfast.reconciler), so a walk that is making calls keeps the
+# claim even through a listing that checks no deadline.
+CALL_HOOK: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("holdfast_call_hook",
+                                                                                        default=None)
 
 DEFAULT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 3},
@@ -96,6 +102,9 @@ class Clients:
             self.calls[op] += 1
             if tag is not None:
                 self.tagged[tag][op] += 1
+        hook = CALL_HOOK.get()
+        if hook is not None:
+            hook()
 
     def account_id(self) -> str:
         return self("sts").get_caller_identity()["Account"]
@@ -112,7 +121,10 @@ class Clients:
 # Holdfast's own errors (holdfast.core.errors) say whether retrying helps; the botocore
 # codes behind them are read only by the functions below.
 
-AWS_ERRORS = (ClientError, BotoCoreError)
+# ResponseParserError: an answer botocore cannot parse (an HTML error page from a proxy or
+# an endpoint that does not implement the call). It is not a BotoCoreError, and it is as
+# much an AWS failure as a 500.
+AWS_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 # Codes that mean "the item was not what the condition expected" (a lost race, not an outage).
 CONDITION_FAILED = "ConditionalCheckFailedException"
 TRANSACTION_CANCELLED = "TransactionCanceledException"

@@ -45,7 +45,7 @@ Why not the alternatives:
 - an exclusive lease on the engage walk serialises walks that need not be (an
   operator's `resume --now` behind a tick's engage), lets a stalled holder — the
   October enactor — block the others until its lease expires, and makes engaging
-  depend on the ledger, which invariant 3 forbids.
+  depend on the ledger, while engaging must go on when the ledger is unreachable.
 When the board cannot be reached, a budget assumes `fallback_shares` holders (2) and
 carries on: engaging never waits for the ledger, and the AIMD still answers any
 overshoot. `LocalShareBoard` is the in-process board (tests, and several budgets of one
@@ -66,6 +66,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
 from botocore.exceptions import BotoCoreError
+
+from holdfast.core import kinds
 
 Monotonic = Callable[[], float]
 Sleep = Callable[[float], None]
@@ -89,16 +91,12 @@ class BudgetSpec:
 
 
 # Published quotas are ceilings to start at; unpublished ones start at a guess and probe up.
+# One budget per service a kind declares (holdfast.core.kinds.SERVICES, with its figures),
+# and Lambda's two reads that have quotas of their own.
 DEFAULT_SPECS: dict[str, BudgetSpec] = {
-    "lambda": BudgetSpec(15.0),                # Lambda quotas: control plane, 15/s, reads included
+    **{s.name: BudgetSpec(s.ceiling, start=s.start) for s in kinds.SERVICES},
     "lambda:GetFunction": BudgetSpec(100.0),   # Lambda quotas: GetFunction 100/s
     "lambda:GetPolicy": BudgetSpec(15.0),      # Lambda quotas: GetPolicy 15/s
-    # No published figures (ELB's page gives its Describe bucket as 40 tokens refilled at
-    # 10/s): start at 10/s, let AIMD find out whether more is allowed, up to 20/s.
-    "autoscaling": BudgetSpec(20.0, start=10.0),
-    "elasticloadbalancing": BudgetSpec(20.0, start=10.0),
-    "application-autoscaling": BudgetSpec(20.0, start=10.0),
-    "tagging": BudgetSpec(20.0, start=10.0),
 }
 
 
@@ -342,20 +340,16 @@ def process_budgets(scope: str, **options: Any) -> Budgets:
 
 # ---- which calls spend which budget --------------------------------------------------------
 
-# botocore service ids (hyphenized) -> budget name
-SERVICE_BUDGETS = {
-    "auto-scaling": "autoscaling",
-    "elastic-load-balancing-v2": "elasticloadbalancing",
-    "application-auto-scaling": "application-autoscaling",
-    "resource-groups-tagging-api": "tagging",
-}
+# botocore service ids (hyphenized) -> budget name, for every declared service but Lambda
+# (whose calls `route` splits by operation).
+SERVICE_BUDGETS = {s.botocore_id: s.name for s in kinds.SERVICES if s.name != kinds.LAMBDA.name}
 LAMBDA_UNBUDGETED = frozenset({"Invoke", "InvokeAsync", "InvokeWithResponseStream"})
 LAMBDA_OWN = frozenset({"GetFunction", "GetPolicy"})
 
 
 def route(service_id: str, operation: str) -> str | None:
     """The budget a call spends, or None for calls no budget governs."""
-    if service_id == "lambda":
+    if service_id == kinds.LAMBDA.botocore_id:
         if operation in LAMBDA_UNBUDGETED:
             return None
         return f"lambda:{operation}" if operation in LAMBDA_OWN else "lambda"

@@ -46,6 +46,10 @@ or newly selected), and those whose listing shows them out of posture or strippe
 their record tag (actuators.tagged.changed_since_walked): a group created or opted in
 during the hold, a process an IaC apply resumed, a cap it removed.
 
+Holdfast's own resources (holdfast.core.own: its controllers, their mappings) are left
+out of every engage walk whatever their tags, each reported `skipped` with the reason
+(`notes["own"]`); a relax walk still restores one that was engaged.
+
 A relax walk lists the candidates, then reads each one just before it relaxes it, and
 takes the ledger's records from one Query; when that Query fails the walk is
 incomplete (`complete` False): records it could not see are not "nothing to do".
@@ -58,12 +62,13 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.core import restore
 from holdfast.actuators import REGISTRY
+from holdfast.core import kinds
 from holdfast.core.kinds import KINDS, kind_of
 from holdfast.core.model import ALREADY, FAILED, LEAVE, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
 from holdfast.actuators.tagged import changed_since_walked, make_resource, walk_key
@@ -75,8 +80,7 @@ from holdfast.runtime import Runtime
 WRITERS = 8
 # The service whose rate budget each kind's calls spend: kinds of different services are
 # walked at once, kinds of one service one after another.
-SERVICE_OF = {"asg": "autoscaling", "esm": "lambda", "async": "lambda", "nlb": "elasticloadbalancing",
-              "scalable-target": "application-autoscaling"}
+SERVICE_OF = {k.name: k.service.name for k in kinds.ALL}
 
 Progress = Callable[[str], None]
 Deadline = Callable[[], bool]
@@ -119,6 +123,38 @@ class Report:
     @property
     def skipped(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.action == SKIPPED]
+
+
+class WalkReport(Protocol):
+    """What a tick reads of a walk's report (holdfast.reconciler): Report has it, and so
+    must every engine a test puts in the Engine's place."""
+
+    outcomes: list[Outcome]
+    complete: bool
+    refused: str | None
+    api_calls: dict[str, int]
+    cursor: dict[str, str | None]
+    seen: dict[str, set[str]]
+    unfinished: set[str]
+    refused_kinds: set[str]
+
+
+@runtime_checkable
+class TickEngine(Protocol):
+    """The engine as a tick uses it: the kinds it serves, an engage walk and a relax walk
+    (the keyword arguments of Engine.engage and Engine.relax). tests/reconciler checks the
+    in-memory fakes against it."""
+
+    actuators: Mapping[str, Any]
+
+    def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
+               after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
+               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset(),
+               each_kind: bool = False) -> WalkReport: ...
+
+    def relax(self, *, kinds: Iterable[str] | None = None,
+              target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None,
+              guard: Guard = no_guard, only: Iterable[str] | None = None) -> WalkReport: ...
 
 
 class _Run:
@@ -188,27 +224,11 @@ class _Run:
 
     def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome | None]) -> list:
         """Walk `items`; per item, in order: its Outcome, None (nothing to report) or _SKIPPED."""
-        done, results = 0, []
-
-        def one(item):
-            if self.deadline():
-                self.report.complete = False
-                return _SKIPPED
-            return work(item)
-
-        parent = contextvars.copy_context()   # the kind's call tag, in every writer thread
-        with ThreadPoolExecutor(max_workers=self.writers) as pool:
-            for result in pool.map(lambda item: parent.copy().run(one, item), items):
-                if isinstance(result, Outcome):
-                    with self._lock:
-                        self.report.outcomes.append(result)
-                results.append(result)
-                done += 1
-                self.progress(f"{verb} {kind}: {done}/{len(items)}")
-        return results
+        return self.each_many(verb, kind, items, 1, lambda chunk: [work(chunk[0])])
 
     def each_many(self, verb: str, kind: str, items: list, size: int, work: Callable[[list], list]) -> list:
-        """`each`, `size` items at a time: `work(chunk)` gives one result per item."""
+        """Walk `items`, `size` at a time: `work(chunk)` gives one result per item (its
+        Outcome, None or _SKIPPED); a chunk the deadline reaches is skipped whole."""
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
         done, results = 0, []
 
@@ -218,7 +238,7 @@ class _Run:
                 return [_SKIPPED] * len(chunk)
             return work(chunk)
 
-        parent = contextvars.copy_context()
+        parent = contextvars.copy_context()   # the kind's call tag, in every writer thread
         with ThreadPoolExecutor(max_workers=self.writers) as pool:
             for out in pool.map(lambda chunk: parent.copy().run(one, chunk), chunks):
                 for result in out:
@@ -254,7 +274,7 @@ class Engine:
         self.bucket = lambda_bucket
         self.actuators = {
             k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger, lambda_bucket=self.bucket,
-                           expired_queue_arn=runtime.expired_queue_arn)
+                           expired_queue_arn=runtime.expired_queue_arn, own=runtime.own)
             for k in kinds
         }
         self.deadline = deadline
@@ -334,7 +354,13 @@ class Engine:
 
             def walk() -> None:
                 # In the kind's call context: the ledger's one Query is counted with the kind that made it.
-                candidates = sorted(listed[kind], key=lambda c: position(act, c, self.ledger))   # most harmful first
+                # Holdfast's own resources are never engaged, whatever their tags (holdfast.core.own).
+                own = [(c, note) for c in listed[kind] if (note := act.own_candidate(c)) is not None]
+                with run._lock:
+                    run.report.outcomes.extend(Outcome(kind, c.arn, SKIPPED, notes={"own": note}) for c, note in own)
+                mine = {c.arn for c, _ in own}
+                candidates = sorted((c for c in listed[kind] if c.arn not in mine),
+                                    key=lambda c: position(act, c, self.ledger))   # most harmful first
                 prints = {c.arn: walk_key(c) for c in candidates}
                 todo = [c for c in candidates if c.arn not in skip
                         and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
@@ -387,7 +413,7 @@ class Engine:
         records = self.ledger.records()
         if not self.ledger.available:
             # A Query that failed is not an empty ledger: records this walk cannot see may
-            # still be engaged, so it cannot be complete (issue 11, finding 6).
+            # still be engaged, so it cannot be complete.
             run.report.complete = False
         wanted = None if only is None else set(only)
 
@@ -541,10 +567,7 @@ def settled(act, candidate: Candidate, ledger) -> bool:
     current = act.listed_current(candidate)
     if current is None:
         return record is not None
-    changes = act.posture(current)
-    if record is not None:
-        drift = restore.drift(restore.decide(record.original, record.applied, current))
-        changes = {k: v for k, v in changes.items() if k not in drift}
+    changes, _ = restore.without_drift(act.posture(current), record, current)
     return not changes
 
 

@@ -2,6 +2,13 @@
 
     tick(runtime) -> TickResult
 
+As controller-runtime's Reconcile, one tick is a few named steps, each a function of
+what the step before returned (`reconcile`): observe (holdfast.observation.observe) ->
+decide (the plan, persisted) -> notify (a new generation, before any walk) ->
+engage walk -> relax walk -> finish (the stuck resources, in the result), returning a
+TickResult. The engine they drive is typed (holdfast.engine.TickEngine, WalkReport);
+a walk's progress is kept under its marker (holdfast.core.progress.Marker).
+
 1. Mode `off`: nothing. Kill switch set (CONTROL/PAUSE): nothing but one log line,
    so an operator's pause stops every write within one tick.
 2. Observe (holdfast.observation.observe: control, plan, a fresh verdict, the gating
@@ -17,9 +24,11 @@
    one at a time, each write guarded by guard(g), checked at the moment of the write.
    The engaging walk has the long budget when the handler gives one (`engage_seconds`:
    the invocation's remaining time): it goes on while there is engage work and Lambda
-   time, is claimed in the ledger (holdfast.ledger.claims) so the schedule's overlapping
-   ticks leave it to its holder, and stops once the plan's generation moved on (re-read
-   every PLAN_CHECK_SECONDS). Relaxing keeps `tick_budget_seconds`.
+   time, is claimed in the ledger (holdfast.ledger.claims: a lease of about one schedule
+   period, renewed every PLAN_CHECK_SECONDS while the walk makes calls) so the schedule's
+   overlapping ticks leave it to its holder, and stops once the plan's generation moved
+   on (re-read at each renewal) or another controller took the claim over. A holder
+   killed outright costs at most one scheduled tick. Relaxing keeps `tick_budget_seconds`.
    The first StalePlan ends all relaxing in this tick. After each kind the pure
    progress decision (holdfast.core.progress) says what to persist: a kind whose walk
    completed without failure is marked done (conditional on g). The deadline stops the
@@ -29,11 +38,11 @@
    resumes after it instead of re-reading every resource, so a fleet too large for one
    tick's budget still finishes. The cursor never passes a failed resource (unless it is
    stuck), and is not moved while an older generation may still be relaxing.
-4. Resources that keep failing (issue 11): every FAILED outcome is counted in the ledger
+4. Resources that keep failing: every FAILED outcome is counted in the ledger
    (holdfast.ledger.failures, per resource, per generation and operation), a success
    clears the count, and a resource that failed on `stuck_after_failures` walks is stuck:
    it no longer holds its kind back (holdfast.core.progress), it is counted in the
-   ResourcesStuck metric (alarmed on: stacks/constructs/monitoring.py) and listed by
+   ResourcesStuck metric (alarmed on: stacks/holdfast_cdk/constructs/monitoring.py) and listed by
    `holdfast status`. A stuck restore is retried every `rewalk_minutes` once its kind is
    done (in `normal` too), so it is restored without a human once its cause is gone.
 5. Kinds done and still held in posture are walked again every `rewalk_minutes`
@@ -81,14 +90,15 @@ from typing import Any, Callable
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from holdfast.aws import AWS_ERRORS, error_text
-from holdfast.core import policy, progress
+from holdfast.aws import AWS_ERRORS, CALL_HOOK, error_text
+from holdfast.core import announce, policy, progress
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
                                  SKIPPED, VANISHED, Guard, Outcome)
 from holdfast.core.kinds import kind_of
 from holdfast.core.policy import CONTROL, ENGAGE, NORMAL, REPLAY, RESTORE, Plan
-from holdfast.engine import Engine
+from holdfast.core.progress import Marker, held_marker
+from holdfast.engine import Engine, TickEngine, WalkReport
 from holdfast.iam import uses
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import leases as ledger_leases
@@ -97,7 +107,7 @@ from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger import walks as ledger_walks
 from holdfast.observation import Collect, collect as fresh_verdict, observe
-from holdfast.runtime import Runtime
+from holdfast.runtime import Runtime, Telemetry
 from holdfast.stages import drain as drain_stage
 from holdfast.stages import replay as replay_stage
 
@@ -109,8 +119,8 @@ SUCCEEDED = (ENGAGED, ALREADY, RAISED, RESTORED, DRIFT_KEPT, VANISHED, SKIPPED)
 LEFTOVERS = "stuck-restores"   # the walk marker of the retries of stuck restores
 METRICS_NAMESPACE = "Holdfast"
 
-# (runtime, deadline) -> the tick's engine; tests inject fakes.
-EngineFactory = Callable[..., Any]
+# (runtime, deadline) -> the tick's engine; tests inject fakes (holdfast.engine.TickEngine).
+EngineFactory = Callable[..., TickEngine]
 CONTROLLED_DONE = (RESTORED, DRIFT_KEPT, VANISHED)
 
 
@@ -156,19 +166,21 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
     (`settings.tick_budget_seconds`) for everything, and no claim on the engage walk."""
     settings, clock = runtime.settings, runtime.clock
     if settings.mode == "off":
-        logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
+        if runtime.telemetry.decisions:
+            logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
         return TickResult(None, None, ["off"])
     deadline = TickDeadline(runtime, engage_seconds)
     make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline))
     run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline, stages or Stages())
-    result = run.go()
-    _emit_metrics(result)
+    result = reconcile(run)
+    _emit_metrics(result, runtime.telemetry)
     return result
 
 
-# While a long engage walk runs, the plan is read again this often: a walk whose plan
-# moved on stops within this time (its engage is no longer what the plan wants).
-PLAN_CHECK_SECONDS = 15
+# While a long engage walk runs, its claim is renewed and the plan read again this often:
+# a walk whose plan moved on stops within this time (its engage is no longer what the
+# plan wants), and so does one whose claim another controller took over.
+PLAN_CHECK_SECONDS = ledger_claims.RENEW_SECONDS
 
 
 class TickDeadline:
@@ -181,8 +193,12 @@ class TickDeadline:
     (read at most every PLAN_CHECK_SECONDS), whichever comes first. That long walk is
     claimed in the ledger (holdfast.ledger.claims): the ticks the schedule starts meanwhile
     leave the engage to it instead of splitting the rate budgets with it over the same
-    resources. After the engage, relaxing gets the short budget again, counted from the
-    end of the engage and never past `engage_seconds`."""
+    resources. The claim is a short lease, renewed with each plan read; the read is made
+    from every deadline check and every AWS call of the walk (aws.CALL_HOOK), so a walk
+    busy listing a large fleet keeps it, and a walk that makes no calls at all (a killed
+    holder) loses it within `claims.lease_seconds`. A renewal that finds the claim taken
+    over stops the walk as a moved plan does. After the engage, relaxing gets the short
+    budget again, counted from the end of the engage and never past `engage_seconds`."""
 
     def __init__(self, runtime: Runtime, engage_seconds: float | None):
         self.runtime, self.clock = runtime, runtime.clock
@@ -225,6 +241,7 @@ class _Engaging:
     def __init__(self, deadline: TickDeadline, plan: Plan | None):
         self.deadline, self.plan = deadline, plan
         self.taken, self.holder, self.claimed = True, None, False
+        self._hook: contextvars.Token | None = None
 
     def __bool__(self) -> bool:
         return self.taken
@@ -237,32 +254,52 @@ class _Engaging:
             d.limit = d.total
             return self
         dynamodb = rt.clients("dynamodb")
-        now = rt.clock.now()
-        until = now + timedelta(seconds=max(0.0, d.total - d.elapsed()))
+        generation = self.plan.generation
+        lease = ledger_claims.lease_seconds(rt.settings.schedule_minutes)
+
+        def take() -> ledger_claims.Claim:
+            now = rt.clock.now()
+            until = now + timedelta(seconds=max(0.0, min(lease, d.total - d.elapsed())))
+            return ledger_claims.take_engage_walk(dynamodb, rt.table, generation=generation,
+                                                  controller_id=rt.controller_id, now=now, until=until)
+
         try:
-            claim = ledger_claims.take_engage_walk(dynamodb, rt.table, generation=self.plan.generation,
-                                                   controller_id=rt.controller_id, now=now, until=until)
+            claim = take()
         except LedgerUnavailable:
-            claim = ledger_claims.Claim(True)   # engaging needs no ledger (invariant 3): walk, unclaimed
+            claim = ledger_claims.Claim(True)   # engaging needs no ledger: walk, unclaimed
         else:
             self.claimed = bool(claim)
         self.taken, self.holder = claim.taken, claim.holder
         if self.taken:
             d.limit = d.total
-            generation = self.plan.generation
 
             def moved_on() -> bool:
+                """Renew the claim, then read the plan: True when the walk must stop."""
                 try:
+                    if self.claimed:
+                        renewed = take()
+                        if not renewed:
+                            logger.info("engage walk taken over: leaving it to its new holder",
+                                        extra={"controller": rt.controller_id, "generation": generation,
+                                               "holder": renewed.holder})
+                            self.claimed = False
+                            return True
                     current = ledger_plan.read(dynamodb, rt.table)
                 except LedgerUnavailable:
                     return False   # engaging goes on without the ledger
                 return current is not None and current.generation != generation
 
             d.watch, d.checked = moved_on, d.clock.monotonic()
+            # Every AWS call of the walk checks the deadline too (at most one read and one
+            # renewal a PLAN_CHECK_SECONDS): a long listing keeps the claim.
+            self._hook = CALL_HOOK.set(d)
         return self
 
     def __exit__(self, *exc) -> None:
         d, rt = self.deadline, self.deadline.runtime
+        if self._hook is not None:
+            CALL_HOOK.reset(self._hook)
+            self._hook = None
         if d.long and self.taken:
             d.watch = None
             if not d.moved:   # the plan moved on: the rest of the tick stops too
@@ -283,28 +320,32 @@ class _KindReport:
     seen: dict[str, set[str]]
 
     @classmethod
-    def of(cls, report, kind: str) -> "_KindReport":
-        unfinished = getattr(report, "unfinished", None)
-        # An engine that does not say which kinds the deadline cut: each is as complete as the walk.
-        complete = report.complete or (unfinished is not None and kind not in unfinished)
-        seen = getattr(report, "seen", {}) or {}
-        refused_kinds = getattr(report, "refused_kinds", None)
-        refused = report.refused if not refused_kinds or kind in refused_kinds else None
+    def of(cls, report: WalkReport, kind: str) -> "_KindReport":
+        # The deadline cut the walk: the kinds it names are unfinished, the others complete.
+        complete = report.complete or kind not in report.unfinished
+        refused = report.refused if not report.refused_kinds or kind in report.refused_kinds else None
         return cls([o for o in report.outcomes if o.kind == kind], complete, refused,
-                   {kind: report.api_calls.get(kind, 0)} if kind in report.api_calls else {},
+                   {kind: report.api_calls[kind]} if kind in report.api_calls else {},
                    {kind: report.cursor[kind]} if kind in report.cursor else {},
-                   {kind: seen[kind]} if kind in seen else {})
+                   {kind: report.seen[kind]} if kind in report.seen else {})
 
 
 class _Tick:
-    def __init__(self, runtime: Runtime, collect: Collect, engine, deadline: "TickDeadline", stages: Stages):
+    """One tick's inputs and what it has learnt so far; the steps below read and fill it."""
+
+    def __init__(self, runtime: Runtime, collect: Collect, engine: TickEngine, deadline: "TickDeadline",
+                 stages: Stages):
         self.runtime, self.settings, self.table = runtime, runtime.settings, runtime.table
         self.collect, self.engine, self.deadline = collect, engine, deadline
         self.stages = stages
         self.dynamodb = runtime.clients("dynamodb")
         self.dry_run = self.settings.mode == "recommend"
+        self.started = runtime.clock.now()
+        self.failing: dict[str, ledger_failures.Failure] = {}   # loaded by the walk
 
     def log(self, message: str, plan: Plan | None, **extra: Any) -> None:
+        if not self.runtime.telemetry.decisions:
+            return
         logger.info(message, extra={
             "controller": self.runtime.controller_id,
             "generation": plan.generation if plan else None,
@@ -313,329 +354,391 @@ class _Tick:
             **extra,
         })
 
-    def go(self) -> TickResult:
-        now = self.runtime.clock.now()
-        try:
-            seen = observe(self.runtime, now, collect=self.collect)
-        except LedgerUnavailable as err:
-            return self.without_ledger(str(err), now)
-        current, control = seen.plan, seen.control
-        if control.paused:
-            self.log("paused: no action", current, reasons=[f"kill switch set by {control.paused_by} at {control.paused_at}: {control.reason}"])
-            return TickResult(current.stage if current else None, current.generation if current else None, ["paused"])
 
-        decision = seen.decide(now, self.settings)
-        plan = decision.plan
-        result = TickResult(plan.stage, plan.generation, reasons=decision.reasons, gates=decision.gates)
-        self.log("decision", plan, changed=decision.changed, verdict=getattr(seen.verdict, "state", None),
-                 reasons=list(decision.reasons), gates=list(decision.gates))
+@dataclass(frozen=True)
+class _Todo:
+    """What the walk has to do for a plan: the decide step's output, the walks' input."""
 
-        notified = seen.notified
-        try:
-            if decision.changed:
-                try:
-                    ledger_plan.write(self.dynamodb, self.table, plan, controller_id=self.runtime.controller_id, now=now)
-                except PlanConflict as err:
-                    self.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
-                    result.actions.append("conflict")
-                    return result
-                except Contention as err:
-                    self.log("plan contended: another controller's transaction held it; re-read next tick", plan,
-                             reasons=[str(err)])
-                    result.actions.append("contention")
-                    return result
-                result.actions.append(f"plan:{plan.generation}")
-                notified = False
-            if seen.verdict is not None:
-                ledger_verdict.write_verdict(self.dynamodb, self.table, seen.verdict.to_dict())
-        except LedgerUnavailable as err:
-            # Lost between the read and the write: act as a tick that never had the ledger.
-            return self.without_ledger(str(err), now)
-        try:
-            if plan.generation and not notified:
-                self.notify(plan)
-                result.actions.append("notified")
-            self.started = now
-            self.walk(plan, result)
-        except Contention as err:
-            # A progress mark met another controller's transaction: the ledger is fine, the
-            # mark did not land; the next tick walks again and skips what is in place.
-            self.log("plan contended mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
-            result.actions.append("contention")
-            result.complete = False
-        except LedgerUnavailable as err:
-            # Lost mid-walk: what was written stays (write-ahead came first); progress marks
-            # were not, so the next tick walks again and skips what is in place.
-            self.log("ledger lost mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
-            result.actions.append("ledger-unavailable")
-            result.complete = False
-        return result
+    target: dict[str, str]          # kind -> posture
+    engaging: list[str]             # kinds whose posture is ENGAGE, not done
+    controlled: list[str]           # kinds under a controller (CONTROL), not done
+    relaxing: list[str]             # kinds relaxed by a plain walk, not done
+    engage_first: list[str]         # controlled kinds whose hold engage is still to walk
+    rewalking: list[str]            # markers of held kinds due for a walk again
+    walks: dict[str, Any]           # marker -> its last walk (holdfast.ledger.walks)
 
-    # ---- the walk ------------------------------------------------------------------
 
-    def walk(self, plan: Plan, result: TickResult) -> None:
-        target = policy.posture(plan, self.settings)
-        now = self.runtime.clock.now()
-        self.failing = ledger_failures.load(self.dynamodb, self.table)
-        walks = ledger_walks.load(self.dynamodb, self.table, plan.generation) if plan.generation else {}
-        todo = [k for k in target if k not in plan.done]
-        engaging = [k for k in todo if target[k] == ENGAGE]
-        controlled = [k for k in todo if target[k] == CONTROL]
-        relaxing = [k for k in todo if target[k] not in (ENGAGE, CONTROL)]
-        # Kinds held in posture and walked to the end a while ago: walked again, cheaply (finding 8).
-        # A controlled kind's hold engage (marker `<kind>/engaged`) is walked again too, for
-        # what was created or opted in during a long hold.
-        held = [k if target[k] == ENGAGE else f"{k}/engaged" for k in target if target[k] in (ENGAGE, CONTROL)]
-        rewalking = [m for m in held if m in plan.done
-                     and progress.rewalk_due(walks[m].at if m in walks else None, now, self.settings.rewalk_minutes)]
-        # A controlled kind is engaged when a hold begins, then left to its controller: a
-        # walk of the engage again (it did not finish, the mode changed, a rewalk) leaves
-        # alone every mapping that already has a drain in this hold, or it would undo its raises.
-        engage_first = [k for k in controlled if policy.starts_hold(plan) and f"{k}/engaged" not in plan.done]
-        needs_skip = (engage_first or any("/" in m for m in rewalking)) and not self.dry_run
-        skip = self.stages.in_drain(self.runtime, plan) if needs_skip else frozenset()
-        try:
-            if not self.engage_walk(plan, result, target, engaging, engage_first, rewalking, skip):
-                return
-            guard = _Sticky(ledger_leases.guard_factory(self.dynamodb, self.table, controller_id=self.runtime.controller_id,
-                                                        clock=self.runtime.clock)(plan.generation))
-            for kind in controlled + relaxing:
-                if self.deadline() or guard.refused:
-                    break
-                if self.dry_run:
-                    # Recommend mode engaged nothing, so no controller has anything to drive.
-                    if kind not in controlled:
-                        result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": target[kind]}}))
-                    self.mark(plan, result, kind)
-                    continue
-                if kind in controlled:
-                    self.control(plan, result, kind, guard)
-                    continue
-                report = self.engine.relax(kinds=(kind,), target_for=None, guard=guard)
-                self.finish_kind(plan, result, kind, report, engaging=False)
-            if plan.stage == REPLAY and REPLAY not in plan.done and not guard.refused and not self.deadline():
-                self.replay(plan, result, guard)
-            if not self.dry_run and not guard.refused and not self.deadline():
-                self.retry_stuck_restores(plan, result, target, walks, now, guard)
-            if guard.refused:
-                self.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
-                result.actions.append("stale")
-            result.complete = result.complete and not self.deadline() and not guard.refused
-        finally:
-            result.stuck = self.stuck_now(plan)
+# ---- the steps: observe -> decide -> engage walk -> relax walk -> finish -> notify ---------
 
-    def engage_walk(self, plan: Plan, result: TickResult, target, engaging: list[str], engage_first: list[str],
-                    rewalking: list[str], skip: frozenset[str]) -> bool:
-        """Every engage walk of this tick in one engine call, so kinds of different services
-        are walked at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda,
-        holdfast.engine.SERVICE_OF): the kinds not yet engaged, in their declared order,
-        each resuming after its cursor, then the re-walks of held kinds (each skipping what
-        its last finished walk saw unchanged). Each kind's part of the report is then
-        finished on its own marker (finish_kind), exactly as a walk of that kind alone.
-        While engaging, the tick's deadline is the long engage budget (tick(engage_seconds=)).
-        Returns whether the tick goes on to relaxing (False: the deadline passed, or
-        another controller holds the engage walk)."""
-        markers: dict[str, tuple[str, bool]] = {}   # kind -> (marker, re-walk)
-        for kind in [k for k in target if k in engaging or k in engage_first]:   # the kinds' declared order
-            markers[kind] = (kind if kind in engaging else f"{kind}/engaged", False)
-        for marker in rewalking:
-            markers.setdefault(marker.split("/")[0], (marker, True))
-        if markers and not self.deadline():
-            with self.deadline.engaging(plan) as walking:
-                if not walking:
-                    self.log("another controller is walking the engage of this plan: leaving it to it", plan,
-                             holder=walking.holder)
-                    result.actions.append("engage-walk-held")
-                    result.complete = False
-                    return False
-                after = {k: plan.cursor.get(m) for k, (m, again) in markers.items() if not again}
-                seen = {k: ledger_walks.seen(self.dynamodb, self.table, plan.generation, m)
-                        for k, (m, again) in markers.items() if again}
-                # The drains' mappings are left alone by the engage of a controlled kind only.
-                controlled = {k for k, (m, _) in markers.items() if "/" in m}
-                leave = frozenset(a for a in skip if kind_of(a) in controlled) if skip else frozenset()
-                options = {"skip": leave} if leave else {}
-                # Each kind counted against max_resources on its own, as the tick always did, and
-                # walked as soon as it is listed: the groups' first write does not wait for Lambda's listings.
-                report = self.engine.engage(kinds=tuple(markers), dry_run=self.dry_run, after=after,
-                                            stuck=self.stuck_arns(plan, ledger_failures.ENGAGE), each_kind=True,
-                                            **({"seen": seen} if seen else {}), **options)
-            for kind, (marker, again) in markers.items():
-                self.finish_kind(plan, result, marker, _KindReport.of(report, kind), engaging=True, rewalk=again)
-        if self.deadline():
-            result.complete = False
-            return False
-        return True
+def reconcile(t: _Tick) -> TickResult:
+    """The tick's steps, in order; each returns what the next needs, or the tick's result."""
+    now = t.runtime.clock.now()
+    try:
+        seen = observe(t.runtime, now, collect=t.collect)
+    except LedgerUnavailable as err:
+        return without_ledger(t, str(err), now)
+    if seen.control.paused:
+        return _paused(t, seen)
+    decided = decide(t, seen, now)
+    if isinstance(decided, TickResult):
+        return decided
+    plan, result, notified = decided
+    try:
+        if plan.generation and not notified:
+            notify(t, plan)
+            result.actions.append("notified")
+        t.started = now
+        walk(t, plan, result)
+    except Contention as err:
+        # A progress mark met another controller's transaction: the ledger is fine, the
+        # mark did not land; the next tick walks again and skips what is in place.
+        t.log("plan contended mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
+        result.actions.append("contention")
+        result.complete = False
+    except LedgerUnavailable as err:
+        # Lost mid-walk: what was written stays (write-ahead came first); progress marks
+        # were not, so the next tick walks again and skips what is in place.
+        t.log("ledger lost mid-tick: stopping; the next tick continues", plan, reasons=[str(err)])
+        result.actions.append("ledger-unavailable")
+        result.complete = False
+    return result
 
-    def control(self, plan: Plan, result: TickResult, kind: str, guard: "_Sticky") -> None:
-        """One tick of a controlled kind: each resource's decision (kept in the ledger,
-        conditional on the plan), then a guarded walk of the resources that move."""
-        now = self.runtime.clock.now()
-        try:
-            decided = self.stages.drain(self.runtime, plan, now, dry_run=False)
-        except StalePlan as err:
-            guard.refused = str(err)
-            return
-        except AWS_ERRORS as err:   # invariant 8: the next tick decides again
-            self.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
-            result.complete = False
-            return
-        moving = decided.moving()
-        outcomes, complete = [], True
-        if moving:
-            report = self.engine.relax(kinds=(kind,), target_for=decided.target_for, guard=guard, only=moving)
-            outcomes, complete = report.outcomes, report.complete
-            result.outcomes.extend(outcomes)
-            self.count_failures(plan, outcomes, ledger_failures.RELAX)
-        failed = [o for o in outcomes if o.action in (FAILED, REFUSED_STALE)]
-        self.log("drained", plan, kind=kind, complete=complete, actions=decided.summary(), notes=decided.notes[:20],
-                 failed=[f"{o.arn}: {o.error}" for o in failed][:20],
-                 written=sum(1 for o in outcomes if o.action in WRITES))
-        if failed or not complete:
-            result.complete = False
-        elif decided.finished and all(o.action in CONTROLLED_DONE for o in outcomes):
-            self.mark(plan, result, kind)   # every mapping back at its owner's value
 
-    def replay(self, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
-        now = self.runtime.clock.now()
-        try:
-            done = self.stages.replay(self.runtime, plan, now, guard=guard, dry_run=self.dry_run)
-        except StalePlan as err:
-            guard.refused = str(err)
-            return
-        except AWS_ERRORS as err:   # invariant 8
-            self.log("replay inputs unreadable: the next tick tries again", plan, reasons=[error_text(err)])
-            result.complete = False
-            return
-        result.outcomes.extend(done.outcomes)
-        self.log("replayed", plan, sources=done.summary(), finished=done.finished)
-        if done.finished:
-            self.mark(plan, result, REPLAY)
+def _paused(t: _Tick, seen) -> TickResult:
+    current, control = seen.plan, seen.control
+    t.log("paused: no action", current,
+          reasons=[f"kill switch set by {control.paused_by} at {control.paused_at}: {control.reason}"])
+    return TickResult(current.stage if current else None, current.generation if current else None, ["paused"])
 
-    def retry_stuck_restores(self, plan: Plan, result: TickResult, target, walks, now, guard) -> None:
-        """Restores that failed and whose kind is done (or the plan is back to normal) are
-        tried again every `rewalk_minutes`: once their cause is gone (the owner put the
-        opt-in tag back, a permission was granted), a tick restores them, no human needed."""
-        due = [f for f in self.failing.values() if f.operation == ledger_failures.RELAX and f.kind in REGISTRY_KINDS
-               and (plan.stage == NORMAL or (target.get(f.kind) == RESTORE and f.kind in plan.done))]
-        if not due or not progress.rewalk_due(walks[LEFTOVERS].at if LEFTOVERS in walks else None, now,
-                                              self.settings.rewalk_minutes):
-            return
-        served = getattr(self.engine, "actuators", None) or REGISTRY_KINDS
-        kinds = tuple(k for k in REGISTRY_KINDS if k in served and any(f.kind == k for f in due))
-        due = [f for f in due if f.kind in kinds]
-        if not due:
-            return
-        report = self.engine.relax(kinds=kinds, guard=guard, only=[f.arn for f in due])
-        result.outcomes.extend(report.outcomes)
-        self.count_failures(plan, report.outcomes, ledger_failures.RELAX)
-        self.log("stuck restores retried", plan, retried=[f.arn for f in due][:20],
-                 restored=[o.arn for o in report.outcomes if o.action in SUCCEEDED][:20])
-        ledger_walks.walked(self.dynamodb, self.table, plan.generation, LEFTOVERS, now=now, finished=True, prints=set())
 
-    def finish_kind(self, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool,
-                    rewalk: bool = False) -> None:
-        """Count the walk's failures, then carry out the pure progress decision for it."""
-        result.outcomes.extend(report.outcomes)
-        failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
-        operation = ledger_failures.ENGAGE if engaging else ledger_failures.RELAX
-        # Counted in recommend mode too (a ledger write, not a resource's): a plan walk that
-        # keeps failing on a resource must not pin the stage either.
-        counts = self.count_failures(plan, report.outcomes, operation)
-        stuck = [o for o in failed if o.action == FAILED
-                 and progress.is_stuck(counts.get(o.arn, 0), self.settings.stuck_after_failures)]
-        self.log("walked", plan, kind=marker, engaging=engaging, rewalk=rewalk, complete=report.complete,
-                 failed=[f"{o.arn}: {o.error}" for o in failed][:20], refused=report.refused,
-                 stuck=[o.arn for o in stuck][:20],
-                 # Why a resource was skipped or engaged without a destination, with its fix.
-                 noted=[{"arn": o.arn, **{k: v for k, v in note.items() if k in ("why", "fix", "command")}}
-                        for o in report.outcomes for note in o.notes.values()][:20],
-                 api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
-        kind = marker.split("/")[0]
-        walked = progress.Walked(marker, engaging, report.complete, len(failed), bool(report.refused),
-                                 None if rewalk else report.cursor.get(kind), stuck=len(stuck))
-        saved = None if rewalk else plan.cursor.get(marker)
-        older = (progress.needs_relaxers(walked, saved_cursor=saved, dry_run=self.dry_run)
-                 and bool(self.stale_relaxers(plan)))
-        step = progress.after_walk(walked, saved_cursor=saved, dry_run=self.dry_run, older_relaxers=older)
-        if step.note:
-            self.log(step.note, plan, kind=marker)
-        if step.cursor is not None and not rewalk:
-            ledger_plan.set_cursor(self.dynamodb, self.table, plan.generation, marker, step.cursor)
-        if step.mark_done and not rewalk:
-            self.mark(plan, result, marker)
-        if engaging and (step.mark_done or getattr(report, "seen", {}).get(kind)):
-            ledger_walks.walked(self.dynamodb, self.table, plan.generation, marker, now=self.runtime.clock.now(),
-                                finished=step.mark_done, prints=set(getattr(report, "seen", {}).get(kind, ())))
-        if rewalk:
-            written = sum(1 for o in report.outcomes if o.action == ENGAGED)
-            if written:
-                result.actions.append(f"rewalk:{marker}:{written}")
-        else:
-            result.complete = result.complete and step.complete
-
-    def count_failures(self, plan: Plan, outcomes: list[Outcome], operation: str) -> dict[str, int]:
-        """Count each FAILED resource's failure in the ledger and clear the ones that
-        succeeded; arn -> its count of failed walks."""
-        counts: dict[str, int] = {}
-        now = self.runtime.clock.now()
-        for o in outcomes:
-            if o.action == FAILED:
-                failure = ledger_failures.record(self.dynamodb, self.table, arn=o.arn, kind=o.kind, operation=operation,
-                                                 generation=plan.generation, error=o.error or "", now=now)
-                self.failing[o.arn] = failure
-                counts[o.arn] = failure.failures
-            elif o.action in SUCCEEDED and o.arn in self.failing:
-                ledger_failures.clear(self.dynamodb, self.table, o.arn)
-                self.failing.pop(o.arn, None)
-        return counts
-
-    def stuck_arns(self, plan: Plan, operation: str) -> set[str]:
-        return {f.arn for f in self.failing.values() if f.operation == operation and f.generation == plan.generation
-                and progress.is_stuck(f.failures, self.settings.stuck_after_failures)}
-
-    def stuck_now(self, plan: Plan) -> list[ledger_failures.Failure]:
-        """The stuck resources that matter now: every stuck restore (its resource is still
-        engaged), and the stuck engages of this generation while it holds anything."""
-        return ledger_failures.stuck(getattr(self, "failing", {}), plan, self.settings.stuck_after_failures)
-
-    def stale_relaxers(self, plan: Plan) -> list[str]:
-        """Controllers of an older generation whose relaxing write may have landed after
-        this tick began (the lease is counted from the tick's start, not from now: a
-        write guarded shortly before the tick can land on a resource the tick engaged)."""
-        return ledger_leases.stale_relaxers(self.dynamodb, self.table, plan.generation, self.started)
-
-    def mark(self, plan: Plan, result: TickResult, marker: str) -> None:
-        if ledger_plan.mark_done(self.dynamodb, self.table, plan.generation, marker):
-            result.actions.append(marker)
-
-    # ---- around the walk -----------------------------------------------------------
-
-    def notify(self, plan: Plan) -> None:
-        if self.runtime.topic_arn:
+def decide(t: _Tick, seen, now) -> tuple[Plan, TickResult, bool] | TickResult:
+    """The pure decision, persisted: a changed plan as the next generation, the verdict.
+    Returns (plan, the tick's result so far, whether the plan was announced), or the
+    tick's final result when another controller decided first or the ledger went away."""
+    decision = seen.decide(now, t.settings)
+    plan = decision.plan
+    result = TickResult(plan.stage, plan.generation, reasons=decision.reasons, gates=decision.gates)
+    t.log("decision", plan, changed=decision.changed, verdict=seen.verdict.state if seen.verdict is not None else None,
+          reasons=list(decision.reasons), gates=list(decision.gates))
+    notified = seen.notified
+    try:
+        if decision.changed:
             try:
-                publish_stage(self.runtime, plan)
-            except AWS_ERRORS as err:  # invariant 8: the walk goes on; the next tick publishes
-                self.log("stage notification failed: the next tick tries again", plan, reasons=[error_text(err)])
-                return
-        ledger_plan.mark_notified(self.dynamodb, self.table, plan.generation)
+                ledger_plan.write(t.dynamodb, t.table, plan, controller_id=t.runtime.controller_id, now=now)
+            except PlanConflict as err:
+                t.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
+                result.actions.append("conflict")
+                return result
+            except Contention as err:
+                t.log("plan contended: another controller's transaction held it; re-read next tick", plan,
+                      reasons=[str(err)])
+                result.actions.append("contention")
+                return result
+            result.actions.append(f"plan:{plan.generation}")
+            notified = False
+        if seen.verdict is not None:
+            ledger_verdict.write_verdict(t.dynamodb, t.table, seen.verdict.to_dict())
+    except LedgerUnavailable as err:
+        # Lost between the read and the write: act as a tick that never had the ledger.
+        return without_ledger(t, str(err), now)
+    return plan, result, notified
 
-    def without_ledger(self, error: str, now) -> TickResult:
-        """Invariant 3: engaging proceeds without the ledger; nothing is relaxed."""
-        result = TickResult(None, None, ["ledger-unavailable"], reasons=(error,))
+
+def todo(t: _Tick, plan: Plan, now) -> _Todo:
+    """What is left to walk for this plan: the kinds not done, by posture, and the held
+    kinds due for a walk again."""
+    target = policy.posture(plan, t.settings)
+    walks = ledger_walks.load(t.dynamodb, t.table, plan.generation) if plan.generation else {}
+    left = [k for k in target if k not in plan.done]
+    # Kinds held in posture and walked to the end a while ago: walked again, cheaply. A
+    # controlled kind's hold engage (marker `<kind>/engaged`) is walked again too, for
+    # what was created or opted in during a long hold.
+    held = [held_marker(k, target[k] == ENGAGE) for k in target if target[k] in (ENGAGE, CONTROL)]
+    controlled = [k for k in left if target[k] == CONTROL]
+    return _Todo(
+        target=target,
+        engaging=[k for k in left if target[k] == ENGAGE],
+        controlled=controlled,
+        relaxing=[k for k in left if target[k] not in (ENGAGE, CONTROL)],
+        # A controlled kind is engaged when a hold begins, then left to its controller.
+        engage_first=[k for k in controlled if policy.starts_hold(plan) and held_marker(k, False) not in plan.done],
+        rewalking=[m for m in held if m in plan.done
+                   and progress.rewalk_due(walks[m].at if m in walks else None, now, t.settings.rewalk_minutes)],
+        walks=walks,
+    )
+
+
+def walk(t: _Tick, plan: Plan, result: TickResult) -> None:
+    """The engage walk, then the relax walk, then the tick's finish (its stuck resources)."""
+    now = t.runtime.clock.now()
+    t.failing = ledger_failures.load(t.dynamodb, t.table)
+    work = todo(t, plan, now)
+    # A walk of a controlled kind's engage again (it did not finish, the mode changed, a
+    # rewalk) leaves alone every mapping that already has a drain in this hold, or it
+    # would undo its raises.
+    needs_skip = (work.engage_first or any(Marker.parse(m).hold_engage for m in work.rewalking)) and not t.dry_run
+    skip = t.stages.in_drain(t.runtime, plan) if needs_skip else frozenset()
+    try:
+        if engage_walk(t, plan, result, work, skip):
+            relax_walk(t, plan, result, work, now)
+    finally:
+        result.stuck = stuck_now(t, plan)
+
+
+def engage_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, skip: frozenset[str]) -> bool:
+    """Every engage walk of this tick in one engine call, so kinds of different services
+    are walked at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda,
+    holdfast.engine.SERVICE_OF): the kinds not yet engaged, in their declared order,
+    each resuming after its cursor, then the re-walks of held kinds (each skipping what
+    its last finished walk saw unchanged). Each kind's part of the report is then
+    finished on its own marker (finish_kind), exactly as a walk of that kind alone.
+    While engaging, the tick's deadline is the long engage budget (tick(engage_seconds=)).
+    Returns whether the tick goes on to relaxing (False: the deadline passed, or
+    another controller holds the engage walk)."""
+    markers: dict[str, tuple[Marker, bool]] = {}   # kind -> (marker, re-walk)
+    for kind in [k for k in work.target if k in work.engaging or k in work.engage_first]:   # declared order
+        markers[kind] = (Marker(kind, hold_engage=kind not in work.engaging), False)
+    for name in work.rewalking:
+        marker = Marker.parse(name)
+        markers.setdefault(marker.kind, (marker, True))
+    if markers and not t.deadline():
+        with t.deadline.engaging(plan) as walking:
+            if not walking:
+                t.log("another controller is walking the engage of this plan: leaving it to it", plan,
+                      holder=walking.holder)
+                result.actions.append("engage-walk-held")
+                result.complete = False
+                return False
+            after = {k: plan.cursor.get(str(m)) for k, (m, again) in markers.items() if not again}
+            seen = {k: ledger_walks.seen(t.dynamodb, t.table, plan.generation, str(m))
+                    for k, (m, again) in markers.items() if again}
+            # The drains' mappings are left alone by the engage of a controlled kind only.
+            controlled = {k for k, (m, _) in markers.items() if m.hold_engage}
+            leave = frozenset(a for a in skip if kind_of(a) in controlled) if skip else frozenset()
+            options = {"skip": leave} if leave else {}
+            # Each kind counted against max_resources on its own, as the tick always did, and
+            # walked as soon as it is listed: the groups' first write does not wait for Lambda's listings.
+            report = t.engine.engage(kinds=tuple(markers), dry_run=t.dry_run, after=after,
+                                     stuck=stuck_arns(t, plan, ledger_failures.ENGAGE), each_kind=True,
+                                     **({"seen": seen} if seen else {}), **options)
+        for kind, (marker, again) in markers.items():
+            finish_kind(t, plan, result, str(marker), _KindReport.of(report, kind), engaging=True, rewalk=again)
+    if t.deadline():
+        result.complete = False
+        return False
+    return True
+
+
+def relax_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, now) -> None:
+    """The controlled kinds' tick and the relaxing kinds' walks, one kind at a time, each
+    write guarded (the plan still current); then the replay and the retries of stuck
+    restores. The first stale plan ends relaxing for this tick."""
+    guard = _Sticky(ledger_leases.guard_factory(t.dynamodb, t.table, controller_id=t.runtime.controller_id,
+                                                clock=t.runtime.clock)(plan.generation))
+    for kind in work.controlled + work.relaxing:
+        if t.deadline() or guard.refused:
+            break
+        if t.dry_run:
+            # Recommend mode engaged nothing, so no controller has anything to drive.
+            if kind not in work.controlled:
+                result.outcomes.append(Outcome(kind, f"kind:{kind}", PLANNED, changes={"posture": {"to": work.target[kind]}}))
+            mark(t, plan, result, kind)
+            continue
+        if kind in work.controlled:
+            control(t, plan, result, kind, guard)
+            continue
+        report = t.engine.relax(kinds=(kind,), target_for=None, guard=guard)
+        finish_kind(t, plan, result, kind, report, engaging=False)
+    if plan.stage == REPLAY and REPLAY not in plan.done and not guard.refused and not t.deadline():
+        replay(t, plan, result, guard)
+    if not t.dry_run and not guard.refused and not t.deadline():
+        retry_stuck_restores(t, plan, result, work, now, guard)
+    if guard.refused:
+        t.log("stale plan: relaxing stopped; the next tick re-reads", plan, reasons=[guard.refused])
+        result.actions.append("stale")
+    result.complete = result.complete and not t.deadline() and not guard.refused
+
+
+def control(t: _Tick, plan: Plan, result: TickResult, kind: str, guard: "_Sticky") -> None:
+    """One tick of a controlled kind: each resource's decision (kept in the ledger,
+    conditional on the plan), then a guarded walk of the resources that move."""
+    now = t.runtime.clock.now()
+    try:
+        decided = t.stages.drain(t.runtime, plan, now, dry_run=False)
+    except StalePlan as err:
+        guard.refused = str(err)
+        return
+    except AWS_ERRORS as err:   # bad input never stops the tick: the next tick decides again
+        t.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
+        result.complete = False
+        return
+    moving = decided.moving()
+    outcomes, complete = [], True
+    if moving:
+        report = t.engine.relax(kinds=(kind,), target_for=decided.target_for, guard=guard, only=moving)
+        outcomes, complete = report.outcomes, report.complete
+        result.outcomes.extend(outcomes)
+        count_failures(t, plan, outcomes, ledger_failures.RELAX)
+    failed = [o for o in outcomes if o.action in (FAILED, REFUSED_STALE)]
+    t.log("drained", plan, kind=kind, complete=complete, actions=decided.summary(), notes=decided.notes[:20],
+          failed=[f"{o.arn}: {o.error}" for o in failed][:20],
+          written=sum(1 for o in outcomes if o.action in WRITES))
+    if failed or not complete:
+        result.complete = False
+    elif decided.finished and all(o.action in CONTROLLED_DONE for o in outcomes):
+        mark(t, plan, result, kind)   # every mapping back at its owner's value
+
+
+def replay(t: _Tick, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
+    now = t.runtime.clock.now()
+    try:
+        done = t.stages.replay(t.runtime, plan, now, guard=guard, dry_run=t.dry_run)
+    except StalePlan as err:
+        guard.refused = str(err)
+        return
+    except AWS_ERRORS as err:   # the next tick tries again
+        t.log("replay inputs unreadable: the next tick tries again", plan, reasons=[error_text(err)])
+        result.complete = False
+        return
+    result.outcomes.extend(done.outcomes)
+    t.log("replayed", plan, sources=done.summary(), finished=done.finished)
+    if done.finished:
+        mark(t, plan, result, REPLAY)
+
+
+def retry_stuck_restores(t: _Tick, plan: Plan, result: TickResult, work: _Todo, now, guard) -> None:
+    """Restores that failed and whose kind is done (or the plan is back to normal) are
+    tried again every `rewalk_minutes`: once their cause is gone (the owner put the
+    opt-in tag back, a permission was granted), a tick restores them, no human needed."""
+    target, walks = work.target, work.walks
+    due = [f for f in t.failing.values() if f.operation == ledger_failures.RELAX and f.kind in REGISTRY_KINDS
+           and (plan.stage == NORMAL or (target.get(f.kind) == RESTORE and f.kind in plan.done))]
+    if not due or not progress.rewalk_due(walks[LEFTOVERS].at if LEFTOVERS in walks else None, now,
+                                          t.settings.rewalk_minutes):
+        return
+    kinds = tuple(k for k in REGISTRY_KINDS if k in t.engine.actuators and any(f.kind == k for f in due))
+    due = [f for f in due if f.kind in kinds]
+    if not due:
+        return
+    report = t.engine.relax(kinds=kinds, guard=guard, only=[f.arn for f in due])
+    result.outcomes.extend(report.outcomes)
+    count_failures(t, plan, report.outcomes, ledger_failures.RELAX)
+    t.log("stuck restores retried", plan, retried=[f.arn for f in due][:20],
+          restored=[o.arn for o in report.outcomes if o.action in SUCCEEDED][:20])
+    ledger_walks.walked(t.dynamodb, t.table, plan.generation, LEFTOVERS, now=now, finished=True, prints=set())
+
+
+def finish_kind(t: _Tick, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool,
+                rewalk: bool = False) -> None:
+    """Count the walk's failures, then carry out the pure progress decision for it."""
+    result.outcomes.extend(report.outcomes)
+    failed = [o for o in report.outcomes if o.action in (FAILED, REFUSED_STALE)]
+    operation = ledger_failures.ENGAGE if engaging else ledger_failures.RELAX
+    # Counted in recommend mode too (a ledger write, not a resource's): a plan walk that
+    # keeps failing on a resource must not pin the stage either.
+    counts = count_failures(t, plan, report.outcomes, operation)
+    stuck = [o for o in failed if o.action == FAILED
+             and progress.is_stuck(counts.get(o.arn, 0), t.settings.stuck_after_failures)]
+    t.log("walked", plan, kind=marker, engaging=engaging, rewalk=rewalk, complete=report.complete,
+          failed=[f"{o.arn}: {o.error}" for o in failed][:20], refused=report.refused,
+          stuck=[o.arn for o in stuck][:20],
+          # Why a resource was skipped or engaged without a destination, with its fix.
+          noted=[{"arn": o.arn, **{k: v for k, v in note.items() if k in ("why", "fix", "command")}}
+                 for o in report.outcomes for note in o.notes.values()][:20],
+          api_calls=report.api_calls, written=sum(1 for o in report.outcomes if o.action in WRITES))
+    kind = Marker.parse(marker).kind
+    walked = progress.Walked(marker, engaging, report.complete, len(failed), bool(report.refused),
+                             None if rewalk else report.cursor.get(kind), stuck=len(stuck))
+    saved = None if rewalk else plan.cursor.get(marker)
+    older = (progress.needs_relaxers(walked, saved_cursor=saved, dry_run=t.dry_run)
+             and bool(stale_relaxers(t, plan)))
+    step = progress.after_walk(walked, saved_cursor=saved, dry_run=t.dry_run, older_relaxers=older)
+    if step.note:
+        t.log(step.note, plan, kind=marker)
+    if step.cursor is not None and not rewalk:
+        ledger_plan.set_cursor(t.dynamodb, t.table, plan.generation, marker, step.cursor)
+    if step.mark_done and not rewalk:
+        mark(t, plan, result, marker)
+    seen = report.seen.get(kind) if engaging else None
+    if engaging and (step.mark_done or seen):
+        ledger_walks.walked(t.dynamodb, t.table, plan.generation, marker, now=t.runtime.clock.now(),
+                            finished=step.mark_done, prints=set(seen or ()))
+    if rewalk:
+        written = sum(1 for o in report.outcomes if o.action == ENGAGED)
+        if written:
+            result.actions.append(f"rewalk:{marker}:{written}")
+    else:
+        result.complete = result.complete and step.complete
+
+
+def count_failures(t: _Tick, plan: Plan, outcomes: list[Outcome], operation: str) -> dict[str, int]:
+    """Count each FAILED resource's failure in the ledger and clear the ones that
+    succeeded; arn -> its count of failed walks."""
+    counts: dict[str, int] = {}
+    now = t.runtime.clock.now()
+    for o in outcomes:
+        if o.action == FAILED:
+            failure = ledger_failures.record(t.dynamodb, t.table, arn=o.arn, kind=o.kind, operation=operation,
+                                             generation=plan.generation, error=o.error or "", now=now)
+            t.failing[o.arn] = failure
+            counts[o.arn] = failure.failures
+        elif o.action in SUCCEEDED and o.arn in t.failing:
+            ledger_failures.clear(t.dynamodb, t.table, o.arn)
+            t.failing.pop(o.arn, None)
+    return counts
+
+
+def stuck_arns(t: _Tick, plan: Plan, operation: str) -> set[str]:
+    return {f.arn for f in t.failing.values() if f.operation == operation and f.generation == plan.generation
+            and progress.is_stuck(f.failures, t.settings.stuck_after_failures)}
+
+
+def stuck_now(t: _Tick, plan: Plan) -> list[ledger_failures.Failure]:
+    """The stuck resources that matter now: every stuck restore (its resource is still
+    engaged), and the stuck engages of this generation while it holds anything."""
+    return ledger_failures.stuck(t.failing, plan, t.settings.stuck_after_failures)
+
+
+def stale_relaxers(t: _Tick, plan: Plan) -> list[str]:
+    """Controllers of an older generation whose relaxing write may have landed after
+    this tick began (the lease is counted from the tick's start, not from now: a
+    write guarded shortly before the tick can land on a resource the tick engaged)."""
+    return ledger_leases.stale_relaxers(t.dynamodb, t.table, plan.generation, t.started)
+
+
+def mark(t: _Tick, plan: Plan, result: TickResult, marker: str) -> None:
+    if ledger_plan.mark_done(t.dynamodb, t.table, plan.generation, marker):
+        result.actions.append(marker)
+
+
+# ---- around the walk -----------------------------------------------------------------
+
+def notify(t: _Tick, plan: Plan) -> None:
+    if t.runtime.topic_arn:
         try:
-            verdict = self.collect(self.runtime, now, None)
-        except Exception:
-            logger.exception("ledger and verdict unavailable: no action", extra={"controller": self.runtime.controller_id})
-            return result
-        self.log("ledger unavailable", None, verdict=verdict.state, reasons=[error])
-        if verdict.state == policy.IMPAIRED:
-            with self.deadline.engaging(None):
-                report = self.engine.engage(dry_run=self.dry_run)
-            result.outcomes.extend(report.outcomes)
-            result.actions.append("engaged-without-ledger")
-            result.complete = report.complete
+            publish_stage(t.runtime, plan)
+        except AWS_ERRORS as err:  # the walk goes on; the next tick publishes
+            t.log("stage notification failed: the next tick tries again", plan, reasons=[error_text(err)])
+            return
+    ledger_plan.mark_notified(t.dynamodb, t.table, plan.generation)
+
+
+def without_ledger(t: _Tick, error: str, now) -> TickResult:
+    """Protection is monotone: engaging proceeds without the ledger; nothing is relaxed."""
+    result = TickResult(None, None, ["ledger-unavailable"], reasons=(error,))
+    try:
+        verdict = t.collect(t.runtime, now, None)
+    except Exception:
+        logger.exception("ledger and verdict unavailable: no action", extra={"controller": t.runtime.controller_id})
         return result
+    t.log("ledger unavailable", None, verdict=verdict.state, reasons=[error])
+    if verdict.state == policy.IMPAIRED:
+        with t.deadline.engaging(None):
+            report = t.engine.engage(dry_run=t.dry_run)
+        result.outcomes.extend(report.outcomes)
+        result.actions.append("engaged-without-ledger")
+        result.complete = report.complete
+    return result
 
 
 class _Sticky:
@@ -658,8 +761,11 @@ class _Sticky:
 
 @uses("sns:Publish", by=("reconciler",))
 def publish_stage(runtime: Runtime, plan: Plan) -> None:
-    """Announce a new plan. A failed publish is logged; the plan stays un-notified and
-    the next tick tries again."""
+    """Announce a new plan, one message per kind of subscriber (SNS MessageStructure
+    `json`): AWS Chatbot's HTTPS subscription gets a custom notification it renders in
+    Slack or Teams, e-mail the same as text (holdfast.core.announce), and every other
+    protocol (`default`: SQS, Lambda) the JSON document. A failed publish is logged; the
+    plan stays un-notified and the next tick tries again."""
     message = {
         "generation": plan.generation,
         "stage": plan.stage,
@@ -669,17 +775,27 @@ def publish_stage(runtime: Runtime, plan: Plan) -> None:
         "mode": runtime.settings.mode,
         "controller": runtime.controller_id,
     }
+    # arn:partition:sns:region:account:name
+    region, account = (runtime.topic_arn.split(":") + ["", "", "", "", ""])[3:5]
+    where = {"account": account, "region": region or runtime.clients.region}
     runtime.clients("sns").publish(
         TopicArn=runtime.topic_arn,
         Subject=f"Holdfast: {plan.label} (generation {plan.generation})"[:100],
-        Message=json.dumps(message, indent=2),
+        MessageStructure="json",
+        Message=json.dumps({
+            "default": json.dumps(message, indent=2),
+            "email": announce.text(plan, runtime.settings, **where),
+            "https": json.dumps(announce.chat(plan, runtime.settings, **where)),
+        }),
     )
 
 
 REGISTRY_KINDS = policy.KINDS
 
 
-def _emit_metrics(result: TickResult) -> None:
+def _emit_metrics(result: TickResult, telemetry: Telemetry) -> None:
+    if not telemetry.metrics:
+        return
     metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service="holdfast-reconciler")
     if result.stage is not None:
         metrics.add_metric(name="StageIndex", unit=MetricUnit.Count, value=policy.STAGES.index(result.stage))

@@ -15,7 +15,23 @@ from dataclasses import dataclass, field, replace
 
 from holdfast.aws import Clients
 from holdfast.clock import Clock, SystemClock
+from holdfast.core.own import NOT_OWN, Own
 from holdfast.settings import Settings
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """What a controller reports besides its result: the reconciler's JSON line per
+    decision (Powertools Logger, INFO) and its EMF metrics (printed on stdout, which
+    CloudWatch reads in Lambda). In Lambda both are on; a command whose stdout is its own
+    report (`holdfast drill`, the demo) turns them off here instead of in the environment.
+    Warnings and errors are always logged."""
+
+    decisions: bool = True
+    metrics: bool = True
+
+
+QUIET = Telemetry(decisions=False, metrics=False)
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,10 @@ class Runtime:
     # The reconciler function the detector invokes to start a tick at once when the verdict
     # turns impaired (holdfast.observation.trigger); None: the schedule starts every tick.
     tick_function: str | None = None
+    # Holdfast's own resources (holdfast.core.own): never engaged, whatever their tags.
+    own: Own = NOT_OWN
+    # The decision log lines and metrics (holdfast.reconciler); QUIET: neither.
+    telemetry: Telemetry = field(default_factory=Telemetry)
 
     def but(self, **changes) -> "Runtime":
         """The same runtime with some fields replaced (another controller id, settings...)."""

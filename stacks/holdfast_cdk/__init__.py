@@ -4,6 +4,7 @@ Imported only at synth (it needs aws-cdk-lib and constructs: `pip install holdfa
 it is left out of the controllers' Lambda asset (`holdfast_cdk.code`).
 
 - `Holdfast`: the whole of Holdfast as one construct, for a stack of your own.
+- `SlackChannel`, `TeamsChannel`: AWS Chatbot channels for its `chat_channels` prop.
 - `HoldfastStack`: that construct in a stack of its own (what `app.py` deploys per target).
 - `GameDay`: an AWS FIS experiment template that rehearses a regional launch impairment.
 - `HoldfastOrgStack` and friends (`holdfast_cdk.org`): every account of an OU, every
@@ -14,7 +15,8 @@ The IAM policies of the two controller roles are package data in `policies/`
 """
 
 from holdfast_cdk.construct import Holdfast
+from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel
 from holdfast_cdk.game_day import GameDay
 from holdfast_cdk.stack import HoldfastStack
 
-__all__ = ["GameDay", "Holdfast", "HoldfastStack"]
+__all__ = ["GameDay", "Holdfast", "HoldfastStack", "SlackChannel", "TeamsChannel"]

@@ -3,7 +3,7 @@
     from holdfast_cdk import Holdfast
     from holdfast.settings import Settings
 
-    holdfast = Holdfast(self, "Holdfast", settings=Settings.from_mapping({"mode": "recommend"}))
+    holdfast = Holdfast(self, "Holdfast", settings=Settings.from_context(self.node.try_get_context("holdfast")))
     holdfast.grant_expired_events_destination(my_function)
 
 The construct composes the parts in `holdfast_cdk.constructs` and wires what crosses
@@ -11,32 +11,48 @@ between them: the values filled into the IAM policy documents, the controllers'
 environment (the HOLDFAST_* variables `holdfast.handlers` reads), and the topic's key
 for the reconciler, which announces stage changes. It publishes the expired-events
 queue's ARN in SSM Parameter Store, where `holdfast` on an operator's machine finds it
-without being told (`<parameter_prefix>/expired-queue-arn`).
+without being told (`<parameter_prefix>/expired-queue-arn`), and the ledger table's name
+(`<parameter_prefix>/ledger-table`): CloudFormation names the table, so several Holdfast
+stacks can share an account and region, and a stack deleted (its ledger retained) and
+deployed again gets a ledger of its own instead of failing on the old table's name.
 
-One Holdfast per account and region: the ledger table has a fixed name the CLI knows.
+At synth it reports the mode the controllers will run in (an info annotation the CDK CLI
+prints): the default is `recommend`, which changes no resource.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from aws_cdk import Stack, Token
+from aws_cdk import Annotations, CfnResource, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from holdfast.ledger import DEFAULT_TABLE
 from holdfast.settings import ENV_VAR, Settings
 
-from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Signals
+from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Readiness, Signals
+from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel
 from holdfast_cdk.suppressions import acknowledge
 
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+OWN_RESOURCES_PARAMETER = "own-resources"
+# Holdfast's own resources of the types it could act on (holdfast.core.own): a stack-wide
+# selector tag selects them too, and the controllers must leave them alone.
+OWN_TYPES = ("AWS::Lambda::Function", "AWS::Lambda::EventSourceMapping", "AWS::SQS::Queue",
+             "AWS::AutoScaling::AutoScalingGroup", "AWS::ElasticLoadBalancingV2::TargetGroup",
+             "AWS::ApplicationAutoScaling::ScalableTarget")
 SETTINGS_PARAMETER = "settings"
+LEDGER_TABLE_PARAMETER = "ledger-table"
+MODE_NOTES = {
+    "auto": "acts: engages and restores the selected resources during an impairment",
+    "recommend": "decides and reports, changes no resource; set \"mode\": \"auto\" to act",
+    "off": "does nothing",
+}
 _PARAMETER_PREFIX = re.compile(r"^/[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 # What Lambda needs to deliver an async invocation record to an SQS on-failure
 # destination, with the function's execution role: SendMessage on the queue, and, when
@@ -51,10 +67,11 @@ class Holdfast(Construct):
 
     Props (keyword-only, each with its default):
 
-    - ``settings`` (``Settings``, default ``Settings()``: every documented default):
-      validated settings, usually ``Settings.from_mapping(app.node.try_get_context("holdfast"))``.
-    - ``ledger_table_name`` (``str``, default ``"holdfast-ledger"``): the DynamoDB table;
-      the CLI finds the ledger under this name.
+    - ``settings`` (``Settings``, default ``Settings()``: every documented default, mode
+      ``recommend``): usually ``Settings.from_context(self.node.try_get_context("holdfast"))``.
+    - ``ledger_table_name`` (``str | None``, default ``settings.ledger_table_name``, which
+      defaults to ``None``: CloudFormation names the table): the DynamoDB table. The CLI
+      finds it at ``<parameter_prefix>/ledger-table``.
     - ``expired_events_key`` (``kms.IKey | None``, default ``None``): a KMS key for the
       expired-events queue. ``None`` keeps SSE-SQS, so owners' execution roles need no
       KMS permission to deliver expired events.
@@ -64,8 +81,13 @@ class Holdfast(Construct):
       ``policies``): a directory with your own ``<role>.json`` documents.
     - ``acknowledge_nag_findings`` (``bool``, default ``True``): add Holdfast's cdk-nag
       acknowledgements (each with its reason) when cdk-nag is installed.
+    - ``chat_channels`` (sequence of ``SlackChannel`` / ``TeamsChannel``, default ``()``):
+      AWS Chatbot channels subscribed to the stage topic; each stage change arrives as a
+      chat message (stage, why, what is held, the next gate). The workspace or team must
+      be authorized in the Chatbot console first; the channels only receive.
 
-    Attributes: ``settings``, ``ledger`` (the table), ``expired_events_queue``,
+    Attributes: ``settings``, ``ledger`` (the table), ``readiness`` (its schedule, metric
+    and alarm), ``expired_events_queue``,
     ``dead_letter_queue``, ``topic``, ``topic_key``, ``detector``, ``reconciler``,
     ``functions``, ``dashboard``, ``alarms``, ``expired_queue_parameter``, and the parts
     (``ledger_part``, ``queues``, ``notifications``, ``controllers``, ``signals``,
@@ -78,11 +100,12 @@ class Holdfast(Construct):
         construct_id: str,
         *,
         settings: Settings | None = None,
-        ledger_table_name: str = DEFAULT_TABLE,
+        ledger_table_name: str | None = None,
         expired_events_key: kms.IKey | None = None,
         parameter_prefix: str | None = None,
         policies_dir: Path | None = None,
         acknowledge_nag_findings: bool = True,
+        chat_channels: Sequence[SlackChannel | TeamsChannel] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         if settings is not None and not isinstance(settings, Settings):
@@ -93,9 +116,11 @@ class Holdfast(Construct):
         stack = Stack.of(self)
         self.parameter_prefix = _parameter_prefix(parameter_prefix, stack, construct_id)
 
-        self.ledger_part = Ledger(self, "Ledger", table_name=ledger_table_name)
+        self.ledger_part = Ledger(self, "Ledger", table_name=ledger_table_name or settings.ledger_table_name)
+        Annotations.of(self).add_info(f"Holdfast in {stack.stack_name}: mode {settings.mode} ({MODE_NOTES[settings.mode]})")
         self.queues = Queues(self, "Queues", expired_events_key=expired_events_key)
-        self.notifications = Notifications(self, "Notifications", email=settings.notification_email)
+        self.notifications = Notifications(self, "Notifications", email=settings.notification_email,
+                                           chat_channels=chat_channels)
         table, topic, expired = self.ledger_part.table, self.notifications.topic, self.queues.expired_events
 
         self.controllers = Controllers(
@@ -120,6 +145,7 @@ class Holdfast(Construct):
             },
             dead_letters=self.queues.dead_letters,
             policies_dir=policies_dir,
+            settings_parameter_name=f"{self.parameter_prefix}/{SETTINGS_PARAMETER}",
         )
         self.notifications.grant_publish(self.controllers.reconciler)
 
@@ -139,12 +165,29 @@ class Holdfast(Construct):
             expired_events=expired,
             topic=topic,
         )
+        # Doctor's read-only checks every `readiness_hours`, a metric and an alarm on failure.
+        self.readiness = Readiness(
+            self,
+            "Readiness",
+            function=self.controllers.readiness,
+            hours=settings.readiness_hours,
+            topic=topic,
+            dead_letters=self.queues.dead_letters,
+        )
+        self.monitoring.alarms.append(self.readiness.alarm)
         self.expired_queue_parameter = ssm.StringParameter(
             self,
             "ExpiredQueueArnParameter",
             parameter_name=f"{self.parameter_prefix}/{EXPIRED_QUEUE_PARAMETER}",
             string_value=expired.queue_arn,
             description="Holdfast: the expired-events queue (the on-failure destination for owners' async functions)",
+        )
+        self.ledger_table_parameter = ssm.StringParameter(
+            self,
+            "LedgerTableParameter",
+            parameter_name=f"{self.parameter_prefix}/{LEDGER_TABLE_PARAMETER}",
+            string_value=table.table_name,
+            description="Holdfast: the ledger table's name (the CLI reads it)",
         )
         # What `holdfast drill` reads to learn the deployed mode (it never drills a mode=off
         # account) and the settings its checks use; about 1.3 KB, inside a standard parameter's 4 KB.
@@ -154,6 +197,25 @@ class Holdfast(Construct):
             parameter_name=f"{self.parameter_prefix}/{SETTINGS_PARAMETER}",
             string_value=settings.to_json(),
             description="Holdfast: the deployed settings (read by holdfast drill)",
+        )
+
+        # Holdfast never engages its own resources, whatever their tags (holdfast.core.own):
+        # the controllers know them by the tags CloudFormation puts on every resource it
+        # creates (this stack's id and each resource's logical ID), the CLI from SSM.
+        # Logical IDs are plain strings: no reference between the functions, no cycle.
+        own_ids = sorted(c.logical_id for c in self.node.find_all()
+                         if isinstance(c, CfnResource) and c.cfn_resource_type in OWN_TYPES)
+        for function in self.controllers.functions:
+            function.add_environment("HOLDFAST_STACK_ID", stack.stack_id)
+            function.add_environment("HOLDFAST_OWN_LOGICAL_IDS", ",".join(own_ids))
+        self.own_resources_parameter = ssm.StringParameter(
+            self,
+            "OwnResourcesParameter",
+            parameter_name=f"{self.parameter_prefix}/{OWN_RESOURCES_PARAMETER}",
+            string_value=stack.to_json_string({
+                "stack_id": stack.stack_id, "logical_ids": own_ids,
+                "functions": [f.function_name for f in self.controllers.functions]}),
+            description="Holdfast: its own resources, which it never engages (read by the holdfast CLI)",
         )
 
         self.ledger = table

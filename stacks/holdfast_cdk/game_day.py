@@ -24,16 +24,19 @@ Facts it is built on (AWS FIS User Guide, "Actions reference" and "Lambda action
   its own (`holdfast:fis-extension=true` by default) that you put only on functions
   with the extension.
 
-"Every zone" is `Fn::GetAZs` of the stack's region, resolved at deploy time (for an
-account with a default VPC, the zones that have a default subnet); pass
-`availability_zones` to name them yourself.
+The zones: pass `availability_zones` (setting `game_day_availability_zones`) to name
+them. Without them the template lists `Fn::GetAZs` of the stack's region, which is not
+every zone: in an account with a default VPC it returns only the zones that have a
+default subnet, so groups in other zones would keep launching and the detector would see
+a partial failure. Synth then warns, and `holdfast drill` writes the selected groups'
+zones into the template before it starts the experiment (`cover_zones`).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from aws_cdk import Acknowledgment, Duration, Fn, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Annotations, Duration, Fn, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_fis as fis
 from aws_cdk import aws_iam as iam
@@ -65,8 +68,9 @@ class GameDay(Construct):
     - ``duration`` (``Duration``, default 20 minutes; 1 minute to 3 hours): how long
       launches fail.
     - ``percentage`` (``int``, default 100): the share of the groups' launch requests that fail.
-    - ``availability_zones`` (``Sequence[str] | None``, default ``None``: every zone of the
-      region, ``Fn::GetAZs``): zone names or zone IDs.
+    - ``availability_zones`` (``Sequence[str] | None``, default ``None``: ``Fn::GetAZs``,
+      with a synth warning; `holdfast drill` sets the selected groups' zones): zone names
+      or zone IDs.
     - ``lambda_invocation_errors`` (``bool``, default ``False``): also fail invocations of
       functions tagged ``lambda_target_tag`` (they must carry the FIS Lambda extension).
     - ``lambda_target_tag`` (``tuple[str, str]``, default ``("holdfast:fis-extension", "true")``).
@@ -172,11 +176,17 @@ class GameDay(Construct):
             tags={"Name": "holdfast-game-day", "holdfast:component": "game-day"},
         )
         if not availability_zones:
+            Annotations.of(self).add_warning_v2(
+                "holdfast:game-day-zones",
+                "Game day zones not named (game_day_availability_zones): the template lists Fn::GetAZs, which in an "
+                "account with a default VPC is only the zones with a default subnet. `holdfast drill` writes the "
+                "selected groups' zones into the template before it starts; name them to fail exactly those.",
+            )
             Validations.of(self.template).acknowledge(
                 Acknowledgment(
                     id="CloudFormation-Validate::E1022",
                     reason="Fn::Join over Fn::GetAZs is documented as supported (Fn::Join, 'Supported functions'); "
-                    "the rule's false positive is cfn-lint issue 4674, fixed by its PR 4677.",
+                    "the rule's false positive is https://github.com/aws-cloudformation/cfn-lint/issues/4674, fixed by https://github.com/aws-cloudformation/cfn-lint/pull/4677.",
                 )
             )
         self.template_id = self.template.ref
@@ -282,3 +292,40 @@ def _validate(
         )
     if role is None and not create_role:
         raise ValueError("GameDay: no FIS role: pass role= (an existing FIS experiment role) or leave create_role=True")
+
+
+def member_game_day(stack: Stack, settings: Settings, *, selector_from: Settings | None = None,
+                    parameter_prefix: str | None = None) -> GameDay:
+    """The game day of an organization's member stack, in the accounts
+    `org_game_day_stop_alarms` names only, each stopped by its own alarm.
+
+    The StackSet deploys one template to every account, so the choice is CloudFormation's,
+    per stack instance: a condition on `AWS::AccountId` (nested `Fn::Or` of at most 10
+    `Fn::Equals` each, CloudFormation's limit) on every resource of the game day, and the
+    alarm's name from a mapping by account; duration and zones are the organization's
+    settings, the selector the member stack's (`selector_from`, an override's). Resources whose condition is false are not
+    created and their properties are not evaluated. Launch failures only: the Lambda
+    action's configuration bucket would be one bucket for every account."""
+    from aws_cdk import Aws, CfnCondition, CfnMapping, CfnResource, Fn as _Fn
+
+    accounts = sorted(settings.org_game_day_stop_alarms)
+    mapping = CfnMapping(stack, "GameDayStopAlarms",
+                         mapping={a: {"alarm": settings.org_game_day_stop_alarms[a]} for a in accounts})
+    equals = [_Fn.condition_equals(Aws.ACCOUNT_ID, a) for a in accounts]
+    while len(equals) > 1:
+        equals = [e[0] if len(e) == 1 else _Fn.condition_or(*e) for e in (equals[i:i + 10] for i in range(0, len(equals), 10))]
+    condition = CfnCondition(stack, "IsGameDayAccount", expression=equals[0])
+    game_day = GameDay(
+        stack,
+        "GameDay",
+        settings=selector_from or settings,
+        stop_condition_alarm=cloudwatch.Alarm.from_alarm_name(stack, "GameDayStopAlarm",
+                                                                mapping.find_in_map(Aws.ACCOUNT_ID, "alarm")),
+        duration=Duration.minutes(settings.game_day_duration_minutes),
+        availability_zones=settings.game_day_availability_zones or None,
+        parameter_prefix=parameter_prefix,
+    )
+    for child in game_day.node.find_all():
+        if isinstance(child, CfnResource):
+            child.cfn_options.condition = condition
+    return game_day

@@ -39,6 +39,7 @@ role, which a parallel operation may try to create before it is deleted elsewher
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -52,15 +53,16 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
-from holdfast.ledger import DEFAULT_TABLE
-from holdfast.settings import Settings
+from holdfast.settings import Settings, override_settings
 
 from holdfast_cdk import code, role_policies, suppressions
+from holdfast_cdk.game_day import member_game_day
 from holdfast_cdk.stack import HoldfastStack
 
 STACK_SET_NAME = "Holdfast"
 MEMBER_STACK_NAME = "Holdfast"
 READ_ONLY_ROLE_NAME = "HoldfastReadOnly"
+OPERATOR_ROLE_NAME = "HoldfastOperator"
 CODE_BUCKET_PREFIX = "holdfast-code"
 ORG_STACK = "HoldfastOrg"
 CODE_STACK = "HoldfastOrgCode"
@@ -79,16 +81,19 @@ def _require_org(settings: Settings) -> None:
 
 
 class ReadOnlyAccess(Construct):
-    """`HoldfastReadOnly`: reads the ledger in every region and Holdfast's parameters,
-    assumable by the admin account (policies/readonly.json)."""
+    """`HoldfastReadOnly`: reads the ledger in every region and the configuration of the
+    resources `holdfast plan` looks at, assumable by the admin account (policies/readonly.json).
+    Its name is fixed because the admin account assumes it by name in every account; IAM
+    deletes it with its stack (it is not retained), and only the member stack of the first
+    region creates it. The ledger tables are named by CloudFormation: it reads tables tagged
+    as Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None,
-                 ledger_table_name: str = DEFAULT_TABLE) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        document = role_policies.document(
-            "readonly", {"Partition": stack.partition, "Account": stack.account, "LedgerTableName": ledger_table_name}
-        )
+        # The ledger tables are named by CloudFormation: the role reads tables tagged as
+        # Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table.
+        document = role_policies.document("readonly", {"Partition": stack.partition, "Account": stack.account})
         self.role = iam.Role(
             self,
             "Role",
@@ -103,17 +108,58 @@ class ReadOnlyAccess(Construct):
             self.role,
             suppressions.NagPackSuppression(
                 id="AwsSolutions-IAM5",
-                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
+                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}, "Resource::*"],
                 reason="Read-only: the ledger table and Holdfast's parameters in every region the StackSet deploys "
-                "to (one role per account, IAM is global); no write, no other table or parameter.",
+                "to (one role per account, IAM is global), and the configuration reads `holdfast plan "
+                "--all-accounts` makes (Describe/List/Get of Auto Scaling, Lambda, ELB, Application Auto Scaling, "
+                "ECS, SQS, tagging), most of which take no resource ARN; no data-plane read, no write.",
+            ),
+        )
+
+
+class OperatorAccess(Construct):
+    """`HoldfastOperator`: writes Holdfast's operator control items only, assumable by the
+    admin account (policies/operator.json). Every statement carries a
+    `dynamodb:LeadingKeys` condition: the kill switch and the engage and advance requests
+    (partition `CONTROL`), a look at the plan (`PLAN`) to name the generation a request is
+    for; never the resources, the plan itself, nor any record of the ledger. What the
+    requests do, the reconciler does on its next tick, with its own role."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        # As the read-only role: tables tagged as Holdfast's ledger, names from SSM.
+        document = role_policies.document("operator", {"Partition": stack.partition, "Account": stack.account})
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=OPERATOR_ROLE_NAME,
+            description="Holdfast: the organization's admin account may pause, unpause, engage or advance Holdfast "
+            "here through its control items; never a resource directly",
+            assumed_by=iam.AccountPrincipal(admin_account),
+            inline_policies={"operator": document},
+        )
+        if condition is not None:
+            self.role.node.default_child.cfn_options.condition = condition
+        suppressions.add(
+            self.role,
+            suppressions.NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
+                reason="The ledger tables (named by CloudFormation, tagged holdfast:component=ledger) in every region "
+                "the StackSet deploys to (one role per account, IAM is global), each statement limited to the control "
+                "and plan partitions by dynamodb:LeadingKeys; and the /holdfast parameters, to read each ledger's name.",
             ),
         )
 
 
 class HoldfastMemberStack(HoldfastStack):
-    """The stack each account and region of the organization gets (the StackSet's template)."""
+    """The stack each account and region of the organization gets (the StackSet's template).
+    `member_settings` are the settings Holdfast runs with there (an override's), `settings`
+    the organization's."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings,
+                 member_settings: Settings | None = None, **kwargs: Any) -> None:
         _require_org(settings)
         synthesizer = DefaultStackSynthesizer(
             file_assets_bucket_name=code_bucket_name(settings.org_admin_account, "${AWS::Region}"),
@@ -122,17 +168,26 @@ class HoldfastMemberStack(HoldfastStack):
             generate_bootstrap_version_rule=False,
         )
         kwargs.setdefault("description", "Holdfast (organization StackSet instance): keeps automation safe during a regional EC2 impairment")
-        super().__init__(scope, construct_id, settings=settings, synthesizer=synthesizer, analytics_reporting=False, **kwargs)
+        super().__init__(scope, construct_id, settings=member_settings or settings, synthesizer=synthesizer,
+                         analytics_reporting=False, game_day=False, **kwargs)
+        # No member stack inherits the admin's game day (its alarm exists in one account):
+        # only the accounts org_game_day_stop_alarms names get one, with their own alarm.
+        if settings.org_game_day_stop_alarms:
+            self.game_day = member_game_day(self, settings, selector_from=member_settings,
+                                            parameter_prefix=self.holdfast.parameter_prefix)
         self.role_region = settings.org_regions[0]
         condition = CfnCondition(self, "IsReadOnlyRoleRegion", expression=Fn.condition_equals(Aws.REGION, self.role_region))
         self.read_only = ReadOnlyAccess(self, "ReadOnly", admin_account=settings.org_admin_account, condition=condition)
+        self.operator = OperatorAccess(self, "Operator", admin_account=settings.org_admin_account, condition=condition)
 
 
-def synthesize_member_template(settings: Settings) -> dict:
+def synthesize_member_template(settings: Settings, member_settings: Settings | None = None) -> dict:
     """The member stack's template, synthesized in an app of its own (it is never a
     deployable artifact of the org app; `cdk deploy --all` must not deploy it to the admin account)."""
     app = App(outdir=tempfile.mkdtemp(prefix="holdfast-member-"), analytics_reporting=False)
-    HoldfastMemberStack(app, MEMBER_STACK_NAME, settings=settings)
+    # The overrides are the admin account's business: a member runs with its own settings only.
+    member_settings = member_settings or dataclasses.replace(settings, org_overrides=())
+    HoldfastMemberStack(app, MEMBER_STACK_NAME, settings=settings, member_settings=member_settings)
     return app.synth().get_stack_by_name(MEMBER_STACK_NAME).template
 
 
@@ -202,25 +257,82 @@ class HoldfastOrgCodeStack(Stack):
         CfnOutput(self, "CodeBucketName", value=self.bucket.bucket_name)
 
 
+def stack_set_name(override: str | None = None) -> str:
+    """`Holdfast` for the base settings, `Holdfast-<name>` for an override's."""
+    return STACK_SET_NAME if override is None else f"{STACK_SET_NAME}-{override}"
+
+
 class HoldfastOrgStack(Stack):
-    """The StackSet: Holdfast in every account of the OUs and every region named."""
+    """The StackSets: Holdfast in every account of the OUs and every region named.
+
+    One StackSet per distinct set of settings: `Holdfast` with the base settings, and
+    `Holdfast-<name>` for each of `org_overrides`, whose template is synthesized from the
+    base settings with the override's changes (settings are baked into the template:
+    rules, alarms, schedules and the policies' selector, so parameters could not carry
+    them). Targets never overlap: an OU override's StackSet deploys to its OUs; an account
+    override's deploys to its accounts only (INTERSECTION over every OU named); the others
+    leave those accounts out (DIFFERENCE). Settings validation (`override_settings`) has
+    already refused an OU or account named twice."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
         _require_org(settings)
         kwargs.setdefault("description", "Holdfast: the organization's StackSet (every account of the OUs, every region named)")
         super().__init__(scope, construct_id, **kwargs)
         self.settings = settings
+        member_settings = override_settings(settings)
+        excluded = sorted(a for o in settings.org_overrides for a in o.accounts)
+        every_ou = list(settings.org_organizational_unit_ids) + [
+            ou for o in settings.org_overrides for ou in o.organizational_unit_ids]
+
         self.member_template = synthesize_member_template(settings)
+        self.template_asset = self._template(self, "MemberTemplate", self.member_template)
+        self.stack_set = self._stack_set("StackSet", STACK_SET_NAME, self.template_asset,
+                                         "Holdfast in every account of the organization's OUs, one stack per region",
+                                         self._targets(settings.org_organizational_unit_ids, excluded, "DIFFERENCE"))
+        # Every StackSet by override name (None: the base), with its member template.
+        self.stack_sets: dict[str | None, cloudformation.CfnStackSet] = {None: self.stack_set}
+        self.member_templates: dict[str | None, dict] = {None: self.member_template}
+        for override in settings.org_overrides:
+            template = synthesize_member_template(settings, member_settings[override.name])
+            asset = self._template(self, f"MemberTemplate-{override.name}", template)
+            if override.accounts:
+                targets = self._targets(every_ou, list(override.accounts), "INTERSECTION")
+                where = f"accounts {', '.join(override.accounts)}"
+            else:
+                targets = self._targets(override.organizational_unit_ids, excluded, "DIFFERENCE")
+                where = f"OUs {', '.join(override.organizational_unit_ids)}"
+            self.stack_sets[override.name] = self._stack_set(
+                f"StackSet-{override.name}", stack_set_name(override.name), asset,
+                f"Holdfast with the {override.name} settings in the {where}", targets)
+            self.member_templates[override.name] = template
+        CfnOutput(self, "StackSetName", value=STACK_SET_NAME)
+        CfnOutput(self, "ReadOnlyRoleName", value=READ_ONLY_ROLE_NAME,
+                  description=f"Assumable from {settings.org_admin_account} in every account (created in {settings.org_regions[0]})")
+        CfnOutput(self, "OperatorRoleName", value=OPERATOR_ROLE_NAME,
+                  description=f"Control items only; assumable from {settings.org_admin_account} in every account")
+
+    @staticmethod
+    def _template(scope: Construct, construct_id: str, template: dict) -> s3_assets.Asset:
         template_dir = Path(tempfile.mkdtemp(prefix="holdfast-stackset-"))
         template_file = template_dir / "holdfast-member.template.json"
-        template_file.write_text(json.dumps(self.member_template, indent=1, sort_keys=True))
-        self.template_asset = s3_assets.Asset(self, "MemberTemplate", path=str(template_file))
+        template_file.write_text(json.dumps(template, indent=1, sort_keys=True))
+        return s3_assets.Asset(scope, construct_id, path=str(template_file))
 
-        self.stack_set = cloudformation.CfnStackSet(
+    @staticmethod
+    def _targets(ous, accounts: list[str], filter_type: str) -> cloudformation.CfnStackSet.DeploymentTargetsProperty:
+        if not accounts:
+            return cloudformation.CfnStackSet.DeploymentTargetsProperty(organizational_unit_ids=list(ous))
+        return cloudformation.CfnStackSet.DeploymentTargetsProperty(
+            organizational_unit_ids=list(ous), accounts=list(accounts), account_filter_type=filter_type)
+
+    def _stack_set(self, construct_id: str, name: str, asset: s3_assets.Asset, description: str,
+                   targets: cloudformation.CfnStackSet.DeploymentTargetsProperty) -> cloudformation.CfnStackSet:
+        settings = self.settings
+        return cloudformation.CfnStackSet(
             self,
-            "StackSet",
-            stack_set_name=STACK_SET_NAME,
-            description="Holdfast in every account of the organization's OUs, one stack per region",
+            construct_id,
+            stack_set_name=name,
+            description=description,
             permission_model="SERVICE_MANAGED",
             call_as=settings.org_call_as,
             auto_deployment=cloudformation.CfnStackSet.AutoDeploymentProperty(
@@ -238,18 +350,10 @@ class HoldfastOrgStack(Stack):
                 region_concurrency_type="PARALLEL",
             ),
             stack_instances_group=[
-                cloudformation.CfnStackSet.StackInstancesProperty(
-                    deployment_targets=cloudformation.CfnStackSet.DeploymentTargetsProperty(
-                        organizational_unit_ids=list(settings.org_organizational_unit_ids)
-                    ),
-                    regions=list(settings.org_regions),
-                )
+                cloudformation.CfnStackSet.StackInstancesProperty(deployment_targets=targets, regions=list(settings.org_regions))
             ],
-            template_url=self.template_asset.http_url,
+            template_url=asset.http_url,
         )
-        CfnOutput(self, "StackSetName", value=STACK_SET_NAME)
-        CfnOutput(self, "ReadOnlyRoleName", value=READ_ONLY_ROLE_NAME,
-                  description=f"Assumable from {settings.org_admin_account} in every account (created in {settings.org_regions[0]})")
 
 
 def org_stacks(app: Construct, settings: Settings) -> tuple[HoldfastOrgStack, list[HoldfastOrgCodeStack]]:

@@ -3,7 +3,8 @@
 A thin stack: the construct under the id "Default", which CDK leaves out of logical IDs,
 so the stack's resources keep the logical IDs they had before the construct existed
 (an update of a deployed stack replaces nothing). On top: the outputs an operator and
-the CLI look for, and, when `game_day_stop_alarm` is set, the game-day experiment.
+the CLI look for, and, when `game_day_stop_alarm` is set, the game-day experiment (not
+in the organization's member stacks: `holdfast_cdk.org` adds theirs per account).
 Settings arrive already validated (`Settings.from_mapping`).
 """
 
@@ -33,9 +34,11 @@ class HoldfastStack(Stack):
         *,
         settings: Settings,
         policies_dir: Path | None = None,
+        game_day: bool = True,
         **kwargs: Any,
     ) -> None:
-        """`policies_dir` replaces the packaged policies (for a stricter policy of your own, or tests)."""
+        """`policies_dir` replaces the packaged policies (for a stricter policy of your own, or tests);
+        `game_day=False` leaves the game day out whatever the settings say."""
         kwargs.setdefault("description", DESCRIPTION)
         super().__init__(scope, construct_id, **kwargs)
         self.settings = settings
@@ -46,12 +49,15 @@ class HoldfastStack(Stack):
                   description="On-failure destination Holdfast gives owners' async functions while engaged")
         CfnOutput(self, "ExpiredEventsQueueArnParameter", value=holdfast.expired_queue_parameter.parameter_name,
                   description="SSM parameter holding the expired-events queue ARN (the CLI reads it)")
-        CfnOutput(self, "LedgerTableName", value=holdfast.ledger.table_name)
+        CfnOutput(self, "LedgerTableName", value=holdfast.ledger.table_name,
+                  description="The ledger, named by CloudFormation unless ledger_table_name is set (the CLI reads "
+                  "it from the SSM parameter LedgerTableParameter names)")
+        CfnOutput(self, "LedgerTableParameter", value=holdfast.ledger_table_parameter.parameter_name)
         CfnOutput(self, "TopicArn", value=holdfast.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=holdfast.dashboard.dashboard_name)
 
         self.game_day: GameDay | None = None
-        if settings.game_day_stop_alarm is not None:
+        if game_day and settings.game_day_stop_alarm is not None:
             bucket = None
             if settings.game_day_lambda_config_bucket:
                 bucket = s3.Bucket.from_bucket_name(self, "GameDayLambdaConfigBucket", settings.game_day_lambda_config_bucket)
@@ -63,6 +69,7 @@ class HoldfastStack(Stack):
                 duration=Duration.minutes(settings.game_day_duration_minutes),
                 lambda_invocation_errors=settings.game_day_lambda_errors,
                 lambda_config_bucket=bucket,
+                availability_zones=settings.game_day_availability_zones or None,
                 parameter_prefix=holdfast.parameter_prefix,
             )
             CfnOutput(self, "GameDayExperimentTemplateId", value=self.game_day.template_id)

@@ -2,7 +2,7 @@
 
 Found by the demo's replay: at 03:00 the owner raised one mapping from the floor to 40
 by hand (original 500); the drain stage's step to 100 then wrote 100 over it, and the
-restore put 500 back, so the owner's change was lost without a report (invariant 2).
+restore put 500 back, so the owner's change was lost without a report (an owner's change is kept and reported).
 """
 
 from __future__ import annotations

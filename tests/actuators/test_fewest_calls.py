@@ -1,4 +1,4 @@
-"""The Lambda reads a correct engage and restore can do without (issue 12 item 3), and the
+"""The Lambda reads a correct engage and restore can do without, and the
 cases where they cannot: the record on a resource's tag that only the tag holds."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Within a kind, the engage walk writes the most harmful resources first (issue 12 item
-4), and a walk resumed from its cursor never passes over a resource whose harm rose past
+"""Within a kind, the engage walk writes the most harmful resources first,
+and a walk resumed from its cursor never passes over a resource whose harm rose past
 the cursor between the walks."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """AWS rules moto does not enforce, emulated in holdfast_fixtures.moto_patches, and what
-Holdfast does about each (issue 10): async destinations checked against the execution
+Holdfast does about each: async destinations checked against the execution
 role, one async config per qualifier, provisioned-mode mappings, reserved concurrency,
 the capacity adjustment of RegisterScalableTarget, and ARNs of other partitions.
-Each test fails on the code before issue 10."""
+Each test fails on the code that ignored the rule."""
 
 from __future__ import annotations
 
@@ -98,9 +98,16 @@ def test_no_destination_attachable_bounds_retries_and_keeps_the_event_age(client
     assert note["policy"]["Statement"] == [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": QUEUE}]
     assert "aws iam put-role-policy --role-name narrow" in note["command"]
 
-    # The grant it gives is the one that works: applied, the next engage attaches the queue.
+    # The grant it gives is the one that works: applied, the next engagement attaches the
+    # queue. A walk again within this one asks Lambda no more (engaging is idempotent).
     clients("iam").put_role_policy(RoleName="narrow", PolicyName="holdfast-expired-events",
                                    PolicyDocument=json.dumps(note["policy"]))
+    out, _ = run(clients, settings, ledger_table, "async")
+    assert {o.action for o in out.values()} == {"already"}
+    assert config(clients, "refused") == {"MaximumEventAgeInSeconds": 7200, "MaximumRetryAttempts": 1}
+    refused_arn = next(arn for arn in out if arn.endswith(":refused"))
+    assert walks.engine(clients, settings, ledger_table, kinds=("async",), expired_queue_arn=QUEUE
+                        ).release(refused_arn).action == RESTORED
     out, _ = run(clients, settings, ledger_table, "async")
     assert config(clients, "refused")["DestinationConfig"] == {"OnFailure": {"Destination": QUEUE}}
     assert config(clients, "refused")["MaximumEventAgeInSeconds"] == 900
@@ -168,8 +175,8 @@ def test_a_long_alias_name_is_keyed_by_a_hash_within_the_tag_key_limit():
 
 def test_a_function_without_room_for_a_record_is_engaged_through_the_ledger_only_or_not_at_all(clients, ledger_table,
                                                                                                settings):
-    """No room for the record tags: with the ledger, engaged through its record only (issue
-    11, finding 1: never a failure retried every tick); without it, not changed at all."""
+    """No room for the record tags: with the ledger, engaged through its record only (never
+    a failure retried every tick); without it, not changed at all."""
     make_function(clients, "full", tags={f"owner-{i}": "x" for i in range(47)})   # 49 with selector and team
     out, _ = run(clients, settings, "no-such-table", "async")
     (outcome,) = out.values()

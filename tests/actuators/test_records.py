@@ -1,4 +1,5 @@
-"""Issue 11, findings 2, 3 and 4: the write-ahead record, on moto with the real actuators.
+"""The write-ahead record (a lagging tag index, a ledger write lost, a floor recorded
+before it lands), on moto with the real actuators.
 
 2. Re-engaging never skips the write-ahead on the strength of the Resource Groups Tagging
    API's index (which lags: holdfast_fixtures.moto_patches.lagging_tag_index).
@@ -50,7 +51,7 @@ def strip_record_tags(clients, arn) -> None:
     clients("lambda").untag_resource(Resource=arn, TagKeys=list(RECORD_KEYS))
 
 
-# ---- finding 2 -------------------------------------------------------------------------
+# ---- a lagging tag index -------------------------------------------------------------------------
 
 def test_a_record_the_tag_index_still_lists_after_a_restore_does_not_skip_the_write_ahead(clients, ledger_table):
     # GIVEN a function engaged and fully restored, while the tagging API's index still lists its old record
@@ -78,7 +79,7 @@ def test_a_record_the_tag_index_still_lists_after_a_restore_does_not_skip_the_wr
     assert async_config(clients) == before and ORIGINAL_KEY not in function_tags(clients)
 
 
-# ---- finding 3 -------------------------------------------------------------------------
+# ---- a ledger write lost -------------------------------------------------------------------------
 
 def test_a_stripped_tag_mid_drain_is_rewritten_from_the_ledger_and_the_owners_no_cap_comes_back(clients, ledger_table):
     # GIVEN a mapping without a cap, engaged to the floor and raised to the first drain step
@@ -154,7 +155,7 @@ def test_an_engage_whose_put_finds_another_original_is_reported_and_the_next_wal
     assert cap(clients, uuid) is None
 
 
-# ---- finding 4 -------------------------------------------------------------------------
+# ---- the floor recorded first -------------------------------------------------------------------------
 
 class LateTagWrites:
     """Holds back every TagResource one controller's client sends, as a retried request

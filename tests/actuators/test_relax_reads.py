@@ -1,4 +1,4 @@
-"""Issue 11, findings 6 and 7: what a relax walk reads before it writes.
+"""What a relax walk reads before it writes.
 
 6. A failed ledger Query of the records makes the relax walk incomplete, never "complete,
    no failures" with records it could not see.

@@ -171,7 +171,7 @@ def test_api_calls_per_kind_add_up_to_every_call_made_discovery_included(clients
 def test_when_the_ledger_returns_an_engage_puts_back_its_copy_of_tag_only_originals(clients, ledger_table, fleet):
     """Engaged while the ledger was unreachable, the originals live on the tags only. The
     next engage with the ledger back writes nothing to the resources (they are in posture)
-    but restores the ledger's copy, so invariant 1 holds again: tag AND ledger."""
+    but restores the ledger's copy, so write-ahead holds again: tag AND ledger."""
     walks.engage_all(clients, Settings(), "no-such-table", **options())
     assert walks.status(clients, Settings(), ledger_table)[0]["recorded_in"] == ["tag"]
 

@@ -1,7 +1,9 @@
-"""Record tags written and removed in batches where the API takes several resources (issue
-12 item 3): Auto Scaling CreateOrUpdateTags / DeleteTags (25 tags a call: 12 groups of
-two), ELB AddTags / RemoveTags (20 ARNs a call, one tag set each). The write-ahead order
-holds for every resource of a batch, and one resource's error stays its own."""
+"""Record tags written and removed in batches where the API takes several resources: Auto
+Scaling CreateOrUpdateTags / DeleteTags (12 groups of two tags a call), ELB AddTags /
+RemoveTags (20 ARNs a call, one tag set each). Neither size is in the API references, so
+both are assumptions, and a batch AWS refuses for its size is written one resource a call.
+The write-ahead order holds for every resource of a batch, and one resource's error stays
+its own."""
 
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ def test_a_batch_that_fails_is_written_one_by_one_and_only_the_failing_group_fai
     report = walks.engage_all(clients, Settings(), ledger_table, kinds=("asg",))
     actions = {o.arn.rsplit("/", 1)[-1]: o.action for o in report.outcomes}
     assert actions == {"g0": ENGAGED, "g1": ENGAGED, "g2": ENGAGED, "g3": FAILED, "g4": ENGAGED}
-    # g3 was never changed: no record on it, so no suspend (invariant 1).
+    # g3 was never changed: no record on it, so no suspend (write-ahead).
     assert not [p for op, p in calls.seen if op == "SuspendProcesses" and p["AutoScalingGroupName"] == "g3"]
     assert describe_asg(clients, "g3")["SuspendedProcesses"] == []
     assert calls.count()["CreateOrUpdateTags"] == 1 + 5      # the batch, then each alone
@@ -114,3 +116,38 @@ def test_many_target_groups_are_listed_in_pages_and_tagged_in_whole_calls_per_re
     # 23 with the default record: 20 + 3; 4 with the other one: 4 (the walk engages 60 at a time).
     adds = sorted(len(p["ResourceArns"]) for op, p in calls.seen if op == "AddTags")
     assert adds == [3, 4, 20]
+
+
+def _too_many(limit, key):
+    """AWS refusing any call with more than `limit` entries in `key` (what a lower real
+    limit than Holdfast assumes would look like)."""
+    return lambda name, params: len(params.get(key, ())) > limit
+
+
+@pytest.mark.parametrize("limit", [1, 4])
+def test_groups_are_engaged_and_restored_whatever_size_of_tag_call_aws_takes(clients, ledger_table, limit):
+    for i in range(5):
+        make_asg(clients, f"g{i}")
+    client = clients("autoscaling")
+    calls = Calls(client, lambda name, params: name in ("CreateOrUpdateTags", "DeleteTags")
+                  and _too_many(2 * limit, "Tags")(name, params))
+    report = walks.engage_all(clients, Settings(), ledger_table, kinds=("asg",))
+    assert {o.action for o in report.outcomes} == {ENGAGED} and len(report.outcomes) == 5
+    tagged = [p for op, p in calls.seen if op == "CreateOrUpdateTags" and len(p["Tags"]) <= 2 * limit]
+    assert {t["ResourceId"] for p in tagged for t in p["Tags"]} == {f"g{i}" for i in range(5)}
+    report = walks.relax_all(clients, Settings(), ledger_table, kinds=("asg",))
+    assert {o.action for o in report.outcomes} == {RESTORED}
+    for i in range(5):
+        assert describe_asg(clients, f"g{i}")["SuspendedProcesses"] == []
+        assert read_record({t["Key"]: t["Value"] for t in describe_asg(clients, f"g{i}")["Tags"]}) is None
+
+
+def test_target_groups_are_engaged_and_restored_when_aws_takes_one_arn_a_tag_call(clients, ledger_table):
+    arns = [make_target_group(clients, f"p{i}") for i in range(3)]
+    Calls(clients("elbv2"), lambda name, params: name in ("AddTags", "RemoveTags") and _too_many(1, "ResourceArns")(name, params))
+    report = walks.engage_all(clients, Settings(), ledger_table, kinds=("nlb",))
+    assert sorted(o.arn for o in report.outcomes if o.action == ENGAGED) == sorted(arns)
+    report = walks.relax_all(clients, Settings(), ledger_table, kinds=("nlb",))
+    assert {o.action for o in report.outcomes} == {RESTORED}
+    tags = clients("elbv2").describe_tags(ResourceArns=arns)["TagDescriptions"]
+    assert not [t for d in tags for t in d["Tags"] if t["Key"].startswith(("holdfast:original", "holdfast:applied"))]

@@ -1,4 +1,4 @@
-"""Issue 11, finding 1 (tag headroom): a resource with no room for Holdfast's two record tags
+"""Tag headroom: a resource with no room for Holdfast's two record tags
 (50 user tags per resource) is engaged through the ledger record only, or — when the ledger
 is unreachable too — left unchanged, and the outcome says which. A tag write that answers
 the tag limit ends the same way, never in a retry every tick.

@@ -1,6 +1,6 @@
 """The layering the README's "How it works" describes, and what import-linter cannot see.
 
-- The contracts in .importlinter hold, and they do fail on the imports issue 9 found
+- The contracts in .importlinter hold, and they do fail on the imports that once broke them
   (the stage policy importing the actuators, the detector importing the probes, the
   core importing botocore): each is written into a copy of the package and must break.
 - Nothing below the three entry points (handlers, cli, the demo) reads the environment.

@@ -1,4 +1,4 @@
-"""Benchmark (issue 12, item 5): the controller path, signal -> verdict -> ticks -> full
+"""Benchmark: the controller path, signal -> verdict -> ticks -> full
 posture, on the issue's fleet behind the throttling proxy.
 
     make bench                                   # every benchmark, the issue's fleet
@@ -76,7 +76,7 @@ PROTECTIVE = {("autoscaling", "SuspendProcesses"), ("lambda", "UpdateEventSource
               ("elasticloadbalancing", "ModifyTargetGroupAttributes"),
               ("application-autoscaling", "RegisterScalableTarget")}
 # The proxy's probes and the DNS probe need no network: the endpoints resolve.
-SETTINGS = Settings.from_mapping({"lambda_writes_per_second": 15, "probe_api_services": [],
+SETTINGS = Settings.from_mapping({"mode": "auto", "lambda_writes_per_second": 15, "probe_api_services": [],
                                   "probe_endpoints": ["dynamodb.{region}.amazonaws.com"]})
 
 

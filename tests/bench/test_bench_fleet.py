@@ -14,7 +14,7 @@ printed next to it.
 
 The minimum per resource and direction (engage, or a full restore):
 - 2 resource writes: the write-ahead tag (added on engage, removed on restore) and the
-  setting itself. Neither can be skipped: the tag is invariant 1, and no API changes a
+  setting itself. Neither can be skipped: the tag is the write-ahead record, and no API changes a
   setting and a tag in one call.
 - 1 ledger write: a conditional put of the original on engage (it must never overwrite a
   recorded one, so it cannot be a batch write), a delete on restore.
@@ -59,7 +59,7 @@ LAMBDA_WRITES = {
     "UpdateEventSourceMapping", "PutFunctionEventInvokeConfig", "UpdateFunctionEventInvokeConfig",
     "DeleteFunctionEventInvokeConfig", "TagResource", "UntagResource",
 }
-AWS_LAMBDA_WRITE_RATE = 15.0  # requests per second, all Lambda write APIs together (DESIGN.md)
+AWS_LAMBDA_WRITE_RATE = 15.0  # requests per second, all Lambda control-plane APIs together (Lambda quotas)
 
 
 def _lambda_writes(calls: Counter) -> int:
@@ -118,6 +118,6 @@ def test_engage_and_restore_a_550_resource_fleet(moto_server, aws_semantics):
           expect=engaged)
     assert snapshot(builder, fleet) == before
 
-    print(f"\nDESIGN.md's 1,000 mappings + 1,000 async configs at 15 Lambda writes/s: "
+    print(f"\n1,000 mappings + 1,000 async configs at 15 Lambda writes/s: "
           f"{2000 / AWS_LAMBDA_WRITE_RATE:.0f} s for the settings alone, "
           f"{4000 / AWS_LAMBDA_WRITE_RATE:.0f} s with the write-ahead tags (per direction)")

@@ -1,4 +1,4 @@
-"""Benchmark (issue 12): engage and resume the issue's fleet through the CLI, behind a proxy
+"""Benchmark: engage and resume a large fleet through the CLI, behind a proxy
 that throttles like AWS.
 
     make bench                                   # every benchmark, the issue's fleet

@@ -42,7 +42,7 @@ EXPERIMENT = "EXPz9y8x7w6v5u4t3s2"
 ROLE = "holdfast-game-day"
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{ROLE}"
 PREFIX = "/holdfast/Holdfast"
-DEPLOYED = {"hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3}
+DEPLOYED = {"mode": "auto", "hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3}
 POLL = 60.0
 START = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 RUNS_FOR = timedelta(seconds=170)   # the experiment's bounded duration, from the request
@@ -268,3 +268,40 @@ def _literal(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+def _group_zones(clients) -> str:
+    groups = clients("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"]
+    return ",".join(sorted({z for g in groups for z in g["AvailabilityZones"]}))
+
+
+def test_a_template_missing_a_zone_of_the_selected_groups_gets_their_zones_before_it_starts(account, clients, tmp_path):
+    """A game day deployed without game_day_availability_zones lists Fn::GetAZs, which in
+    an account with a default VPC may leave out zones the groups launch in."""
+    zones = _group_zones(clients)
+    assert zones.count(",") >= 1, zones
+    listed = zones.split(",")[0]
+    actions = {"LaunchesFailInEveryZone": {
+        "actionId": drill.ASG_ICE_ACTION, "description": "InsufficientInstanceCapacity",
+        "parameters": {"availabilityZoneIdentifiers": listed, "duration": "PT3M"},
+        "targets": {"AutoScalingGroups": "SelectedGroups"}}}
+    ctx, args, fis = command(tmp_path, "--yes")
+    fis.add_response("get_experiment_template", template(actions), {"id": TEMPLATE})
+    covered = {name: {**a, "parameters": {**a["parameters"], "availabilityZoneIdentifiers": zones}} for name, a in actions.items()}
+    fis.add_response("update_experiment_template", template(covered), {"id": TEMPLATE, "actions": covered})
+    fis.add_client_error("start_experiment", "ValidationException", "stop here", 400,
+                         expected_params={"clientToken": ANY, "experimentTemplateId": TEMPLATE})
+    with fis, pytest.raises(UsageError, match="stop here"):
+        drill.drill(ctx, args, clock=FakeClock(START), sleep=lambda s: pytest.fail("not started"))
+    fis.assert_no_pending_responses()
+
+
+def test_a_template_of_zone_ids_missing_the_groups_zones_is_refused_with_the_setting_to_fix_it(account, clients, tmp_path):
+    actions = {"LaunchesFailInEveryZone": {
+        "actionId": drill.ASG_ICE_ACTION, "parameters": {"availabilityZoneIdentifiers": "use1-az1", "duration": "PT3M"},
+        "targets": {"AutoScalingGroups": "SelectedGroups"}}}
+    ctx, args, fis = command(tmp_path, "--yes")
+    fis.add_response("get_experiment_template", template(actions), {"id": TEMPLATE})
+    with fis, pytest.raises(UsageError, match="zone IDs; the selected groups launch in .*set game_day_availability_zones"):
+        drill.drill(ctx, args, clock=FakeClock(START), sleep=lambda s: pytest.fail("not started"))
+    fis.assert_no_pending_responses()

@@ -30,7 +30,7 @@ from holdfast_demo.fleet import build_fleet, snapshot
 HOLDFAST = Path(sys.executable).with_name("holdfast")
 # Fast mode: one-minute holds and a three-minute detection window, so the whole rehearsal
 # is about fifteen ticks of the drill clock.
-FAST = {"hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3,
+FAST = {"mode": "auto", "hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3,
         "drain_restore_after_minutes": 1}
 
 
@@ -96,7 +96,7 @@ def test_a_drill_on_the_embedded_endpoint_engages_recovers_and_restores_exactly(
     assert "**first failure → full posture** | **1 min" in md and "exact:" in md
 
     # A second drill on the same endpoint, during which an owner sets their own cap on a
-    # held mapping (invariant 2: kept). The drill names it as not back, and exits 1.
+    # held mapping (the owner's change is kept). The drill names it as not back, and exits 1.
     mapping = next(a for a in fleet.selected["esm"] if "ScalingConfig" not in before[a])
     changed = []
     original_inject = LocalDrill.inject

@@ -59,9 +59,11 @@ CASES = {
         "a plan is active: generation 1, stage hold since 2026-03-01T12:00:00+00:00 (a real event)"),
     "paused": (lambda c: ledger_control.set_paused(c("dynamodb"), DEFAULT_TABLE, True, by="oncall", reason="deploy", now=NOW),
                None, "the kill switch is set (paused by oncall"),
-    "too few groups": (lambda c: None, {"detect_min_groups": 4},
+    "mode recommend": (lambda c: None, {"mode": "recommend"},
+                       "Holdfast runs in mode=recommend here (settings from --settings"),
+    "too few groups": (lambda c: None, {"mode": "auto", "detect_min_groups": 4},
                        "the selector holdfast:protect=true matches 3 Auto Scaling groups in 3 zones"),
-    "one zone": (lambda c: None, {"detect_min_zones": 4}, "across 4 zones (detect_min_groups, detect_min_zones)"),
+    "one zone": (lambda c: None, {"mode": "auto", "detect_min_zones": 4}, "across 4 zones (detect_min_groups, detect_min_zones)"),
 }
 
 

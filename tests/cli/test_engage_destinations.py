@@ -1,5 +1,5 @@
 """`holdfast engage` from the console script never shortens an async event age without a
-working destination, unless the owner opted in (issue 10, item 1).
+working destination, unless the owner opted in.
 
 The installed `holdfast` runs in a subprocess against the session's moto server, whose
 Lambda checks a destination against the function's execution role when it is written

@@ -45,7 +45,7 @@ def _target_group_at_tag_quota(clients, fleet) -> str:
 
     Moto's tag quota for ELB is 10 (AWS's is 50); either way AddTags answers
     TooManyTags, and a resource whose write-ahead tags cannot be written is engaged
-    through the ledger record only, and says so (issue 11, finding 1).
+    through the ledger record only, and says so.
     """
     vpc = clients("ec2").describe_vpcs(Filters=[{"Name": "cidr", "Values": ["10.80.0.0/16"]}])["Vpcs"][0]["VpcId"]
     key, value = fleet.selector.split("=")
@@ -74,7 +74,7 @@ def test_console_script_engages_and_restores_a_fleet_exactly(moto_server, aws_se
 
     # WHEN the ledger does not exist yet THEN status is a usage error that says how to fix it
     code, doc, err = _run(moto_server, "status")
-    assert (code, doc) == (2, None) and "holdfast ledger-init" in err
+    assert code == 2 and doc["error"]["cause"] == "usage" and "holdfast ledger-init" in err
 
     code, doc, _ = _run(moto_server, "ledger-init")
     assert code == 0 and doc == {"command": "ledger-init", "table": DEFAULT_TABLE, "region": REGION, "created": True}
@@ -155,7 +155,8 @@ def test_usage_and_settings_errors_exit_2_with_one_line(aws, capsys, args, messa
     if args[0] == "release" and args[1].startswith("arn:aws:autoscaling"):
         ensure_table(Clients(region=REGION)("dynamodb"), DEFAULT_TABLE)
     code, out, err = _main(capsys, "--json", *args)
-    assert code == 2 and out == ""
+    # With --json the error is the document on stdout too, with the same one line's message.
+    assert code == 2 and json.loads(out)["error"] == {"exit_code": 2, "cause": "usage", "message": err.strip().removeprefix("holdfast: error: ")}
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -169,7 +170,7 @@ def test_credential_errors_are_one_line_not_a_traceback(capsys, monkeypatch, tmp
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     code, _, err = _main(capsys, "--endpoint-url", "http://127.0.0.1:9", "status")
-    assert code == 2 and "Unable to locate credentials" in err and err.count("\n") == 1
+    assert code == 4 and "Unable to locate credentials" in err and err.count("\n") == 1
 
 
 class _LedgerDown(Clients):
@@ -195,7 +196,7 @@ def test_without_the_ledger_engage_and_status_say_so_and_resume_restores_from_ta
     monkeypatch.setattr("holdfast.cli.context.Clients", _LedgerDown)
 
     # WHEN engaging in text mode THEN every resource is protected and the output says tag-only
-    code, out, err = _main(capsys, "engage")
+    code, out, err = _main(capsys, "engage", "--yes")
     assert code == 0, err
     assert "ran from resource tags only" in out
     for arn in fleet.arns():
@@ -213,8 +214,8 @@ def test_without_the_ledger_engage_and_status_say_so_and_resume_restores_from_ta
     assert "engaged resources found from their tags only" in out
 
     # THEN a resume with no ledger at all restores every original from the tags; it exits 1
-    # and says why: records kept only in the ledger could not be seen (issue 11, finding 6)
-    code, out, err = _main(capsys, "--json", "resume", "--now")
+    # and says why: records kept only in the ledger could not be seen
+    code, out, err = _main(capsys, "--json", "resume", "--now", "--yes")
     doc = json.loads(out)
     assert code == 1 and doc["ledger_available"] is False and doc["complete"] is False and doc["failed"] == []
     assert "recorded only there" in err

@@ -116,7 +116,7 @@ def recovered(at):
 def test_a_lone_group_failing_after_recovery_does_not_flap_recovering():
     signals = burst(T0) + recovered(T0 + 5 * MIN)
     # After recovery, one group keeps failing now and then: routine, not an impairment, and
-    # it does not hold the region back from normal either (issue 11, finding 5).
+    # it does not hold the region back from normal either.
     signals += [capacity("web", "us-east-1a", T0 + m * MIN) for m in range(30, 120, 7)]
     verdicts = run(signals, 120)
     last_regional = T0 - 5 * timedelta(seconds=1)  # the burst's last failure

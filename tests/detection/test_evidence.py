@@ -20,6 +20,7 @@ from holdfast.ledger.resources import ResourceLedger
 from holdfast.observation import Observation, evidence as builtin, observe
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
+from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 from holdfast_fixtures.moto_patches import publish_service_metrics
 from tests.detection.factory import utc
 
@@ -96,15 +97,21 @@ def test_the_watched_consumers_are_the_selected_and_held_mappings(fleet, clients
     assert sorted((q, f) for _, q, f in watched) == [("audit-q", "audit-fn"), ("orders-q", "orders-fn")]
 
 
+COMPLETE = NOW - COMPLETE_AFTER   # where CloudWatch's datapoints are complete
+
+
 def test_drain_evidence_is_what_sqs_and_lambda_publish_for_them(fleet, clients, ledger_table):
-    publish("AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": "orders-q"}, range(3000, 1600, -100))
-    publish("AWS/Lambda", "Invocations", {"FunctionName": "orders-fn"}, [100] * 14)
-    publish("AWS/Lambda", "Errors", {"FunctionName": "orders-fn"}, [20] * 14)
+    publish("AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": "orders-q"}, range(3000, 1600, -100), end=COMPLETE)
+    publish("AWS/Lambda", "Invocations", {"FunctionName": "orders-fn"}, [100] * 14, end=COMPLETE)
+    publish("AWS/Lambda", "Errors", {"FunctionName": "orders-fn"}, [20] * 14, end=COMPLETE)
+    # The last two minutes, still being reported: partial, and "healthier" than they will be.
+    publish("AWS/Lambda", "Errors", {"FunctionName": "orders-fn"}, [1, 0], end=NOW)
+    publish("AWS/SQS", "ApproximateAgeOfOldestMessage", {"QueueName": "orders-q"}, [5, 5], end=NOW)
     publish("AWS/Lambda", "Errors", {"FunctionName": "other-fn"}, [99] * 14)  # not watched
     publish("Custom/App", "Errors", {"FunctionName": "orders-fn"}, [99] * 14)  # same name, another namespace
     ev = builtin.read(runtime(clients, ledger_table), NOW, {DRAIN})
     assert ev.routing is None and ev.drain.error is None
-    assert (ev.drain.start, ev.drain.end) == (NOW - 12 * MIN, NOW)
+    assert (ev.drain.start, ev.drain.end) == (COMPLETE - 12 * MIN, COMPLETE) == (NOW - 14 * MIN, complete_until(NOW))
     orders = next(c for c in ev.drain.consumers if c.function == "orders-fn")
     assert [v for _, v in orders.age] == [float(v) for v in range(2800, 1600, -100)]   # the last 12 minutes
     assert sum(v for _, v in orders.errors) == 20 * 12 and orders.throttles == ()
@@ -118,7 +125,7 @@ def test_routing_evidence_is_the_selected_target_groups_health_behind_their_load
     web = fleet["groups"]["web"]
     dims = {"TargetGroup": web.split(":")[-1], "LoadBalancer": fleet["nlb"].split(":loadbalancer/")[1]}
     assert dims["LoadBalancer"].startswith("net/edge/")
-    publish("AWS/NetworkELB", "UnHealthyHostCount", dims, [0, 2, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0])
+    publish("AWS/NetworkELB", "UnHealthyHostCount", dims, [0, 2, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0], end=COMPLETE)
     ev = builtin.read(runtime(clients, ledger_table), NOW, {ROUTING})
     assert ev.drain is None
     by_name = {t.target_group.split("/")[1]: t for t in ev.routing.target_groups}
@@ -145,6 +152,31 @@ def test_up_to_500_queries_a_call_and_pages_are_followed(semantics, clients):
     paged = builtin.metric_data(clients("cloudwatch"), queries[:3], NOW - 10 * MIN, NOW, max_datapoints=4)
     assert clients.calls["cloudwatch:GetMetricData"] - before == 4   # 15 datapoints, 4 a page
     assert paged == {k: v for k, v in data.items() if k in ("e0", "e1", "e2")}
+
+
+def test_percentiles_are_of_the_raw_values_and_absent_for_statistic_sets(semantics, clients):
+    """CloudWatch computes a percentile from raw values (a statistic set only when its
+    SampleCount is 1 or Min equals Max); moto 5.2.5 raises on any extended statistic."""
+    at = NOW - 3 * MIN + timedelta(seconds=5)
+    publish_service_metrics(ACCOUNT, REGION, "AWS/Lambda", [
+        {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "raw"}], "Timestamp": at, "Value": float(v)}
+        for v in range(1, 11)] + [
+        # Ten invocations of 4 ms each: a statistic set whose Minimum equals its Maximum.
+        {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "even"}], "Timestamp": at,
+         "StatisticValues": {"SampleCount": 10, "Sum": 40, "Minimum": 4, "Maximum": 4}}])
+    clients("cloudwatch").put_metric_data(Namespace="App", MetricData=[
+        {"MetricName": "Duration", "Dimensions": [{"Name": "FunctionName", "Value": "set"}], "Timestamp": at,
+         "StatisticValues": {"SampleCount": 10, "Sum": 55, "Minimum": 1, "Maximum": 10}}])
+    queries = [builtin._query("raw", "AWS/Lambda", "Duration", {"FunctionName": "raw"}, "p90"),
+               builtin._query("rawavg", "AWS/Lambda", "Duration", {"FunctionName": "raw"}, "Average"),
+               builtin._query("set", "App", "Duration", {"FunctionName": "set"}, "p90"),
+               builtin._query("setsum", "App", "Duration", {"FunctionName": "set"}, "Sum"),
+               builtin._query("even", "AWS/Lambda", "Duration", {"FunctionName": "even"}, "p90"),
+               builtin._query("evensum", "AWS/Lambda", "Duration", {"FunctionName": "even"}, "Sum")]
+    data = builtin.metric_data(clients("cloudwatch"), queries, NOW - 10 * MIN, NOW)
+    assert [v for _, v in data["raw"]] == [9.0] and [v for _, v in data["rawavg"]] == [5.5]
+    assert data.get("set", ()) == () and [v for _, v in data["setsum"]] == [55.0]
+    assert [v for _, v in data["even"]] == [4.0] and [v for _, v in data["evensum"]] == [40.0]
 
 
 def test_aws_refuses_what_moto_would_take(semantics, clients):

@@ -1,5 +1,5 @@
-"""The verdict over launch outcomes in the window, with hysteresis (issue 13), and one
-regional criterion for impairment, recovery and the stages' clocks (issue 11, finding 5).
+"""The verdict over launch outcomes in the window, with hysteresis, and one
+regional criterion for impairment, recovery and the stages' clocks.
 
 Each story ticks once a minute like the reconciler. Shares use the defaults: a window's
 regional capacity failures impair at 50 % of its launch outcomes and hold the impairment
@@ -121,7 +121,7 @@ def test_the_shares_are_settings():
     assert run(signals, 20)[-1].state == NORMAL
 
 
-# ---- issue 11, finding 5: one chronically sold-out group ---------------------------------
+# ---- one chronically sold-out group ---------------------------------
 
 def test_one_sold_out_group_failing_every_ten_minutes_does_not_keep_the_region_impaired():
     # A p5 group fails every 10 minutes for a day; the region recovered at T0.

@@ -149,7 +149,7 @@ def _with_detail(**changes):
     ],
 )
 def test_non_string_launch_fields_are_malformed_never_a_crash(event, reason):
-    """Issue 11 finding 9: classify() did `pattern.search(123)` and raised TypeError out of
+    """classify() once did `pattern.search(123)` and raised TypeError out of
     parse_event, which promises never to raise; the detector Lambda then retried an event
     that can never parse. A non-string StatusMessage, Cause, zone or activity id is
     malformed (counted as EventsMalformed by holdfast.observation.intake) and dropped."""

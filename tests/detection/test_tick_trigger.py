@@ -1,5 +1,5 @@
 """The detector starts a tick as soon as the recorded signals turn the verdict impaired
-(issue 12, item 5; holdfast.observation.trigger): one asynchronous invoke of the
+(holdfast.observation.trigger): one asynchronous invoke of the
 reconciler per plan generation and schedule period, however many events or detectors.
 
 DynamoDB is moto; the reconciler's Invoke is botocore's Stubber on the detector's Lambda

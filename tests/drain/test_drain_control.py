@@ -14,7 +14,8 @@ from holdfast.core import drain_control as dc
 from holdfast.core.drain_control import ALARM, CRITICAL, CUT, HOLD, INSUFFICIENT_DATA, OK, RAISE, RESTORE, START, WARNING
 
 T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
-FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2)
+# 16 batches before the event, 0.8 s a message, nothing failing; 20 messages a second.
+FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2, seconds_per_message=0.8, baseline_failure_share=0.0)
 
 
 def m(minutes: float) -> datetime:
@@ -32,15 +33,29 @@ def alarms(state_slo=OK, state_warn=OK, at=0, at_warn=None):
     )
 
 
-def reading(*, age=(0, 9000.0), downstream=None, errors=(0, 0.0), throttles=(0, 0.0), visible=(0, 180000.0)):
+def own(minute=1, *, received=600.0, deleted=None, ms_per_message=800.0, duration=True):
+    """The consumer's own metrics of one minute: receives, deletes (all of them by default)
+    and Duration's sum at `ms_per_message`."""
+    return dict(received=dp(minute, received), deleted=dp(minute, received if deleted is None else deleted),
+                duration=dp(minute, received * ms_per_message) if duration else None)
+
+
+def reading(*, age=(0, 9000.0), downstream=None, errors=(0, 0.0), throttles=(0, 0.0), visible=(0, 180000.0), consumer=None):
+    """`consumer`: the built-in evidence (`own(...)`); by default a minute at baseline
+    measured with the newest alarm datapoint (or at minute 1)."""
     def point(x):
         return None if x is None else dp(*x)
 
-    return dc.Reading(point(age), point(visible), point(errors), point(throttles), alarms() if downstream is None else downstream)
+    downstream = alarms() if downstream is None else downstream
+    if consumer is None:
+        times = [a.measured_at for a in downstream if a.measured_at is not None]
+        consumer = own((max(times) - T0).total_seconds() / 60 if times else 1)
+    return dc.Reading(point(age), point(visible), point(errors), point(throttles), downstream, **consumer)
 
 
-def state(cap=16, *, history=None, prior=2, step=2, **kw):
-    return dc.CapState(cap=cap, step=step, history=history or ((m(0), cap),), prior_cap=prior, **kw)
+def state(cap=16, *, history=None, prior=2, step=2, additive=True, **kw):
+    """A drain past its slow start (additive) unless said otherwise."""
+    return dc.CapState(cap=cap, step=step, history=history or ((m(0), cap),), prior_cap=prior, additive=additive, **kw)
 
 
 # ---- start -------------------------------------------------------------------------
@@ -114,11 +129,11 @@ def test_errors_at_their_pre_event_level_do_not_hold():
     assert d.action == RAISE
 
 
-def test_without_downstream_alarms_errors_at_the_current_cap_are_the_evidence():
-    d = dc.decide(state(16), FACTS, reading(downstream=(), errors=(1, 0.0)), m(3))
-    assert (d.action, d.cap) == (RAISE, 18) and "no downstream alarm named" in d.reasons[-1]
-    d = dc.decide(state(16), FACTS, reading(downstream=(), errors=(-1, 0.0)), m(3))
-    assert d.action == HOLD and any("Errors on a datapoint measured at cap 16" in r for r in d.reasons)
+def test_without_downstream_alarms_the_consumers_own_evidence_at_the_current_cap_decides():
+    d = dc.decide(state(16), FACTS, reading(downstream=(), consumer=own(1)), m(3))
+    assert (d.action, d.cap) == (RAISE, 18) and "the consumer's own evidence at its baseline at cap 16" in d.reasons[-1]
+    d = dc.decide(state(16), FACTS, reading(downstream=(), consumer=own(-1)), m(3))
+    assert d.action == HOLD and any("the consumer's own metrics on a datapoint measured at cap 16" in r for r in d.reasons)
 
 
 def test_a_rising_backlog_age_never_stops_a_raise():
@@ -277,18 +292,18 @@ def test_a_warning_blocks_the_restore():
     s = state(26)
     for minute in range(1, 20):
         d = dc.decide(s, FACTS, reading(age=(minute, 3.0), downstream=alarms(state_warn=ALARM, at=minute)), m(minute + 2))
-        assert not d.restore and d.action == HOLD
+        assert not d.restore and d.action in (HOLD, CUT)   # a persisting warning steps back, never restores
         s = d.state
 
 
 def test_a_missing_alarm_is_ignored_and_said_so_never_waited_for():
     """A misnamed alarm can tell nothing: waiting for it would keep the cap at the pre-event
     level, where the backlog never drains (a configuration deadlock). The drain goes on on
-    the function's own Errors, and every decision says the alarm is ignored."""
+    the consumer's own evidence, and every decision says the alarm is ignored."""
     gone = (dc.Alarm("db-latency-slo", None),)
     d = dc.decide(state(16), FACTS, reading(downstream=gone, errors=(1, 0.0)), m(3))
     assert (d.action, d.cap) == (RAISE, 18)
-    assert any("does not exist: ignored" in r for r in d.reasons) and any("Errors" in r for r in d.reasons)
+    assert any("does not exist: ignored" in r for r in d.reasons) and any("own evidence" in r for r in d.reasons)
     s = state(16)
     for minute in range(1, 17):
         d = dc.decide(s, FACTS, reading(age=(minute, 1.0), downstream=gone), m(minute + 2))
@@ -305,7 +320,7 @@ def test_an_alarm_without_data_for_long_is_ignored_a_fresh_one_holds():
     d = dc.decide(state(16), FACTS, reading(downstream=fresh, errors=(1, 0.0)), m(3))
     assert d.action == HOLD and any("INSUFFICIENT_DATA: not raising" in r for r in d.reasons)
     old = (dc.Alarm("db-latency-slo", INSUFFICIENT_DATA, m(-20)),)
-    d = dc.decide(state(16), FACTS, reading(downstream=old, errors=(1, 0.0)), m(3))
+    d = dc.decide(state(16), FACTS, reading(downstream=old, errors=(1, 0.0), consumer=own(1)), m(3))
     assert (d.action, d.cap) == (RAISE, 18) and any("its metric is not published; ignored" in r for r in d.reasons)
 
 
@@ -398,11 +413,17 @@ def test_history_is_pruned_but_attribution_of_old_datapoints_stays_conservative(
         (reading(downstream=alarms(state_slo=ALARM, at=1), errors=(1, 0.0)), False, "is ALARM"),
         (reading(downstream=alarms(state_slo=INSUFFICIENT_DATA, at=1)), False, "INSUFFICIENT_DATA"),
         (reading(downstream=alarms(at=1), errors=(1, 7.0)), False, "Errors 7 above"),
-        (reading(downstream=alarms(at=1), errors=None), True, "judged on the downstream alarms"),
-        (reading(downstream=(), errors=(1, 0.0)), True, "function Errors at the pre-event level"),
-        (reading(downstream=(), errors=None), False, "no evidence"),
+        (reading(downstream=alarms(at=1), errors=None, consumer={}), True, "judged on the downstream alarms"),
+        (reading(downstream=(), errors=(1, 0.0), consumer={}), True, "function Errors at the pre-event level"),
+        (reading(downstream=(), errors=None), True, "the consumer's own evidence at its baseline"),
+        (reading(downstream=(), errors=None, consumer={}), False, "no evidence"),
+        (reading(downstream=(), errors=None, consumer=own(1, received=0)), False, "no evidence"),
         (reading(downstream=(dc.Alarm("db", None),), errors=(1, 0.0)), True, "does not exist: ignored"),
-        (reading(downstream=(dc.Alarm("db", None),), errors=None), False, "no evidence"),
+        (reading(downstream=(dc.Alarm("db", None),), errors=None, consumer={}), False, "no evidence"),
+        # ReportBatchItemFailures: Errors 0, every message received and none deleted.
+        (reading(downstream=(), errors=(1, 0.0), consumer=own(1, deleted=0)), False, "100.0% of 600 messages received not deleted"),
+        # Slow at the floor: the dependency is not back, whatever Errors say.
+        (reading(downstream=(), errors=(1, 0.0), consumer=own(1, ms_per_message=2000)), False, "2.50× its baseline"),
     ],
 )
 def test_dependency_back(r, back, why):
@@ -416,7 +437,7 @@ def test_dependency_back(r, back, why):
         # Missing evidence: started with the plan's drain stage, and said so.
         (reading(downstream=alarms(state_slo=INSUFFICIENT_DATA, at=1)), True, "without the consumer's own evidence"),
         (reading(downstream=alarms(at=-5), errors=None), True, "from before the hold"),
-        (reading(downstream=(), errors=None), True, "no evidence the dependency is back"),
+        (reading(downstream=(), errors=None, consumer={}), True, "no evidence the dependency is back"),
         # Evidence that it is not back still holds it at the floor.
         (reading(downstream=alarms(state_slo=ALARM, at=1)), False, "is ALARM"),
         (reading(downstream=(), errors=(1, 7.0)), False, "Errors 7 above"),
@@ -507,5 +528,5 @@ def test_errors_are_judged_as_a_share_of_invocations_when_known(errors, invocati
     d = dc.decide(state(16), facts, r, m(3))
     assert d.action == action, d.reasons
     if action == HOLD:
-        assert any("Errors" in x and "above the pre-event" in x for x in d.reasons)
+        assert any("Errors" in x and ("above the pre-event" in x or "invocations (baseline" in x) for x in d.reasons)
 

@@ -152,6 +152,45 @@ def test_the_source_must_be_a_dead_letter_queue(moves, sqs):
     )
 
 
+def anchored(sqs, allow=None):
+    """Holdfast's expired-events queue as its stack makes it: a Lambda on-failure
+    destination, made a redrive source by an anchor queue whose RedrivePolicy names it and
+    that its RedriveAllowPolicy names alone (holdfast_cdk.constructs.queues)."""
+    expired = sqs.create_queue(QueueName="holdfast-expired")["QueueUrl"]
+    anchor_arn = arn(sqs, expired).replace("holdfast-expired", "holdfast-anchor")
+    policy = allow or {"redrivePermission": "byQueue", "sourceQueueArns": [anchor_arn]}
+    sqs.set_queue_attributes(QueueUrl=expired, Attributes={"RedriveAllowPolicy": json.dumps(policy)})
+    sqs.create_queue(QueueName="holdfast-anchor", Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn(sqs, expired), "maxReceiveCount": 1000})})
+    for i in range(3):   # what Lambda delivers: on-failure records, straight into the queue
+        sqs.send_message(QueueUrl=expired, MessageBody=json.dumps({"requestPayload": {"order": i}}))
+    return expired
+
+
+def test_an_on_failure_destination_alone_is_no_source_and_with_its_anchor_it_is(moves, sqs, clock):
+    lone = sqs.create_queue(QueueName="lambda-destination")["QueueUrl"]
+    sqs.send_message(QueueUrl=lone, MessageBody="{}")
+    work = sqs.create_queue(QueueName="work")["QueueUrl"]
+    assert error(lambda: sqs.start_message_move_task(SourceArn=arn(sqs, lone), DestinationArn=arn(sqs, work))) == (
+        "InvalidParameterValue", "Source queue must be configured as a Dead Letter Queue.")
+    expired = anchored(sqs)
+    sqs.start_message_move_task(SourceArn=arn(sqs, expired), DestinationArn=arn(sqs, work), MaxNumberOfMessagesPerSecond=1)
+    clock.advance(5)
+    moves.advance()
+    assert count(sqs, work) == 3 and count(sqs, expired) == 0
+
+
+def test_a_source_the_redrive_allow_policy_excludes_does_not_make_a_dead_letter_queue(moves, sqs):
+    work = sqs.create_queue(QueueName="work")["QueueUrl"]
+    for allow in ({"redrivePermission": "denyAll"},
+                  {"redrivePermission": "byQueue", "sourceQueueArns": [arn(sqs, work)]}):
+        expired = anchored(sqs, allow)
+        assert error(lambda: sqs.start_message_move_task(SourceArn=arn(sqs, expired), DestinationArn=arn(sqs, work))) == (
+            "InvalidParameterValue", "Source queue must be configured as a Dead Letter Queue.")
+        for url in (expired, sqs.get_queue_url(QueueName="holdfast-anchor")["QueueUrl"]):
+            sqs.delete_queue(QueueUrl=url)
+
+
 def test_missing_queues(moves, sqs):
     queue, dlq = pipe(sqs)
     gone = arn(sqs, dlq).replace("work-dlq", "nothing")

@@ -179,3 +179,28 @@ def test_bronson_recovers_only_when_load_falls_below_about_150_qps():
 def test_scenarios_know_their_bounds():
     assert KNEE.lower_bound_seconds() / 60 == pytest.approx(344)   # knee 1,800/min, as the consumers above
     assert math.isinf(Scenario("never", Consumer(), Downstream(capacity=20.0)).lower_bound_seconds())
+
+
+def test_each_scenario_class_states_its_lower_bound():
+    from holdfast_fixtures.recovery_model import ARRIVALS_DOUBLE, FAR_KNEE, KNEE_DROP, LATE, RBIF, STORM
+
+    backlog = 20 * 172 * 60
+    # The database back 20 minutes after the pollers: nothing drains then, arrivals go on.
+    assert RBIF.lower_bound_seconds() == pytest.approx(1200 + (backlog + 20 * 1200) / (30 - 20))
+    assert STORM.lower_bound_seconds() == pytest.approx(300 + (backlog + 20 * 300) / (30 - 20))
+    assert FAR_KNEE.lower_bound_seconds() == pytest.approx(backlog / (80 - 20))
+    # An hour at 40 req/s, then the rest at 24.
+    assert KNEE_DROP.lower_bound_seconds() == pytest.approx(3600 + (backlog - 3600 * 20) / (24 - 20))
+    assert ARRIVALS_DOUBLE.lower_bound_seconds() == pytest.approx(backlog / (60 - 40))
+    assert LATE.lower_bound_seconds() == KNEE.lower_bound_seconds()   # late metrics change no rate
+
+
+def test_late_metrics_are_published_later_and_the_dependency_can_fail_before_the_hold():
+    from holdfast_fixtures.recovery_model import LATE, STORM
+
+    late, usual = RecoveryModel(LATE), RecoveryModel(KNEE)
+    late.run(None, 600)
+    usual.run(None, 600)
+    assert usual.datapoint("age").at > late.datapoint("age").at
+    storm = RecoveryModel(STORM).run(None, 0)
+    assert storm.series.failed[storm.series.index(-60)] > 0 and storm.series.failed[storm.series.index(-1500)] == 0

@@ -27,6 +27,7 @@ SERVICE_PREFIX = {
     "events": "events",
     "fis": "fis",
     "iam": "iam",
+    "kms": "kms",
     "lambda": "lambda",
     "organizations": "organizations",
     "resourcegroupstaggingapi": "tag",
@@ -66,7 +67,7 @@ UNSCOPABLE_WRITES = {
     "service that need not carry the selector",
 }
 # Writes confined to Holdfast's own resources by their exact ARN need no tag.
-OWN_RESOURCES = ("${LedgerTableArn}", "${TopicArn}", "${ExpiredQueueArn}", "${ReconcilerFunctionArn}")
+OWN_RESOURCES = ("${LedgerTableArn}", "${TopicArn}", "${ExpiredQueueArn}", "${ReconcilerFunctionArn}", "${ReconcilerRoleArn}")
 
 
 def _as_list(value: Any) -> list:
@@ -104,17 +105,27 @@ def _tag_scoped(statement: dict) -> bool:
     return any("ResourceTag/" in key for keys in statement.get("Condition", {}).values() for key in keys)
 
 
+def _key_scoped(statement: dict) -> bool:
+    """Limited to named partitions of a DynamoDB table: every write's partition key must be
+    one listed (ForAllValues) and present (Null false, so a request naming no key is not
+    vacuously allowed)."""
+    conditions = statement.get("Condition", {})
+    listed = conditions.get("ForAllValues:StringEquals", {}).get("dynamodb:LeadingKeys")
+    present = conditions.get("Null", {}).get("dynamodb:LeadingKeys") == "false"
+    return bool(listed) and present
+
+
 def _own_resource(statement: dict) -> bool:
     return all(r in OWN_RESOURCES for r in _as_list(statement["Resource"]))
 
 
 def unscoped_writes(document: dict, unscopable: Iterable[str] = UNSCOPABLE_WRITES) -> list[str]:
     """Write actions neither limited by a tag condition, nor to Holdfast's own resources,
-    nor on the documented list of writes no service condition can scope."""
+    nor to named partitions of the ledger (dynamodb:LeadingKeys), nor on the documented list of writes no service condition can scope."""
     return [
         f"{s.get('Sid', '?')}: {action}"
         for s in document["Statement"]
-        if not (_tag_scoped(s) or _own_resource(s))
+        if not (_tag_scoped(s) or _own_resource(s) or _key_scoped(s))
         for action in _as_list(s.get("Action", []))
         if is_write(action) and action not in unscopable
     ]

@@ -45,6 +45,8 @@ SAMPLE = {
     "TopicArn": "arn:aws:sns:us-east-1:123456789012:holdfast-stage",
     "ExpiredQueueArn": "arn:aws:sqs:us-east-1:123456789012:holdfast-expired-events",
     "ReconcilerFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:holdfast-reconciler",
+    "ReconcilerRoleArn": "arn:aws:iam::123456789012:role/holdfast-reconciler",
+    "SettingsParameterName": "/holdfast/Holdfast/settings",
 }
 
 

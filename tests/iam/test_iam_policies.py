@@ -28,7 +28,7 @@ from iam_checks import (
 from holdfast_cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent
-ROLES = ("detector", "reconciler", "readonly")
+ROLES = ("detector", "reconciler", "readonly", "operator", "readiness")
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +154,38 @@ def test_a_write_in_the_read_only_policy_is_reported():
     document = copy.deepcopy(policies.read("readonly"))
     document["Statement"][0]["Action"].append("dynamodb:PutItem")
     assert [a for a in granted(document) if is_write(a)] == ["dynamodb:PutItem"]
+
+
+def test_the_operator_role_writes_only_the_control_partition_and_checks_only_the_plan():
+    """policies/operator.json is HoldfastOperator's, assumed from the organization's admin
+    account for `holdfast pause|unpause|engage|advance --all-accounts`: every statement is
+    held to named partitions of the ledger by dynamodb:LeadingKeys, writes to `CONTROL` only
+    (the kill switch, the engage and advance requests), and no action touches a resource."""
+    from holdfast.ledger.conditions import PLAN_PK
+    from holdfast.ledger.control import CONTROL_PK
+
+    document = policies.read("operator")
+    assert {a.split(":")[0] for a in granted(document)} == {"dynamodb", "ssm"}
+    (names,) = [s for s in document["Statement"] if not any(a.startswith("dynamodb:") for a in s["Action"])]
+    assert names["Action"] == ["ssm:GetParametersByPath"]   # the ledger's name, read from its stack's parameter
+    for statement in [s for s in document["Statement"] if s is not names]:
+        keys = statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
+        assert statement["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}, statement["Sid"]
+        # Tables CloudFormation named, tagged as Holdfast's ledger by its stack.
+        assert statement["Resource"] == "arn:${Partition}:dynamodb:*:${Account}:table/*"
+        assert statement["Condition"]["StringEquals"] == {"aws:ResourceTag/holdfast:component": "ledger"}
+        writes = [a for a in statement["Action"] if is_write(a) and a != "dynamodb:ConditionCheckItem"]
+        if writes:
+            assert keys == [CONTROL_PK], statement["Sid"]
+        else:
+            assert set(keys) <= {CONTROL_PK, PLAN_PK}, statement["Sid"]
+
+
+def test_a_write_without_its_leading_keys_condition_is_reported():
+    document = copy.deepcopy(policies.read("operator"))
+    assert unscoped_writes(document) == []
+    del document["Statement"][0]["Condition"]["StringEquals"]   # the ledger tag: not what this checks
+    del document["Statement"][0]["Condition"]["Null"]
+    assert unscoped_writes(document) == ["ControlItemsWriteEveryRegion: dynamodb:PutItem"]
+    del document["Statement"][0]["Condition"]
+    assert unscoped_writes(document) == ["ControlItemsWriteEveryRegion: dynamodb:PutItem"]

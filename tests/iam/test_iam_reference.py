@@ -2,7 +2,7 @@
 statements allow, evaluated (holdfast_fixtures.iam_policy: moto evaluates no IAM).
 
 Evaluation, not only syntax: a restore must be allowed on a resource that carries
-Holdfast's record but lost its selector tag (issue 10, item 5), and nothing that engages
+Holdfast's record but lost its selector tag, and nothing that engages
 may be allowed there."""
 
 from __future__ import annotations

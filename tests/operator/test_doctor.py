@@ -107,6 +107,21 @@ def test_each_problem_is_a_failed_check_with_its_fix(deployed, clients, capsys, 
     assert checks["health-rule"]["ok"] and checks["expired-events-queue"]["ok"]
 
 
+def test_all_regions_checks_the_layer_in_every_region_the_organization_deploys_to(deployed, clients, capsys, tmp_path):
+    """The rollout step before a StackSet reaches a region: a region of org_regions without
+    the layer's parameter is a failed check, not a failed deploy in every account there."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"holdfast": {
+        "org_organizational_unit_ids": ["ou-ab12-cd345678"], "org_regions": [REGION, "ap-southeast-2"],
+        "org_admin_account": ACCOUNT, "org_id": "o-a1b2c3d4e5"}}))
+    _, checks, _ = doctor_run(capsys, "--settings", str(settings))
+    assert "powertools-layer ap-southeast-2" not in checks
+    _, checks, _ = doctor_run(capsys, "--settings", str(settings), "--all-regions")
+    assert checks["powertools-layer us-east-1"]["ok"]
+    layer = checks["powertools-layer ap-southeast-2"]
+    assert not layer["ok"] and "ParameterNotFound" in layer["detail"] and "pin a release" in layer["fix"]
+
+
 def test_a_missing_health_rule_queue_and_controller_are_failed_checks(clients, ledger_table, capsys):
     code, checks, doc = doctor_run(capsys)
     assert code == 1

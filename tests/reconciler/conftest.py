@@ -16,7 +16,7 @@ from holdfast.settings import Settings
 from tests.reconciler.fakes import FakeEngine, FakeStages, Script, Stepper, World
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30})
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30})
 
 
 class GatedClients(Clients):
@@ -40,6 +40,9 @@ class Harness:
         self.script = Script()
         self.observer = clients
         self.world = World(settings, clients("dynamodb"), table, per_kind=per_kind)
+        # What a deployed stack publishes, where the CLI finds its ledger and settings.
+        for leaf, value in (("ledger-table", table), ("settings", settings.to_json())):
+            clients("ssm").put_parameter(Name=f"/holdfast/Holdfast/{leaf}", Value=value, Type="String", Overwrite=True)
         self.engine = FakeEngine(self.world)
         self.stages = FakeStages()
 

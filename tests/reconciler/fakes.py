@@ -100,7 +100,7 @@ class World:
             r.value = value
             r.true_original = value
 
-    # ---- invariants (DESIGN.md 1-5) ---------------------------------------------------
+    # ---- invariants: write-ahead, monotone, fresh plan, nothing in use deleted ---------------------------------------------------
 
     def check(self) -> list[str]:
         """Invariants that hold after every step; returns the violations found."""
@@ -108,7 +108,7 @@ class World:
             bad = list(self.violations)
             for arn, r in self.resources.items():
                 if r.value != r.true_original and r.record is None:
-                    bad.append(f"{arn}: changed to {r.value} but no original recorded (invariants 1, 5)")
+                    bad.append(f"{arn}: changed to {r.value} but no original recorded (write-ahead)")
                 if r.record and r.record["original"] != r.true_original and r.value == r.record["applied"]:
                     bad.append(f"{arn}: recorded original {r.record['original']} != owner's {r.true_original}")
                 if r.kind == "esm" and r.value is not None and r.value < 1:
@@ -119,7 +119,7 @@ class World:
         return ledger_plan.read(self.dynamodb, self.table)
 
     def relaxing_allowed(self, kind: str) -> bool:
-        """Invariant 4, checked at the moment of the write: the plan in force relaxes this kind."""
+        """Relaxing needs a fresh plan, checked at the moment of the write: the plan in force relaxes this kind."""
         plan = self.plan_now()
         return plan is not None and policy.posture(plan, self.settings).get(kind, policy.ENGAGE) != policy.ENGAGE
 
@@ -160,7 +160,7 @@ class FakeEngine:
             if r.kind not in kinds or arn in skip:
                 continue
             if deadline and deadline():
-                report.complete = False
+                report.complete, report.unfinished = False, set(kinds)
                 break
             with w.lock:
                 posture = w.engaged_value(r.kind, r.value)
@@ -181,7 +181,7 @@ class FakeEngine:
             self._gate(clients)
             with w.lock:
                 if r.kind == "esm" and r.value is not None and posture > r.value:
-                    w.violations.append(f"{arn}: engage raised the cap (invariant 3)")
+                    w.violations.append(f"{arn}: engage raised the cap (protection is monotone)")
                 r.value = posture
                 r.record["applied"] = posture
                 w.writes.append((arn, "engage", posture))
@@ -196,7 +196,7 @@ class FakeEngine:
             if r.kind not in kinds or r.record is None:
                 continue
             if deadline and deadline():
-                report.complete = False
+                report.complete, report.unfinished = False, set(kinds)
                 break
             target = target_for(arn) if target_for else None
             if target == LEAVE:
@@ -236,7 +236,7 @@ class FakeEngine:
             if r.record is None:   # another controller forgot it meanwhile (deleting twice is harmless)
                 return Outcome(r.kind, arn, DRIFT_KEPT if drifted else RESTORED)
             if w.relaxing_allowed(r.kind) is False:
-                w.violations.append(f"{arn}: record forgotten under a plan that holds {r.kind} (invariant 5)")
+                w.violations.append(f"{arn}: record forgotten under a plan that holds {r.kind} (in use)")
             r.record = None
             w.writes.append((arn, "forget", None))
         return Outcome(r.kind, arn, DRIFT_KEPT if drifted else RESTORED)
@@ -246,7 +246,7 @@ class FakeEngine:
         w = self.world
         with w.lock:
             if not w.relaxing_allowed(r.kind):
-                w.violations.append(f"{arn}: {verb} to {value} under a plan that holds {r.kind} (invariant 4)")
+                w.violations.append(f"{arn}: {verb} to {value} under a plan that holds {r.kind} (stale plan)")
             r.value = value
             w.writes.append((arn, verb, value))
             self.mutations += 1
@@ -260,6 +260,9 @@ class _Report:
     complete: bool = True
     refused: str | None = None
     cursor: dict[str, str | None] = field(default_factory=dict)   # this fake never resumes
+    seen: dict[str, set[str]] = field(default_factory=dict)         # nor skips what a walk saw
+    unfinished: set[str] = field(default_factory=set)               # the deadline cut every kind it walked
+    refused_kinds: set[str] = field(default_factory=set)
 
     @property
     def failed(self):
@@ -334,12 +337,14 @@ class _Bound:
 
     def __init__(self, fake: FakeEngine, clients, deadline):
         self.fake, self.clients, self.deadline = fake, clients, deadline
+        self.actuators = dict.fromkeys(KINDS)   # the kinds this engine serves
 
-    def engage(self, *, kinds=KINDS, dry_run=False, after=None, skip=frozenset(), **_):
+    def engage(self, *, kinds=KINDS, dry_run=False, after=None, stuck=(), seen=None, skip=frozenset(),
+               each_kind=False):
         return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline,
                                     skip=skip)
 
-    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard, **_):
+    def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard, only=None):
         return self.fake.relax_all(self.clients, None, None, kinds=kinds or KINDS, target_for=target_for, guard=guard,
                                    deadline=self.deadline)
 

@@ -1,10 +1,18 @@
 """Three controllers ticking at the same time (threads, one moto server) through a full
-event. The in-memory engine checks invariants 3 and 4 at the moment of every write;
-after every round of ticks World.check covers 1 and 5; at the end, invariant 2."""
+event. The in-memory engine checks at the moment of every write that engaging only
+protects and relaxing has the current plan; after every round of ticks World.check covers
+write-ahead and records in use; at the end, that nothing was lost.
+
+The server runs with the fixtures' AWS semantics: moto rolls back a failed transaction by
+restoring a copy of the whole table taken when it began, which would erase another
+controller's plan written meanwhile (DynamoDB's writes are serializable and a failed
+transaction changes nothing). Without them, a busy machine loses a plan generation."""
 
 from __future__ import annotations
 
 import threading
+
+from holdfast_fixtures.moto_patches import aws_semantics
 
 from holdfast.ledger.table import ensure_table
 from holdfast.core.policy import NORMAL
@@ -14,6 +22,11 @@ from tests.reconciler.conftest import Harness
 
 
 def test_three_controllers_at_once_through_a_full_event(moto_server):
+    with aws_semantics():
+        three_controllers_through_a_full_event(moto_server)
+
+
+def three_controllers_through_a_full_event(moto_server):
     moto_server.reset()
     observer = moto_server.clients()
     ensure_table(observer("dynamodb"), "ledger")

@@ -4,7 +4,7 @@ transaction on the same item (DynamoDB Developer Guide, "Transaction conflict ha
 that is part of an ongoing TransactWriteItems request"), and botocore does not retry it.
 Overlapping ticks meet it on the plan item, whose guard is a transaction. It is
 contention, not a lost ledger: the tick stops there and the next one carries on, and no
-tick runs as if the ledger were gone (issue 10, item 9). Moto never answers it; a
+tick runs as if the ledger were gone. Moto never answers it; a
 botocore hook answers it, once, with the codes AWS uses."""
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ equals its snapshot.
 
 The engine writes with one thread here. A real crash stops every thread at once; a hook
 stops only the thread that makes the armed call, so with several writers whether
-another thread's write had already passed the hook depended on scheduling (issue 9's
-flake: on a busy machine a second mapping's tag write landed after the "crash"). With
+another thread's write had already passed the hook depended on scheduling (a flake: on a busy machine a second mapping's tag write landed after the "crash"). With
 one writer the tick dies exactly at the armed call; the case where another write is in
 flight when the process dies is its own test below, made deterministic by arming the
 crash after that write.
@@ -54,7 +53,7 @@ from holdfast.settings import Settings
 from tests.reconciler.conftest import T0
 from tests.reconciler.fakes import Crash, Script
 
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30,
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})
 SERVICES = ("autoscaling", "lambda", "elbv2", "application-autoscaling", "ecs", "dynamodb",
             "resourcegroupstaggingapi", "sns", "cloudwatch")
@@ -221,7 +220,7 @@ class Event:
 
 class Shared:
     """One fleet for the module, rebuilt from scratch when a test left it changed: a test
-    that fails midway must not make the tests after it fail too (issue 9's cascade)."""
+    that fails midway must not make the tests after it fail too."""
 
     def __init__(self):
         self._stack: ExitStack | None = None
@@ -415,7 +414,7 @@ def test_a_lease_left_by_a_crash_only_delays_another_controllers_done_mark(event
 
 
 def test_a_raise_grows_the_ledger_first_so_a_tag_write_landing_as_the_tick_dies_still_agrees(event):
-    """The flake of issue 9, closed for the drain's controller. Its caps are decided as it
+    """The crash-timing flake, closed for the drain's controller. Its caps are decided as it
     goes, so a raise to a cap not recorded yet grows the record: the ledger's copy first,
     then the tag, then the cap (TaggedActuator._raise). A tick that dies right after the
     tag write landed leaves both copies holding the new cap; a new impairment's re-engage

@@ -1,4 +1,4 @@
-"""Time to safe posture in the controller (issue 12, item 5): one tick walks every engaging
+"""Time to safe posture in the controller: one tick walks every engaging
 kind in one engine call (services at once), keeps walking while it engages and has Lambda
 time (`tick(engage_seconds=)`), claims that long walk so the schedule's overlapping ticks
 leave it alone, and stops it when the plan moves on. Relaxing keeps the short budget."""
@@ -70,6 +70,7 @@ class CutEngine:
     def __init__(self, cut: str, at: str):
         self.cut, self.at = cut, at
         self.calls: list[dict] = []
+        self.actuators = dict.fromkeys(KINDS)
 
     def __call__(self, runtime, deadline):
         return self

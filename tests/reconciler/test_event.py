@@ -22,7 +22,7 @@ from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto'
 from tests.reconciler.conftest import T0
 from tests.reconciler.fakes import Script
 
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30,
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})
 # Engage walks done: a controlled kind's mark is `<kind>/engaged` (the kind itself is done
 # when every mapping is back at its owner's value).

@@ -108,6 +108,8 @@ ROUTING_TABLE = [
     ("constantly unhealthy is not a flap", [tg([1] * 20)], V(), False, "target health stable"),
     ("recovering from unhealthy is not a flap", [tg([4, 4, 3, 2, 1] + [0] * 15)], V(), False, "target health stable"),
     ("no load balancer: not judged", [tg([0, 5, 0, 5] * 5, balancers=())], V(), False, "not judged"),
+    ("nothing judged is no evidence, not a stable pass", [tg([0, 5, 0, 5] * 5, balancers=())], V(), False,
+     "no evidence: 0 target groups judged"),
     ("no datapoint in the hold: not judged", [tg([0, 5, 0, 5, 0, 5] + [None] * 0)], V(), False, "not judged"),
     ("health-check terminations within the hold", [tg([0] * 20)],
      V(last_health_check_terminations=NOW - 4 * MIN), True, "failing ELB health checks across groups"),

@@ -1,8 +1,8 @@
 """Random interleavings (hypothesis, stateful): 2–3 controllers advance one AWS call at
 a time, crash between any two calls, see duplicate signals, an owner changes resources
-while engaged, time jumps. After every step: invariants 1, 3, 4, 5 (World.check, and
+while engaged, time jumps. After every step: write-ahead, monotone engaging, fresh-plan relaxing, records in use kept (World.check, and
 the checks the in-memory engine makes at the moment of each write); at the end, after
-the region recovers for good: invariant 2 (every resource back to its original, or to
+the region recovers for good: nothing lost (every resource back to its original, or to
 its owner's later change)."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Interleavings(RuleBasedStateMachine):
         assert self.h.world.check() == []
         plan = self.h.plan()
         generation = plan.generation if plan else 0
-        assert generation >= self.highest, "the active plan went back a generation or vanished (invariant 5)"
+        assert generation >= self.highest, "the active plan went back a generation or vanished (the active plan is never deleted)"
         self.highest = generation
 
     def teardown(self):

@@ -144,7 +144,7 @@ def test_the_hold_counts_from_the_verdict_turning_recovering_and_the_last_failur
 
 
 def test_a_lone_groups_routine_failures_restart_no_hold():
-    # Issue 11, finding 5: the verdict saw a capacity failure 2 minutes ago, from one sold-out
+    # The verdict saw a capacity failure 2 minutes ago, from one sold-out
     # group (not regional: last_failing is the regional criterion's, an hour old).
     lone = V("recovering", last_capacity_failure=T0 + timedelta(minutes=58), last_failing=T0 - timedelta(hours=1))
     for stage, step in STAGED:

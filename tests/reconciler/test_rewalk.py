@@ -1,4 +1,4 @@
-"""Issue 11, finding 8: kinds held in posture are walked again while the hold lasts.
+"""Kinds held in posture are walked again while the hold lasts.
 
 On moto with the real engine. A group created and opted in during a long hold (a
 blue/green deploy), a process an IaC apply resumed and a cap an IaC apply reset are all
@@ -24,7 +24,7 @@ from tests.actuators.fleet import make_asg
 from tests.reconciler.conftest import T0
 from tests.reconciler.fakes import Script
 
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30,
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "rewalk_minutes": 5})
 HOLDFAST = {"ReplaceUnhealthy", "AZRebalance"}
 

@@ -1,4 +1,4 @@
-"""Issue 11, finding 1: one resource that keeps failing no longer pins the whole plan.
+"""One resource that keeps failing no longer pins the whole plan.
 
 On moto with the real engine and actuators. A resource whose engage (or restore) fails on
 every walk is counted in the ledger across ticks (holdfast.ledger.failures); after
@@ -27,7 +27,7 @@ from tests.reconciler.conftest import T0
 from tests.reconciler.fakes import Script
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "capacity_hold_minutes": 30,
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "stuck_after_failures": 3, "rewalk_minutes": 5})
 
 

@@ -1,4 +1,4 @@
-"""Issue 11, findings 3 and 4 together, as a property: under any interleaving of engages,
+"""A ledger write lost and a floor recorded first, together, as a property: under any interleaving of engages,
 cap raises, re-engages, lost tags, stale controllers whose tag writes land late, and owner
 changes, the recorded original is never one of Holdfast's own values, and a full restore
 returns every mapping to its original or to its owner's latest change.
@@ -10,7 +10,7 @@ rely on: tags by ARN, ScalingConfig {} removes a cap, conditional puts and updat
 would do too, at about a hundredth of the speed, which would not allow 1,000 examples.
 
 The ledger stays reachable throughout: with the ledger down and the tag lost at once, no
-copy of an original is left anywhere, and no code can recover it (invariant 1 needs one).
+copy of an original is left anywhere, and no code can recover it (write-ahead needs one).
 
 `make test` runs a bounded number of examples; `make bench` runs at least 1,000 and prints
 the count and the time.
@@ -316,6 +316,6 @@ def test_bench_record_property_at_least_a_thousand_examples():
     started = time.perf_counter()
     run()
     took = time.perf_counter() - started
-    print(f"\nrecord property (findings 3 and 4): {RUNS['examples']} examples in {took:.1f} s "
+    print(f"\nrecord property: {RUNS['examples']} examples in {took:.1f} s "
           f"({1000 * took / max(RUNS['examples'], 1):.1f} ms each)")
     assert RUNS["examples"] >= 1000

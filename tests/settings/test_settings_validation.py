@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from holdfast.settings import _CHECKS, LOG_RETENTION_DAYS, Settings, SettingsError
+from holdfast.settings import _REMOVED, LOG_RETENTION_DAYS, Rule, Settings, SettingsError, Target
 
 TARGET = {"account": "123456789012", "region": "us-east-1"}
 TARGETS_ALLOWED = 'must be a list of {"account": 12 digits, "region": e.g. "us-east-1"}, without duplicates'
@@ -83,6 +83,17 @@ RULES = {
     "drain restore after": ({"drain_restore_after_minutes": 1441}, "holdfast.drain_restore_after_minutes = 1441: must be an integer from 0 to 1440"),
     "drain alarm memory": ({"drain_remember_alarm_minutes": 1.5}, "holdfast.drain_remember_alarm_minutes = 1.5: must be an integer from 0 to 1440"),
     "drain pre-event window": ({"drain_pre_event_minutes": 4}, "holdfast.drain_pre_event_minutes = 4: must be an integer from 5 to 1440"),
+    "drain slow start": ({"drain_slow_start_factor": 1.0}, "holdfast.drain_slow_start_factor = 1.0: must be a number from 1.1 to 4"),
+    "drain duration warning": ({"drain_duration_warning_ratio": 1}, "holdfast.drain_duration_warning_ratio = 1: must be a number from 1.01 to 3"),
+    "drain duration critical": ({"drain_duration_critical_ratio": 9}, "holdfast.drain_duration_critical_ratio = 9: must be a number from 1.02 to 5"),
+    "drain timeout warning": ({"drain_timeout_warning_share": 0.99}, "holdfast.drain_timeout_warning_share = 0.99: must be a number from 0.1 to 0.95"),
+    "drain timeout critical": ({"drain_timeout_critical_share": 0.1}, "holdfast.drain_timeout_critical_share = 0.1: must be a number from 0.2 to 1"),
+    "drain failure share": ({"drain_failure_critical_share": 0}, "holdfast.drain_failure_critical_share = 0: must be a number from 0.01 to 1"),
+    "drain warning step back": ({"drain_warning_step_back": 0.6}, "holdfast.drain_warning_step_back = 0.6: must be a number from 0.01 to 0.5"),
+    "drain critical below warning": ({"drain_duration_warning_ratio": 1.3},
+                                     "holdfast.drain_duration_critical_ratio = 1.2: must be above drain_duration_warning_ratio (1.3)"),
+    "drain timeout critical below warning": ({"drain_timeout_critical_share": 0.4},
+                                             "holdfast.drain_timeout_critical_share = 0.4: must be above drain_timeout_warning_share (0.5)"),
     "replay attempts": ({"replay_max_attempts": 0}, "holdfast.replay_max_attempts = 0: must be an integer from 1 to 10"),
     "replay rate within SQS's maximum": (
         {"replay_messages_per_second": 501}, "holdfast.replay_messages_per_second = 501: must be an integer from 1 to 500"),
@@ -200,6 +211,50 @@ RULES = {
         {**ORG, "org_retain_stacks_on_account_removal": "yes"},
         'holdfast.org_retain_stacks_on_account_removal = "yes": must be true or false',
     ),
+    "org: an override's value is checked with the whole settings": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "settings": {"mode": "on"}}]},
+        'holdfast.org_overrides[0].settings.mode = "on": must be one of auto, recommend, off',
+    ),
+    "org: an override's settings must make a valid whole": (
+        {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"],
+                                   "settings": {"recover_success_share": 0.5, "detect_failure_share": 0.1}}]},
+        "holdfast.org_overrides[0].settings.recover_success_share = 0.5: must be at least 1 - detect_failure_share (0.9), "
+        "so that recovery needs fewer failures than impairment",
+    ),
+    "org: an override names OUs or accounts, not both": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "accounts": ["222222222222"],
+                                   "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0] = {"name": "prod", "organizational_unit_ids": ["ou-ab12-aaaaaaaa"], "accounts": ["222222222222"], '
+        '"settings": {"mode": "recommend"}}: must name either organizational_unit_ids or accounts (one of them)',
+    ),
+    "org: an OU gets one set of settings": (
+        {**ORG, "org_overrides": [{"name": "prod", "organizational_unit_ids": ["ou-ab12-cd345678"], "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0].organizational_unit_ids = "ou-ab12-cd345678": is named in org_organizational_unit_ids '
+        "already: an OU gets one set of settings",
+    ),
+    "org: an account gets one set of settings": (
+        {**ORG, "org_overrides": [{"name": "a", "accounts": ["222222222222"], "settings": {"mode": "auto"}},
+                                  {"name": "b", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        'holdfast.org_overrides[1].accounts = "222222222222": is named in org_overrides[0] already: an account gets one set of settings',
+    ),
+    "org: an override that changes nothing": (
+        {**ORG, "org_overrides": [{"name": "same", "accounts": ["222222222222"], "settings": {"mode": "recommend"}}]},
+        'holdfast.org_overrides[0].settings = {"mode": "recommend"}: gives the same settings as the base settings: name its OUs or accounts there',
+    ),
+    "org: an override may not move the StackSets": (
+        {**ORG, "org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"org_regions": ["us-east-1"]}}]},
+        'holdfast.org_overrides[0].settings.org_regions = ["us-east-1"]: is the organization\'s own (where and how the '
+        "StackSets deploy): set it at the top level",
+    ),
+    "org: an override's name": (
+        {**ORG, "org_overrides": [{"name": "prod env", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        'holdfast.org_overrides[0].name = "prod env": must be letters, digits and hyphens, up to 32, a letter first',
+    ),
+    "org: overrides need OUs": (
+        {"org_overrides": [{"name": "prod", "accounts": ["222222222222"], "settings": {"mode": "off"}}]},
+        "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_overrides is set",
+    ),
+    "readiness every 1 to 24 hours": ({"readiness_hours": 0}, "holdfast.readiness_hours = 0: must be an integer from 1 to 24"),
     "game day: alarm name": ({"game_day_stop_alarm": ""}, 'holdfast.game_day_stop_alarm = "": must be a CloudWatch alarm name (1–255 printable characters) or null'),
     "game day: duration": ({"game_day_stop_alarm": "slo", "game_day_duration_minutes": 181}, "holdfast.game_day_duration_minutes = 181: must be an integer from 1 to 180"),
     "game day: lambda errors is a boolean": (
@@ -210,7 +265,21 @@ RULES = {
         {"game_day_stop_alarm": "slo", "game_day_lambda_config_bucket": "My_Bucket"},
         'holdfast.game_day_lambda_config_bucket = "My_Bucket": must be an S3 bucket name (3–63 lowercase letters, digits, dots, hyphens), or null',
     ),
+    "ledger table name": ({"ledger_table_name": "a b"}, 'holdfast.ledger_table_name = "a b": must be a DynamoDB table name (3–255 letters, digits, _ . -), or null'),
+    "game day: zones are zones, not a region": (
+        {"game_day_stop_alarm": "slo", "game_day_availability_zones": ["us-east-1"]},
+        'holdfast.game_day_availability_zones = "us-east-1": each must be an Availability Zone name such as us-east-1a or an ID such as use1-az1',
+    ),
+    "org: game day alarms by account": (
+        {**ORG, "org_game_day_stop_alarms": {"1234": "slo"}},
+        'holdfast.org_game_day_stop_alarms = {"1234": "slo"}: must be an object of {"ACCOUNT": "alarm name"}, '
+        'ACCOUNT 12 digits, each alarm 1–255 printable characters',
+    ),
     # across keys
+    "org: member game days without OUs": (
+        {"org_game_day_stop_alarms": {"123456789012": "slo"}},
+        "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_game_day_stop_alarms is set",
+    ),
     "org: regions without OUs": (
         {"org_regions": ["us-east-1"]},
         "holdfast.org_organizational_unit_ids = []: must name at least one OU (or the root) when org_regions is set",
@@ -271,7 +340,7 @@ def test_a_bad_value_fails_with_key_value_and_what_is_allowed(raw, message):
 def test_every_key_has_a_rule_with_a_bad_value():
     """A key added to Settings without a case here would slip through unchecked."""
     fields = {f.name for f in dataclasses.fields(Settings)}
-    assert set(_CHECKS) == fields
+    assert all(isinstance(f.metadata.get("rule"), Rule) and f.metadata.get("doc") for f in dataclasses.fields(Settings))
     assert fields - {key for raw, _ in RULES.values() for key in raw} == set()
 
 
@@ -303,3 +372,52 @@ def test_a_whole_org_is_accepted():
     assert settings.org_regions == ("us-east-1", "eu-west-1")
     assert settings.org_organizational_unit_ids == ("ou-ab12-cd345678", "r-ab12")
     assert Settings.from_json(settings.to_json()) == settings
+
+
+# The rules whose every key is a field: what a construct user can pass to Settings(...).
+TYPED = {name: (raw, message) for name, (raw, message) in RULES.items()
+         if set(raw) <= {f.name for f in dataclasses.fields(Settings)}}
+
+
+def _python(value):
+    """A JSON value as a Python user writes it against the annotations: tuples for lists,
+    Target for a target."""
+    if isinstance(value, list):
+        return tuple(_python(v) for v in value)
+    if isinstance(value, dict) and set(value) == {"account", "region"}:
+        return Target(**value)
+    return value
+
+
+@pytest.mark.parametrize("raw, message", TYPED.values(), ids=TYPED.keys())
+def test_settings_made_in_python_fail_as_from_mapping_does(raw, message):
+    """Settings(...) is what an IDE offers a construct user: it is checked on construction,
+    with from_mapping's message, whether lists come as lists or as tuples."""
+    with pytest.raises(SettingsError) as as_json:
+        Settings(**raw)
+    assert str(as_json.value) == message
+    typed = {key: _python(value) for key, value in raw.items()}
+    with pytest.raises(SettingsError) as as_python:
+        Settings(**typed)
+    assert str(as_python.value) == message
+
+
+def test_every_per_key_rule_is_checked_in_python_too():
+    assert set(RULES) - set(TYPED) == {
+        "cap steps are gone, said so",
+        "a typo is named, with the key it probably meant",
+        "a key in another spelling is named, with the key it meant",
+    }
+    assert set(_REMOVED) == {"esm_cap_steps"}
+
+
+def test_settings_made_in_python_are_canonical():
+    """Typed values come out as from_mapping makes them, so both compare equal."""
+    made = Settings(targets=[{"account": "123456789012", "region": "us-east-1"}], gating_alarms=["slo"],
+                    drain_raise_fraction=1, drain_downstream_alarms={"*": ["db"]})
+    assert made == Settings.from_mapping(made.to_mapping())
+    assert made.targets == (Target("123456789012", "us-east-1"),) and made.gating_alarms == ("slo",)
+    assert made.drain_raise_fraction == 1.0 and isinstance(made.drain_raise_fraction, float)
+    assert dataclasses.replace(made, hold_minutes=5).hold_minutes == 5
+    with pytest.raises(SettingsError, match=r"^holdfast\.hold_minutes = 0: must be an integer from 1 to 1440$"):
+        dataclasses.replace(made, hold_minutes=0)

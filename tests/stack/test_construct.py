@@ -44,18 +44,22 @@ def _role_statements(template: Template, role_prefix: str) -> list[dict]:
 def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign):
     t = foreign.template
     queues = t.find_resources("AWS::SQS::Queue")
-    assert len(queues) == 3, "the user's queue and Holdfast's two"
+    assert len(queues) == 4, "the user's queue and Holdfast's three (expired events, its anchor, dead letters)"
     assert [k for k in queues if k.startswith("Orders")], "the user's queue keeps its logical ID"
     functions = t.find_resources("AWS::Lambda::Function")
     handlers = {f["Properties"]["Handler"] for f in functions.values()}
-    assert handlers == {"index.handler", "holdfast.handlers.detector.handler", "holdfast.handlers.reconciler.handler"}
+    assert handlers == {"index.handler", "holdfast.handlers.detector.handler", "holdfast.handlers.reconciler.handler",
+                        "holdfast.handlers.readiness.handler"}
     holdfast_ids = {
         foreign.stack.resolve(foreign.stack.get_logical_id(c))
         for c in foreign.holdfast.node.find_all()
         if isinstance(c, CfnResource)
     }
-    # 31, the settings parameter, and the alarm on stuck resources (issue 11)
-    assert len(holdfast_ids) == 33 and all(k.startswith("Holdfast") for k in holdfast_ids)
+    # 31, the settings parameter, the alarm on stuck resources, the parameter that names
+    # Holdfast's own resources for the CLI (holdfast.core.own), the ledger name's parameter,
+    # the expired-events queue's redrive anchor with its TLS-only policy, and the readiness
+    # check's function (role, policy, logs, invoke config), schedule (and its permission) and alarm
+    assert len(holdfast_ids) == 44 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
     consumer = _role_statements(t, "ConsumerServiceRole")
@@ -175,9 +179,18 @@ LOGICAL_IDS_BEFORE_THE_CONSTRUCT = {
 def test_the_stack_keeps_the_logical_ids_it_had_before_the_construct(synthesized):
     ids = set(synthesized.template.to_json()["Resources"])
     assert LOGICAL_IDS_BEFORE_THE_CONSTRUCT <= ids
-    # added since (nothing replaced): the queue's and the settings' parameters, the alarm on stuck resources (issue 11)
-    assert ids - LOGICAL_IDS_BEFORE_THE_CONSTRUCT == {"ExpiredQueueArnParameterD32586A0", "SettingsParameter5C8DE5DF",
-                                                      "MonitoringResourcesStuck3F2B8E47"}
+    # added since (nothing replaced): the queue's, the settings', the own resources' and the ledger
+    # name's parameters, the alarm on stuck resources, the expired-events queue's redrive anchor
+    # and its TLS-only policy, the readiness check (its function, role, policy, logs, invoke
+    # config, schedule, permission, alarm)
+    assert ids - LOGICAL_IDS_BEFORE_THE_CONSTRUCT == {
+        "ExpiredQueueArnParameterD32586A0", "SettingsParameter5C8DE5DF", "MonitoringResourcesStuck3F2B8E47",
+        "OwnResourcesParameterFB2F9564", "LedgerTableParameter552DD71F",
+        "QueuesRedriveAnchorB2E3A4BC", "QueuesRedriveAnchorPolicy566EF1CB",
+        "ControllersReadiness3090B04E", "ControllersReadinessEventInvokeConfigDC5D0998", "ControllersReadinessLogs01F9C829",
+        "ControllersReadinessRoleC5BB28CB", "ControllersReadinessRoleDefaultPolicyDFF905B3", "ReadinessAlarm2C9CA320",
+        "ReadinessSchedule33584F64",
+        "ReadinessScheduleAllowEventRuleHoldfast123456789012useast1ControllersReadiness08A00A4A25B283CC"}
 
 
 def test_the_stack_outputs_the_expired_events_queue_and_its_parameter(synthesized):

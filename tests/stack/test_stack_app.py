@@ -38,8 +38,8 @@ def test_without_targets_one_stack_uses_the_cli_default_environment(tmp_path, mo
 
 
 def test_settings_passed_on_the_command_line_as_a_json_string_are_read(tmp_path):
-    (stack,) = _stacks(build_app({"holdfast": json.dumps({"mode": "recommend"})}, outdir=str(tmp_path))).values()
-    assert stack.settings.mode == "recommend"
+    (stack,) = _stacks(build_app({"holdfast": json.dumps({"mode": "auto"})}, outdir=str(tmp_path))).values()
+    assert stack.settings.mode == "auto"
 
 
 def test_a_bad_setting_fails_building_the_app_naming_the_key(tmp_path):

@@ -39,7 +39,7 @@ def test_every_nag_acknowledgement_carries_a_reason(synthesized):
 def test_cdk_nag_stays_clean_when_every_policy_slot_holds_an_action(tmp_path):
     """The empty statements in policies/ fill up as the code grows: prove now that a
     full policy passes nag, so adding an action never needs a new acknowledgement."""
-    for role in ("detector", "reconciler"):
+    for role in ("detector", "reconciler", "readiness"):
         document = policies.read(role)
         for number, statement in enumerate(document["Statement"]):
             statement["Action"] = statement["Action"] or [f"{_service(statement)}:Write{number}"]
@@ -49,7 +49,7 @@ def test_cdk_nag_stays_clean_when_every_policy_slot_holds_an_action(tmp_path):
     stack = HoldfastStack(app, "Full", settings=Settings(), policies_dir=tmp_path)
     template = Template.from_stack(stack).to_json()
     inline = [p for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Role" for p in r["Properties"].get("Policies", [])]
-    assert len(inline) == 2, "both roles got their filled policy"
+    assert len(inline) == 3, "every controller role got its filled policy"
     assert _nag_errors(stack) == []
 
 

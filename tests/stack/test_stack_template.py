@@ -1,4 +1,4 @@
-"""The synthesized template has every resource of issue 2, with its key properties."""
+"""The synthesized template has every resource Holdfast deploys, with its key properties."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _logical_id(synthesized, cfn_type: str, resource: dict) -> str:
 def test_ledger_table_is_on_demand_recoverable_encrypted_and_retained(synthesized):
     table = _only(synthesized, "AWS::DynamoDB::Table")
     props = table["Properties"]
-    assert props["TableName"] == "holdfast-ledger"
+    assert "TableName" not in props   # named by CloudFormation: a retained table never blocks the next create
     assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
@@ -40,7 +40,7 @@ def test_ledger_table_is_on_demand_recoverable_encrypted_and_retained(synthesize
 
 def test_controllers_run_python_313_on_arm_with_the_powertools_layer_and_tracing(synthesized):
     functions = _functions(synthesized)
-    assert set(functions) == {"detector", "reconciler"}
+    assert set(functions) == {"detector", "reconciler", "readiness"}
     # The layer ARN comes from Powertools' public SSM parameter for the pinned release.
     parameters = synthesized.template.to_json()["Parameters"]
     (name,) = [k for k, v in parameters.items() if v.get("Default") == POWERTOOLS_LAYER_PARAMETER]
@@ -58,8 +58,8 @@ def test_controllers_run_python_313_on_arm_with_the_powertools_layer_and_tracing
 
 def test_each_controller_has_its_own_role(synthesized):
     roles = [json.dumps(f["Properties"]["Role"]) for f in _functions(synthesized).values()]
-    assert len(set(roles)) == 2
-    assert len(synthesized.resources("AWS::IAM::Role")) == 2
+    assert len(set(roles)) == 3
+    assert len(synthesized.resources("AWS::IAM::Role")) == 3
 
 
 def test_controllers_get_the_contract_environment(synthesized):
@@ -85,7 +85,7 @@ def test_reconciler_timeout_leaves_margin_after_the_tick_budget(synthesized):
 
 def test_log_groups_keep_logs_as_long_as_settings_say(synthesized):
     groups = synthesized.resources("AWS::Logs::LogGroup")
-    assert len(groups) == 2
+    assert len(groups) == 3
     assert {g["Properties"]["RetentionInDays"] for g in groups.values()} == {synthesized.settings.log_retention_days}
     for function in _functions(synthesized).values():
         assert "LogGroup" in function["Properties"]["LoggingConfig"]
@@ -137,7 +137,8 @@ def test_health_rule_matches_issues_for_configured_services_in_this_region(synth
 
 
 def test_schedule_drives_the_reconciler_every_period(synthesized):
-    rule = _only(synthesized, "AWS::Events::Rule", Properties={"ScheduleExpression": Match.any_value()})
+    (rule,) = [r for r in synthesized.resources("AWS::Events::Rule").values()
+               if r["Properties"].get("Description") == "Holdfast: reconciler tick"]
     assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
     _assert_target(synthesized, rule, "reconciler", retries=0)
 
@@ -177,8 +178,8 @@ def test_alarms_cover_errors_and_throttles_of_both_controllers_the_dead_letters_
     alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
     watched = {(a["Properties"]["MetricName"], a["Properties"]["Namespace"]) for a in alarms}
     assert watched == {("Errors", "AWS/Lambda"), ("Throttles", "AWS/Lambda"), ("ApproximateNumberOfMessagesVisible", "AWS/SQS"),
-                       ("ResourcesStuck", "Holdfast")}
-    assert len(alarms) == 6
+                       ("ResourcesStuck", "Holdfast"), ("ReadinessChecksFailed", "Holdfast")}
+    assert len(alarms) == 7
     # the reconciler emits ResourcesStuck with Powertools' service dimension (holdfast.reconciler._emit_metrics)
     (stuck,) = [a["Properties"] for a in alarms if a["Properties"]["MetricName"] == "ResourcesStuck"]
     assert stuck["Dimensions"] == [{"Name": "service", "Value": "holdfast-reconciler"}]
@@ -203,3 +204,24 @@ def test_roles_carry_exactly_the_rendered_policy_documents(synthesized):
 
 def _as_list(value):
     return value if isinstance(value, list) else [value]
+
+
+def test_the_readiness_check_runs_on_its_schedule_and_alarms_on_failure_or_silence(synthesized):
+    """Doctor's read-only checks every `readiness_hours` (6 by default), by a function of
+    their own; the alarm fires on one failed check, or on a period with no run."""
+    functions = synthesized.resources("AWS::Lambda::Function")
+    (readiness_id,) = [k for k, f in functions.items() if f["Properties"]["Handler"] == "holdfast.handlers.readiness.handler"]
+    env = functions[readiness_id]["Properties"]["Environment"]["Variables"]
+    assert {"HOLDFAST_RECONCILER_ROLE_ARN", "HOLDFAST_RECONCILER_FUNCTION_ARN", "HOLDFAST_SETTINGS_PARAMETER"} <= set(env)
+    assert env["HOLDFAST_SETTINGS_PARAMETER"] == "/holdfast/HoldfastStack-123456789012-us-east-1/settings" or \
+        env["HOLDFAST_SETTINGS_PARAMETER"].endswith("/settings")
+    rules = [r for r in synthesized.resources("AWS::Events::Rule").values()
+             if any(t["Arn"] == {"Fn::GetAtt": [readiness_id, "Arn"]} for t in r["Properties"].get("Targets", []))]
+    assert [r["Properties"]["ScheduleExpression"] for r in rules] == ["rate(6 hours)"]
+    (alarm,) = [a for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("MetricName") == "ReadinessChecksFailed"]
+    props = alarm["Properties"]
+    assert (props["Namespace"], props["Threshold"], props["TreatMissingData"], props["Period"]) == ("Holdfast", 1, "breaching", 6 * 3600)
+    assert props["Dimensions"] == [{"Name": "service", "Value": "holdfast-readiness"}]
+    (topic_id,) = synthesized.resources("AWS::SNS::Topic")
+    assert props["AlarmActions"] == [{"Ref": topic_id}]

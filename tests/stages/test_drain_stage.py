@@ -32,7 +32,7 @@ from holdfast_fixtures.moto_patches import publish_service_metrics
 
 T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)
 ACCOUNT, REGION = "123456789012", "us-east-1"
-SETTINGS = Settings.from_mapping({"hold_minutes": 10, "lambda_writes_per_second": 15})
+SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "lambda_writes_per_second": 15})
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 
@@ -48,8 +48,12 @@ class Cloud:
         self.cw, self.queue, self.function = clients("cloudwatch"), queue, function
 
     def put(self, at: datetime, *, age=None, visible=None, sent=None, deleted=None, errors=None, throttles=None,
-            concurrency=None, latency=None):
+            concurrency=None, latency=None, received=None, ms_per_message=800.0):
+        """`received` defaults to `deleted` (nothing failing), Duration's sum to
+        `ms_per_message` for each message received (the consumer's baseline speed)."""
         data = []
+        received = deleted if received is None else received
+        duration = None if received is None or ms_per_message is None else received * ms_per_message
 
         def add(namespace, name, dim, value, metric):
             if metric is not None:
@@ -60,6 +64,8 @@ class Cloud:
         add("AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", self.queue, visible)
         add("AWS/SQS", "NumberOfMessagesSent", "QueueName", self.queue, sent)
         add("AWS/SQS", "NumberOfMessagesDeleted", "QueueName", self.queue, deleted)
+        add("AWS/SQS", "NumberOfMessagesReceived", "QueueName", self.queue, received)
+        add("AWS/Lambda", "Duration", "FunctionName", self.function, duration)
         add("AWS/Lambda", "Errors", "FunctionName", self.function, errors)
         add("AWS/Lambda", "Throttles", "FunctionName", self.function, throttles)
         add("AWS/Lambda", "ConcurrentExecutions", "FunctionName", self.function, concurrency)
@@ -129,39 +135,41 @@ def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer
     assert any("OK only on a datapoint from before the hold" in r for r in d.last.reasons), d.last.reasons
 
     # The dependency is back on the consumer's own evidence, the launch verdict still impaired.
-    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     assert c.at(3).stage == HOLD
     d, _ = c.drain(mapping)
     assert d.last.action == dc.START and c.cap(mapping) == 18 and d.state.step == 2   # 16, one step above
     assert d.forecast is not None and d.forecast.seconds is not None and "if the downstream keeps up" in d.forecast.reason
 
-    cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
+    # Minute 3 is the first measured wholly at 18; read once complete (two minutes after it).
+    cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
     c.at(6)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.RAISE, 20)
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.RAISE, 27)   # slow start: × 1.5
 
-    c.at(7)   # no datapoint measured at 20 yet
+    c.at(7)   # no datapoint measured at 27 yet
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 20)
-    assert any("measured at cap 20" in r for r in d.last.reasons)
+    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 27)
+    assert any("measured at cap 27" in r for r in d.last.reasons)
 
-    cloud.put(minute(7), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
+    cloud.put(minute(6), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
     cloud.alarm("ALARM")
     c.at(9)
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 14)       # 20 × 0.7, from the cap the datapoint measured
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 18)       # 27 × 0.7, from the cap the datapoint measured
+    assert d.state.additive                                       # after a cut, raises are additive
     c.at(10)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 14)   # never twice for one datapoint
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 18)   # never twice for one datapoint
 
 
 def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients, ledger_table, consumer):
     mapping, cloud = consumer
     c = Controller(clients, ledger_table, Settings.from_mapping({**SETTINGS.to_mapping(), "drain_restore_after_minutes": 5}))
     c.at(0)
-    cloud.put(minute(1), age=30, visible=500, sent=1200, deleted=1500, errors=0, latency=0.1)
+    cloud.put(minute(0), age=30, visible=500, sent=1200, deleted=1500, errors=0, latency=0.1)
     c.at(3)
     assert c.cap(mapping) == 18
-    for m in range(4, 12):
-        cloud.put(minute(m - 1), age=3, visible=40, sent=1200, deleted=1200, errors=0, latency=0.1)
+    for m in range(4, 14):
+        cloud.put(minute(m - 2), age=3, visible=40, sent=1200, deleted=1200, errors=0, latency=0.1)
         result = c.at(m, "recovering")
         if c.cap(mapping) is None:
             break
@@ -177,10 +185,10 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
     mapping, cloud = consumer
     c = Controller(clients, ledger_table)
     c.at(0)
-    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
     assert c.cap(mapping) == 18
-    cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
+    cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
 
     def newer_plan(**_):
         events.unregister("before-call.lambda.TagResource", newer_plan)
@@ -196,41 +204,44 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
     assert c.cap(mapping) == 18
     # The record of the raise was written under g: the next tick, under g+1, writes it.
     c.at(7)
-    assert c.cap(mapping) == 20
+    assert c.cap(mapping) == 27
 
 
 def test_a_drain_record_write_under_a_stale_plan_is_refused(clients, ledger_table, consumer):
     mapping, cloud = consumer
     c = Controller(clients, ledger_table)
     c.at(0)
-    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)   # a start is due
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)   # a start is due
     plan = ledger_plan.read(clients("dynamodb"), ledger_table)
     ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=plan.generation + 1, stage=HOLD,
                       entered_at=plan.entered_at, impaired_at=plan.impaired_at), controller_id="other", now=minute(1))
     from holdfast.core.errors import StalePlan
 
     with pytest.raises(StalePlan):
-        stage.decide(c.runtime, plan, minute(3))
+        stage.decide(c.runtime, plan, minute(4))
     d, item = c.drain(mapping)
     assert d.last.action == dc.WAIT and item.generation == 1 and c.cap(mapping) == 2   # nothing moved
 
 
-def test_a_missing_age_metric_on_a_nonempty_queue_still_drains(clients, ledger_table):
+def test_a_queue_without_metrics_is_held_with_its_reasons_never_raised(clients, ledger_table):
     """SQS stops publishing for a queue idle six hours, and CloudWatch may lag: with no age
-    datapoint the queue's depth, read live, says behind (or caught up when empty)."""
+    datapoint the queue's depth, read live, says behind (or caught up when empty); with no
+    NumberOfMessagesReceived the downstream cannot be judged, so the cap holds where the
+    drain started (at the pre-event concurrency, which drains what arrives), never rises."""
     mapping, cloud = make_consumer(clients, pre_event_until=-15)   # nothing fresh by minute 6
     c = Controller(clients, ledger_table)
     sqs = clients("sqs")
     url = sqs.get_queue_url(QueueName="orders")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="waiting")
     c.at(0)
-    cloud.put(minute(1), errors=0, latency=0.1)                        # no queue metrics at all
+    cloud.put(minute(0), errors=0, latency=0.1)                        # no queue metrics at all
     c.at(3)
-    cloud.put(minute(4), errors=0, latency=0.1)
+    cloud.put(minute(3), errors=0, latency=0.1)
     c.at(6)
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping)) == (dc.RAISE, 20), d.last.reasons
+    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 18), d.last.reasons
     assert any("1 messages visible (GetQueueAttributes): behind" in r for r in d.last.reasons)
+    assert any("no NumberOfMessagesReceived datapoint" in r and "not raising" in r for r in d.last.reasons)
 
 
 def test_a_deleted_queue_ends_its_drain_and_a_misnamed_alarm_is_ignored(clients, ledger_table):
@@ -238,7 +249,7 @@ def test_a_deleted_queue_ends_its_drain_and_a_misnamed_alarm_is_ignored(clients,
     clients("lambda").tag_resource(Resource=mapping["FunctionArn"], Tags={"holdfast:downstream-alarms": "db-slo db-typo"})
     c = Controller(clients, ledger_table)
     c.at(0)
-    cloud.put(minute(1), errors=0, latency=0.1)
+    cloud.put(minute(0), errors=0, latency=0.1)
     c.at(3)
     d, _ = c.drain(mapping)
     assert d.last.action == dc.START
@@ -262,16 +273,16 @@ def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledge
     c = Controller(clients, ledger_table)
     monkeypatch.setattr("holdfast.cli.context.SystemClock", lambda: c.clock)
     c.at(0)
-    cloud.put(minute(1), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
-    cloud.put(minute(4), age=700, visible=11_000, sent=1200, deleted=1500, errors=0, latency=0.1)
+    cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1500, errors=0, latency=0.1)
     c.at(6)
     c.clock.set(minute(8))
     capsys.readouterr()
     assert main(["--json", "stage"]) == 0
     [row] = json.loads(capsys.readouterr().out)["drain"]
     assert row["arn"] == mapping["EventSourceMappingArn"] and row["name"] == "consumer<-orders"
-    assert (row["action"], row["cap"], row["ceiling"]) == (dc.RAISE, 20, 1000)
+    assert (row["action"], row["cap"], row["ceiling"]) == (dc.RAISE, 27, 1000)
     assert row["elapsed_minutes"] == 5.0 and row["started_at"] == minute(3).isoformat()
     assert row["forecast_minutes"] > 0 and "if the downstream keeps up" in row["forecast"]
     # On the newest datapoint: 11,000 visible at (1,500 − 1,200) / 60 s = 5/s spare.
@@ -279,3 +290,19 @@ def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledge
     assert main(["stage"]) == 0
     text = capsys.readouterr().out
     assert "drain       1 mapping(s): 1 raise" in text and "consumer<-orders" in text and "forecast min (at start)" in text
+
+
+def test_batch_item_failures_keep_the_mapping_at_the_floor_though_errors_are_zero(clients, ledger_table, consumer):
+    """ReportBatchItemFailures: every message received, none deleted, Errors 0 and the
+    downstream alarm OK. The consumer's own failure share says the dependency is not back."""
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=0, received=1200, errors=0, latency=0.1)
+    c.at(3)
+    d, _ = c.drain(mapping)
+    assert (d.last.action, c.cap(mapping)) == (dc.WAIT, 2)
+    assert any("100.0% of 1,200 messages received not deleted" in r for r in d.last.reasons), d.last.reasons
+    cloud.put(minute(1), age=660, visible=12_500, sent=1200, deleted=1200, errors=0, latency=0.1)   # back
+    c.at(4)
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.START, 18)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from holdfast.observation.cloudwatch import PERIOD, complete_until
 from holdfast.clock import FakeClock
 from holdfast.core import replay as rp
 from holdfast.core.errors import StalePlan
@@ -27,7 +28,7 @@ from holdfast_fixtures.message_moves import MessageMoves
 T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)   # the hold began
 NOW = T0 + timedelta(hours=3)
 TAG = {"holdfast:replay": "true"}
-SETTINGS = Settings.from_mapping({"replay_messages_per_second": 4, "drain_downstream_alarms": {"work": ["db-slo"]}})
+SETTINGS = Settings.from_mapping({"mode": "auto", "replay_messages_per_second": 4, "drain_downstream_alarms": {"work": ["db-slo"]}})
 
 
 class Crash(BaseException):
@@ -69,10 +70,11 @@ def pipe(sqs, name="work", n=20, *, tag_dlq=True, tag_source=True):
 def publish_age(clients, queue_name, when, seconds=2.0):
     """The queue's ApproximateAgeOfOldestMessage as SQS publishes it (moto publishes no SQS
     metrics; real CloudWatch refuses PutMetricData into AWS/, moto accepts it). Redriven
-    messages are new messages (new enqueue time), so a queue fed by a replay stays young."""
+    messages are new messages (new enqueue time), so a queue fed by a replay stays young.
+    Stamped at the newest minute a reader at `when` sees complete (observation.cloudwatch)."""
     clients("cloudwatch").put_metric_data(Namespace="AWS/SQS", MetricData=[{
         "MetricName": "ApproximateAgeOfOldestMessage", "Dimensions": [{"Name": "QueueName", "Value": queue_name}],
-        "Timestamp": when.replace(second=0, microsecond=0) - timedelta(minutes=2), "Value": seconds}])
+        "Timestamp": complete_until(when) - PERIOD, "Value": seconds}])
 
 
 def in_replay(clients, table, generation=1):
@@ -157,6 +159,44 @@ def test_a_downstream_alarm_cancels_the_move_and_it_restarts_at_half_the_rate(cl
     assert [s["MaxNumberOfMessagesPerSecond"] for s in starts] == [4, 2]
     r = record(clients, ledger_table, arn(sqs, dlq))
     assert (r.status, r.attempts, r.rate) == (rp.RUNNING, 2, 2)
+
+
+def test_a_kms_encrypted_dlq_says_what_its_key_needs_and_a_denied_key_ends_the_replay_with_the_statement(
+        clients, ledger_table, aws, clock):
+    """A move task reads and sends with the reconciler's permissions: a customer-managed key
+    must let it (the tag its IAM statement is scoped to, and the key policy). The outcome an
+    operator reads names the key and carries the key-policy statement to add."""
+    sqs = clients("sqs")
+    key = clients("kms").create_key(Description="orders DLQ")["KeyMetadata"]["Arn"]
+    queue, dlq = pipe(sqs)
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"KmsMasterKeyId": key})
+    plan = in_replay(clients, ledger_table)
+    rt = runtime(clients, ledger_table, clock)
+    with MessageMoves(clock, denied_keys=frozenset({key})).installed():
+        stage.step(rt, plan, clock.now(), guard=guard(clients, ledger_table, clock))
+        r = record(clients, ledger_table, arn(sqs, dlq))
+        assert r.status == rp.RUNNING and f"the move uses the KMS key(s) {key}" in r.reason
+        assert "holdfast:replay=true" in r.reason
+        clock.advance(2)
+        publish_age(clients, "work", clock.now())
+        done = stage.step(rt, plan, clock.now(), guard=guard(clients, ledger_table, clock))
+    r = done.replays[arn(sqs, dlq)]
+    assert r.status == rp.SKIPPED and "KMS.AccessDeniedException" in r.reason and key in r.reason, r
+    statement = json.loads(r.reason.split("in its key policy, ", 1)[1])
+    assert statement == rp.key_policy_statement(arn(sqs, dlq))
+    assert statement["Condition"]["StringEquals"]["kms:ViaService"] == "sqs.us-east-1.amazonaws.com"
+    assert statement["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert depth(sqs, dlq) == 20 and depth(sqs, queue) == 0   # nothing moved
+
+
+def test_a_dlq_with_the_aws_managed_key_needs_no_key_grant(clients, ledger_table, moves, clock):
+    sqs = clients("sqs")
+    queue, dlq = pipe(sqs)
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"KmsMasterKeyId": "alias/aws/sqs"})
+    stage.step(runtime(clients, ledger_table, clock), in_replay(clients, ledger_table), clock.now(),
+               guard=guard(clients, ledger_table, clock))
+    r = record(clients, ledger_table, arn(sqs, dlq))
+    assert r.status == rp.RUNNING and "KMS" not in r.reason
 
 
 def test_a_crash_between_the_start_and_its_record_is_adopted_not_started_twice(clients, ledger_table, moves, clock):
@@ -252,7 +292,7 @@ def test_the_expired_events_queue_replays_to_its_destination(clients, ledger_tab
     target = sqs.create_queue(QueueName="orders-replay", tags=TAG)["QueueUrl"]
     for i in range(5):
         sqs.send_message(QueueUrl=expired, MessageBody=json.dumps({"requestPayload": {"order": i}}))
-    settings = Settings.from_mapping({"replay_expired_events_to": arn(sqs, target), "replay_messages_per_second": 5})
+    settings = Settings.from_mapping({"mode": "auto", "replay_expired_events_to": arn(sqs, target), "replay_messages_per_second": 5})
     plan = in_replay(clients, ledger_table)
     rt = runtime(clients, ledger_table, clock, settings, expired_queue_arn=arn(sqs, expired))
     stage.step(rt, plan, clock.now(), guard=guard(clients, ledger_table, clock))
@@ -295,3 +335,28 @@ def test_holdfast_stage_shows_each_replay(clients, ledger_table, moves, clock, c
     assert (row["source"], row["kind"], row["status"], row["rate"], row["attempts"]) == (arn(sqs, dlq), rp.DLQ, rp.RUNNING, 4, 1)
     assert main(["stage"]) == 0
     assert "replay      1 source(s)" in capsys.readouterr().out
+
+
+def test_a_dlq_whose_owner_removed_the_opt_in_is_not_moved_while_the_tag_index_still_lists_it(
+        clients, ledger_table, moves, clock):
+    """The tagging index that finds the opted-in queues lags behind the queues' own tags:
+    the opt-in is confirmed with ListQueueTags just before a move."""
+    from holdfast_fixtures.moto_patches import lagging_tag_index
+    from tests.reconciler.fakes import Script
+
+    sqs = clients("sqs")
+    queue, dlq = pipe(sqs, n=8)
+    in_replay(clients, ledger_table)
+    script = Script(state="recovering", since=T0, last_successful_launch=T0)
+    with lagging_tag_index(clients("resourcegroupstaggingapi")):
+        assert arn(sqs, dlq) in stage.tagged_queues(clients)       # the index as it was
+        sqs.untag_queue(QueueUrl=dlq, TagKeys=["holdfast:replay"])   # the owner opts out
+        assert arn(sqs, dlq) in stage.tagged_queues(clients)       # the index has not caught up
+
+        result = tick(runtime(clients, ledger_table, clock), collect=script.collect)
+
+    assert [c for c in moves.calls if c[0] == "StartMessageMoveTask"] == []
+    assert depth(sqs, dlq) == 8 and depth(sqs, queue) == 0
+    [outcome] = [o for o in result.outcomes if o.kind == "replay"]
+    assert outcome.action == "replay-skipped" and "no longer tagged holdfast:replay=true" in outcome.changes["replay"]["why"]
+    assert record(clients, ledger_table, arn(sqs, dlq)).finished

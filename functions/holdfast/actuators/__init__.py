@@ -5,23 +5,37 @@ the plain data they exchange is holdfast.core.model. Each actuator names the Kin
 serves (`spec = kinds.ASG`, holdfast.core.kinds); `REGISTRY` maps each kind's name to
 its actuator, built from those declarations, and tests/actuators/test_registry.py fails
 when a Kind has no actuator or an actuator lacks a declaration. Actuators are
-constructed as `Cls(clients, settings, ledger, *, lambda_bucket=None, expired_queue_arn=None)`;
-adding a kind is one Kind in core/kinds.py, one module here and one line below.
+constructed as `Cls(clients, settings, ledger, *, lambda_bucket=None, expired_queue_arn=None)`.
+
+Every module of this package is imported and its concrete TaggedActuator subclasses are
+the actuators: adding a kind is one Kind in core/kinds.py and one module here.
 """
 
 from __future__ import annotations
 
-from holdfast.actuators.asg import AsgActuator
-from holdfast.actuators.async_config import AsyncConfigActuator
-from holdfast.actuators.esm import EsmActuator
-from holdfast.actuators.nlb import NlbActuator
-from holdfast.actuators.scalable_target import ScalableTargetActuator
+import importlib
+import inspect
+import pkgutil
+
 from holdfast.actuators.tagged import TaggedActuator
 from holdfast.core import kinds
 
-ACTUATORS: tuple[type[TaggedActuator], ...] = (
-    AsgActuator, EsmActuator, AsyncConfigActuator, NlbActuator, ScalableTargetActuator,
-)
+
+def _discover() -> tuple[type[TaggedActuator], ...]:
+    """The concrete TaggedActuator subclasses defined in this package's modules, in the
+    order of the kinds they serve (core.kinds.ALL), then any that serve none."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, TaggedActuator) and value.__module__ == module.__name__
+                    and not inspect.isabstract(value)):
+                found.append(value)
+    order = {k: i for i, k in enumerate(kinds.ALL)}
+    return tuple(sorted(found, key=lambda c: order.get(c.__dict__.get("spec"), len(order))))
+
+
+ACTUATORS: tuple[type[TaggedActuator], ...] = _discover()
 
 
 def _registry(classes) -> dict[str, type[TaggedActuator]]:

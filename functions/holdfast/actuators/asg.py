@@ -13,17 +13,25 @@ from typing import Any, Mapping
 from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.settings import ASG_PROCESSES
-from holdfast.core.model import Candidate, Resource
+from holdfast.core.model import VANISHED, Candidate, Outcome, Resource
+from holdfast.actuators.selection import selected
 from holdfast.actuators.tagged import TaggedActuator, make_resource
 from holdfast.core.errors import Vanished
+from holdfast.aws import error_text
+from botocore.exceptions import BotoCoreError, ClientError
 
 
 class AsgActuator(TaggedActuator):
     spec = kinds.ASG
-    # CreateOrUpdateTags takes at most 25 tags a call (DESIGN.md), two a record: 12 groups.
+    # Record tags of 12 groups a call (two tags each: 24). An assumption, not a documented
+    # limit: the CreateOrUpdateTags API reference gives no maximum for Tags.member.N, and
+    # 25 a call is the figure Holdfast assumes. A batch AWS refuses (for its size or any
+    # other reason) is written again one group a call (`TaggedActuator._write_tags`, and
+    # `restore_many` for DeleteTags); tests/actuators/test_tag_batches.py holds both.
     tag_batch = 12
+    restore_needs_tag = True
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         pages = self.clients("autoscaling").get_paginator("describe_auto_scaling_groups").paginate(
             Filters=[{"Name": f"tag:{self.settings.selector_key}", "Values": [self.settings.selector_value]}],
@@ -40,25 +48,52 @@ class AsgActuator(TaggedActuator):
     def read(self, candidate: Candidate) -> Resource | None:
         return self._resource(candidate.listed)  # the listing carries everything
 
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return {t["Key"]: t["Value"] for t in candidate.listed.get("Tags", [])}
+
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         return self._resource(candidate.listed).current
 
-    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         name = arn.split(":autoScalingGroupName/", 1)[-1]
         groups = self.clients("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])
         found = [g for g in groups["AutoScalingGroups"] if g["AutoScalingGroupARN"] == arn]
         return self._resource(found[0]) if found else None
 
+    def engage_many(self, resources: list[Resource]) -> list[Outcome]:
+        """`TaggedActuator.engage_many`, from a read of the groups it changes taken just
+        before their write-ahead (the listing may be minutes old)."""
+        moving = [r.name for r in resources if self.posture(r.current)]
+        if not moving:
+            return super().engage_many(resources)
+        try:
+            now = {g["AutoScalingGroupName"]: g for g in self._describe(moving)}
+        except (ClientError, BotoCoreError) as err:
+            return [Outcome(self.kind, r.arn, "failed", error=error_text(err)) for r in resources]
+        early: list[Outcome | None] = []
+        fresh: list[Resource] = []
+        for r in resources:
+            group = now.get(r.name) if r.name in moving else None
+            if r.name in moving and (group is None or group["AutoScalingGroupARN"] != r.arn):
+                early.append(Outcome(self.kind, r.arn, VANISHED))   # deleted (or recreated) since the listing
+                continue
+            early.append(None)
+            fresh.append(self._resource(group) if group is not None else r)
+        rest = iter(super().engage_many(fresh))
+        return [o if o is not None else next(rest) for o in early]
+
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler", "cli"))
+    def _describe(self, names: list[str]) -> list[dict]:
+        pages = self.clients("autoscaling").get_paginator("describe_auto_scaling_groups").paginate(
+            AutoScalingGroupNames=names, PaginationConfig={"PageSize": 100})
+        return [g for page in pages for g in page["AutoScalingGroups"]]
+
     def _resource(self, group: Mapping[str, Any]) -> Resource:
         suspended = {p["ProcessName"] for p in group.get("SuspendedProcesses", [])}
-        return make_resource(
-            self.kind,
-            group["AutoScalingGroupARN"],
-            group["AutoScalingGroupName"],
-            {p: p in suspended for p in ASG_PROCESSES},
-            {t["Key"]: t["Value"] for t in group.get("Tags", [])},
-        )
+        tags = {t["Key"]: t["Value"] for t in group.get("Tags", [])}
+        return make_resource(self.kind, group["AutoScalingGroupARN"], group["AutoScalingGroupName"],
+                             {p: p in suspended for p in ASG_PROCESSES}, tags, selected=selected(self.settings, tags))
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         return {p: True for p in self.settings.asg_processes if not current.get(p)}
@@ -92,7 +127,7 @@ class AsgActuator(TaggedActuator):
 
     @uses("autoscaling:CreateOrUpdateTags", by=("reconciler", "cli"))
     def _tag_many(self, items) -> None:
-        """Several groups' record tags in one call (at most 25 tags: `tag_batch` groups)."""
+        """Several groups' record tags in one call (`tag_batch` groups)."""
         client = self.clients("autoscaling")
         try:
             client.create_or_update_tags(Tags=[

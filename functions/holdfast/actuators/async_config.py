@@ -24,6 +24,11 @@ Engaging never drops an event silently:
   (InvalidParameterValueException otherwise). When it refuses, or no queue is known,
   only the retries are bounded, the owner's event age is kept, and the outcome says
   why, with the IAM statement that lets the role deliver (`notes["destination"]`).
+  The refusal joins the record (`dest_refused`, among the applied values, tag and
+  ledger: one more record write, once), so a later walk of the same engagement does not
+  ask Lambda again: engaging is idempotent, and a re-walk spends none of Lambda's 15
+  calls a second on a write Lambda refused. The next engagement (after a restore) asks
+  again, so a grant made meanwhile takes effect then.
 
 The write-ahead record of a qualifier lives on its function's tags (Lambda tags
 functions only, not versions or aliases): `holdfast:original` / `holdfast:applied` for
@@ -54,12 +59,13 @@ from typing import Any, Mapping
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import destination_refused, error_text
-from holdfast.core import kinds
-from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Resource
-from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError
+from holdfast.core import kinds, restore
+from holdfast.core.errors import Conflict, Vanished
+from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource
+from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError, decode
 from holdfast.iam import uses
 from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
-from holdfast.actuators.selection import tagged
+from holdfast.actuators.selection import selected, tagged
 
 DEFAULT_MAX_AGE = 21600
 DEFAULT_MAX_RETRIES = 2
@@ -70,6 +76,9 @@ _UNREAD = object()      # a relax candidate's config, read just before its relax
 LATEST = "$LATEST"
 MAX_TAGS = 50           # per Lambda function (Lambda quotas: tags per resource)
 MAX_KEY = 128           # characters in a tag key
+# In a record's applied values: Lambda refused Holdfast's queue as this config's on-failure
+# destination in this engagement. Not a setting (no original): a restore writes nothing for it.
+REFUSED = "dest_refused"
 
 
 def record_keys(qualifier: str | None) -> tuple[str, str]:
@@ -112,6 +121,13 @@ def _request(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _stamp(value: Any) -> float | None:
+    """A config's LastModified as a number (botocore gives a datetime)."""
+    if value is None:
+        return None
+    return float(value.timestamp()) if hasattr(value, "timestamp") else float(value)
+
+
 def grant(role_arn: str, queue_arn: str, kms_key: str | None) -> dict[str, Any]:
     """What lets a function's execution role deliver expired events to `queue_arn`: the
     policy statements, and the AWS CLI command that attaches them as an inline policy.
@@ -143,16 +159,19 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     spec = kinds.ASYNC
     service = "lambda"
     lambda_limited = True
+    restore_needs_tag = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._lock = threading.Lock()
         self._held: dict[str, dict[str, Any]] = {}     # arn -> why a destination was not attached
+        self._tagged: dict[str, Record] = {}           # arn -> the record this run wrote on its tags
         self._kms: tuple[str | None] | None = None      # the expired-events queue's KMS key, once read
+        self._modified: dict[str, float | None] = {}    # arn -> the config's LastModified after Holdfast's write
 
     # ---- discovery -------------------------------------------------------------------
 
-    @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli"))
+    @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Each selected function's unqualified config, and every qualifier that has one."""
         return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items()),
@@ -215,7 +234,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         # The tags come from the tagging API's index: a record there is confirmed before use.
         return replace(self._resource(candidate.arn, qualifier, config, tags), confirmed=False)
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly", "readiness"))
     def _config(self, arn: str, qualifier: str | None) -> Mapping[str, Any] | None:
         client = self.clients("lambda")
         try:
@@ -228,11 +247,14 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         tags, config, qualifier = candidate.listed
         return self._resource(candidate.arn, qualifier, config, tags).current
 
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed[0]   # its function's: a qualifier's config is Holdfast's when its function is
+
     def listed_tags(self, candidate: Candidate) -> Mapping[str, str]:
         tags, _config, qualifier = candidate.listed
         return self._record_tags(tags, qualifier)
 
-    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         tags = self._call("list_tags", Resource=resource.ref["function"])["Tags"]
         return self._record_tags(tags, resource.ref.get("qualifier"))
@@ -243,7 +265,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         original, applied = record_keys(qualifier)
         return {k: tags[t] for k, t in ((ORIGINAL_KEY, original), (APPLIED_KEY, applied)) if t in tags}
 
-    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    @uses("lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly", "readiness"))
     def fresh(self, resource: Resource) -> Resource:
         """The config read again just before a restore, which Puts the whole config: built
         from this read, it keeps whatever the owner changed meanwhile (an OnSuccess
@@ -255,7 +277,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         again = self._resource(resource.arn, qualifier, config, {})
         return replace(resource, current={**again.current, "discard_expired": resource.current.get("discard_expired")})
 
-    @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", "lambda:GetFunctionEventInvokeConfig", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")
         function, qualifier = split(arn)
@@ -272,7 +294,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             config = None
         return self._resource(arn, qualifier, config, tags)
 
-    @uses("lambda:GetFunction", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly", "readiness"))
     def _qualifier_exists(self, function: str, qualifier: str) -> bool:
         client = self.clients("lambda")
         try:
@@ -294,13 +316,51 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         }
         original, applied = record_keys(qualifier)
         record_tags = self._record_tags(tags, qualifier)
+        current[REFUSED] = _refused(record_tags)
         function = split(arn)[0]
         name = function.split(":")[6] + (f":{qualifier}" if qualifier else "")
-        ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags)}
-        resource = make_resource(self.kind, arn, name, current, record_tags, ref)
+        ref = {"function": function, "qualifier": qualifier, "tag_keys": sorted(tags),
+               "modified": _stamp((config or {}).get("LastModified"))}
+        resource = make_resource(self.kind, arn, name, current, record_tags, ref, selected=selected(self.settings, tags))
         # The function's tags but this record's own two count toward its 50 (other qualifiers' records too).
         return replace(resource, tag_count=sum(1 for k in tags if not k.lower().startswith("aws:")
                                                and k not in (original, applied)))
+
+    # ---- a function recreated under its name -----------------------------------------
+
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """The config's LastModified as Holdfast's write left it, and whether the record is
+        on the function's tags: a function's ARN is its name, so one deleted and recreated is
+        another resource at the same ARN, and Lambda names no creation id to tell them apart."""
+        with self._lock:
+            if resource.arn not in self._modified:
+                return None
+            return {"tagged": tagged, "modified": self._modified.pop(resource.arn)}
+
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """Whether the ledger's record is of a function since deleted and created again.
+
+        Deleting a function deletes its tags, versions, aliases and async configs. So when
+        the record says its tag was written, the function's own tags (ListTags) show no
+        record for this qualifier, and the config is not the one Holdfast's last write left
+        (another LastModified, or none), the record is of a function gone: retired, and this
+        one engaged afresh, never restored to a stranger's values. A tag an IaC apply
+        stripped from the same function leaves the config as Holdfast wrote it: the record
+        holds, and its tag is written again. Two limits: a record that was never on a tag
+        (a function with no room for it) cannot be told from a recreated one, so it holds;
+        and a function whose owner both rewrote its config and had the tag stripped reads
+        as recreated, so its config as the owner left it becomes the original."""
+        identity = ledger.identity or {}
+        if not identity.get("tagged") or resource.record is not None or identity.get("modified") == resource.ref.get("modified"):
+            return None
+        if not resource.confirmed:
+            resource = self.confirm(resource)   # the index may not show a tag yet; the function's own tags do
+        return resource if resource.record is None else None
+
+    def record_on_resource(self, resource: Resource) -> bool:
+        """The policy's restore statements name the unqualified record's tag: a version's or
+        an alias's record tag alone does not let a restore write without the selector."""
+        return ORIGINAL_KEY in (resource.ref.get("tag_keys") or ())
 
     # ---- the posture -----------------------------------------------------------------
 
@@ -311,7 +371,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         if (DEFAULT_MAX_RETRIES if max_retries is None else max_retries) > s.async_max_retry_attempts:
             changes["max_retries"] = s.async_max_retry_attempts
         kept = current.get("on_failure") is not None      # expired events go to the owner's destination
-        if not kept and self.expired_queue_arn:
+        if not kept and self.expired_queue_arn and not current.get(REFUSED):
             changes["on_failure"] = self.expired_queue_arn
             kept = True
         max_age = current.get("max_age")
@@ -320,6 +380,14 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         if changes and not current.get("config"):
             changes["config"] = True
         return changes
+
+    def known(self, resource: Resource):
+        """The base's, with a refusal the ledger's copy of the record holds in `current` too
+        (the tag's is there from `_resource`): the posture then asks Lambda no more."""
+        resource, record = super().known(resource)
+        if record is not None and record.applied.get(REFUSED) and not resource.current.get(REFUSED):
+            resource = replace(resource, current={**resource.current, REFUSED: True})
+        return resource, record
 
     def plan(self, resource: Resource) -> Outcome:
         outcome = super().plan(resource)
@@ -336,9 +404,30 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             outcome.notes["destination"] = held["note"]
             if not held["written"] and outcome.action == ENGAGED:
                 outcome.action = ALREADY
+            self._record_refusal(resource, outcome)
         else:
             self._note_unkept(resource, outcome)
         return outcome
+
+    def _record_refusal(self, resource: Resource, outcome: Outcome) -> None:
+        """Grow the record just written ahead with the refusal, on both copies it is on.
+        Best effort: a record write that fails leaves the refusal unrecorded, and the next
+        walk asks Lambda again (one refused write, nothing lost)."""
+        with self._lock:
+            on_tag = self._tagged.pop(resource.arn, None)
+        base = restore.merge(on_tag, self.ledger.cached(resource.arn))
+        if base is None:
+            return
+        marked = Record(base.kind, base.arn, base.original, restore.grow_applied(base.applied, {REFUSED: True}))
+        try:
+            if on_tag is not None:
+                self._write_tag(replace(resource, record=on_tag), marked)
+            if self.ledger.cached(resource.arn) is not None:
+                self.ledger.put_original(marked, resource.name)
+        except (ClientError, BotoCoreError, Vanished, Conflict) as err:   # the engage itself succeeded
+            outcome.notes["destination"] = {**outcome.notes.get("destination", {}),
+                                            "unrecorded": f"the refusal was not recorded ({error_text(err)}): "
+                                                          "the next walk asks Lambda again"}
 
     def _note_unkept(self, resource: Resource, outcome: Outcome) -> None:
         """Say why an event age was kept: no destination could be attached."""
@@ -378,7 +467,9 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
                 self._send(resource, fallback, restoring=False)
             note = {"why": f"Lambda refused the expired-events queue as on-failure destination ({error_text(err)}): "
                            f"event age kept at {resource.current.get('max_age') or DEFAULT_MAX_AGE} s, retries bounded",
-                    **self._grant(resource)}
+                    **self._grant(resource),
+                    "then": ("Holdfast asks Lambda again at the next engagement; to attach the queue in this one, "
+                             f"grant the role, then `holdfast release {resource.arn}` and `holdfast engage`")}
             with self._lock:
                 self._held[resource.arn] = {"written": set(fallback) - {"config"}, "note": note}
 
@@ -391,16 +482,20 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             where["Qualifier"] = resource.ref["qualifier"]
         if not target["config"] and not whole:
             self._call("delete_function_event_invoke_config", **where)
-        elif restoring or not current["config"]:
-            self._call("put_function_event_invoke_config", **where, **whole)
+            return
+        if restoring or not current["config"]:
+            answer = self._call("put_function_event_invoke_config", **where, **whole)
         else:
             changed = _request(values)
             if "on_failure" in values:
                 # DestinationConfig is one member: name both destinations so OnSuccess stays.
                 changed["DestinationConfig"] = whole["DestinationConfig"]
-            self._call("update_function_event_invoke_config", **where, **changed)
+            answer = self._call("update_function_event_invoke_config", **where, **changed)
+        if not restoring:
+            with self._lock:
+                self._modified[resource.arn] = _stamp((answer or {}).get("LastModified"))
 
-    @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli", "readonly", "readiness"))
     def _grant(self, resource: Resource) -> dict[str, Any]:
         """The statement the function's role needs; best effort (a read that fails leaves
         the statement without the role or the key, and says so)."""
@@ -430,11 +525,22 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             raise TagError(f"{resource.ref['function']} has {len(have)} tags: no room for the two of this record "
                            f"(Lambda allows {MAX_TAGS} per function); nothing changed")
         super()._tag(_Function(resource), named)
+        with self._lock:   # what is on the tags now, should Lambda refuse the destination (_record_refusal)
+            self._tagged[resource.arn] = Record(self.kind, resource.arn, decode(tags[ORIGINAL_KEY]),
+                                                decode(tags[APPLIED_KEY]))
 
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         original, applied = record_keys(resource.ref.get("qualifier"))
         mapping = {ORIGINAL_KEY: original, APPLIED_KEY: applied}
         super()._untag(_Function(resource), [mapping.get(k, k) for k in keys])
+
+
+def _refused(record_tags: Mapping[str, str]) -> bool:
+    """Whether the record among `record_tags` says Lambda refused Holdfast's destination."""
+    try:
+        return bool(decode(record_tags.get(APPLIED_KEY, "")).get(REFUSED))
+    except TagError:
+        return False
 
 
 class _Function:

@@ -71,7 +71,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         self._lock = threading.Lock()
         self._reserved_by_function: dict[str, int | None] = {}
 
-    @uses("lambda:GetFunction", by=("reconciler", "cli"))
+    @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly", "readiness"))
     def _reserved(self, function_arn: str) -> int | None:
         """The function's reserved concurrency (None: none reserved), once per function:
         GetFunction's `Concurrency` (GetFunction has its own budget, GetFunctionConcurrency
@@ -90,10 +90,12 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             self._reserved_by_function[function] = reserved
         return reserved
 
-    @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli"))
+    @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Every SQS mapping; selected already when its function carries the selector."""
-        functions = set(tagged(self.clients, self.settings, "lambda:function"))
+        functions = tagged(self.clients, self.settings, "lambda:function")
+        with self._lock:
+            self._function_tags = functions
         pages = self.clients("lambda").get_paginator("list_event_source_mappings").paginate()
         found = [
             Candidate(self._arn(m), m, selected=unqualified(m["FunctionArn"]) in functions)
@@ -102,6 +104,14 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             if _service(m.get("EventSourceArn", "")) == "sqs"   # any partition: aws, aws-us-gov, aws-cn
         ]
         return sorted(found, key=lambda c: c.arn)
+
+    def own_candidate(self, candidate: Candidate) -> dict[str, str] | None:
+        """A mapping is Holdfast's when its function is (holdfast.core.own)."""
+        if not self.own:
+            return None
+        function = unqualified(candidate.listed["FunctionArn"])
+        tags = getattr(self, "_function_tags", {}).get(function, {})
+        return self.own.why(function, tags) if self.own.holds(function, tags) else None
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """Uncapped mappings first (Lambda scales one to about 1,000 concurrent batches),
@@ -115,7 +125,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         harm = 2 * (1001 if cap is None else int(cap))
         return harm if mapping.get("State") in ("Disabled", "Disabling") else harm + 1
 
-    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("lambda")
         try:
@@ -140,7 +150,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         return {KEY: (mapping.get("ScalingConfig") or {}).get(KEY),
                 "provisioned": mapping.get("ProvisionedPollerConfig") or None, "reserved": reserved}
 
-    @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli"))
+    @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("lambda")
         try:
@@ -185,12 +195,12 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
 
     def may_write(self, key: str, value: Any) -> list[Any]:
-        """The floor: an engagement writes it (issue 11, finding 4). The drain's controller
-        decides its caps as it goes; each new one grows the record before it is written
-        (TaggedActuator._raise)."""
+        """The floor: an engagement writes it, so it stays Holdfast's through the drain. The
+        drain's controller decides its caps as it goes; each moves the record before it is
+        written (TaggedActuator._raise, core.restore.advance)."""
         return [value, self.settings.esm_floor]
 
-    @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli"))
+    @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli", "readonly", "readiness"))
     def fresh(self, resource: Resource) -> Resource:
         """The cap read again just before a relaxing write: the walk's listing may be a minute old."""
         client = self.clients("lambda")

@@ -26,7 +26,7 @@ from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.core.model import SKIPPED, Candidate, Outcome, Resource
 from holdfast.actuators.tagged import TaggedActuator, make_resource
-from holdfast.actuators.selection import tagged
+from holdfast.actuators.selection import selected, tagged
 
 PREFIX = "target_group_health."
 ATTRIBUTES = {
@@ -41,14 +41,18 @@ NOT_FOUND = ("TargetGroupNotFound", "TargetGroupNotFoundException")
 
 class NlbActuator(TaggedActuator):
     spec = kinds.NLB
-    # AddTags / RemoveTags take up to 20 ARNs a call, with one tag set for all of them; the
-    # walk engages 60 at a time so that groups with the same record fill whole calls.
+    # AddTags / RemoveTags take one tag set for all the ARNs of a call; the walk engages 60
+    # at a time so that groups with the same record fill whole calls. 20 ARNs a call is an
+    # assumption: the ELB API reference states "up to 20 resources in a single call" for
+    # DescribeTags' ResourceArns and no maximum for AddTags' or RemoveTags'. A call AWS
+    # refuses is made again one ARN at a time (tests/actuators/test_tag_batches.py).
     tag_batch = 20
     walk_batch = 60
     service = "elbv2"
     not_found = NOT_FOUND
+    restore_needs_tag = True
 
-    @uses("elasticloadbalancing:DescribeTargetGroups", by=("reconciler", "cli"))
+    @uses("elasticloadbalancing:DescribeTargetGroups", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Tagged target groups of network load balancers. Their protocols from
         DescribeTargetGroups: by ARN (20 a call) for up to 20 of them, else every target
@@ -71,6 +75,9 @@ class NlbActuator(TaggedActuator):
                 groups = [g for arn in arns[i : i + 20] for g in self._describe(arn)]
             out.extend(Candidate(g["TargetGroupArn"], (g, found[g["TargetGroupArn"]])) for g in groups)
         return sorted(out, key=lambda c: c.arn)
+
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        return candidate.listed[1]
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """Target groups behind a load balancer first (an unattached group's health fails
@@ -112,13 +119,13 @@ class NlbActuator(TaggedActuator):
         rest = iter(super().engage_many([r for r, o in zip(resources, early) if o is None]))
         return [o if o is not None else next(rest) for o in early]
 
-    @uses("elasticloadbalancing:DescribeTags", by=("reconciler", "cli"))
+    @uses("elasticloadbalancing:DescribeTags", by=("reconciler", "cli", "readonly", "readiness"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         descriptions = self.clients("elbv2").describe_tags(ResourceArns=[resource.arn])["TagDescriptions"]
         return {t["Key"]: t["Value"] for d in descriptions for t in d["Tags"]}
 
     @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTags",
-          "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
+          "elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         groups = self._describe(arn)
         if not groups:
@@ -138,7 +145,7 @@ class NlbActuator(TaggedActuator):
     def _nlb(group: Mapping[str, Any]) -> bool:
         return group.get("Protocol") in NLB_PROTOCOLS
 
-    @uses("elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli"))
+    @uses("elasticloadbalancing:DescribeTargetGroupAttributes", by=("reconciler", "cli", "readonly", "readiness"))
     def _resource(self, group: Mapping[str, Any], tags: Mapping[str, str], *, confirmed: bool = True) -> Resource | None:
         client = self.clients("elbv2")
         try:
@@ -148,7 +155,7 @@ class NlbActuator(TaggedActuator):
         values = {a["Key"]: a["Value"] for a in attributes}
         current = {key: values.get(name, default) for key, (name, default) in ATTRIBUTES.items()}
         return make_resource(self.kind, group["TargetGroupArn"], group["TargetGroupName"], current, tags,
-                             confirmed=confirmed)
+                             confirmed=confirmed, selected=selected(self.settings, tags))
 
     def engaged_values(self) -> dict[str, str]:
         s = self.settings

@@ -37,7 +37,7 @@ from botocore.exceptions import ClientError
 
 from holdfast.core import kinds
 from holdfast.core.errors import Vanished
-from holdfast.core.model import SKIPPED, Candidate, Guard, Outcome, Resource
+from holdfast.core.model import SKIPPED, Candidate, Guard, Outcome, Record, Resource
 from holdfast.iam import uses
 from holdfast.actuators.tagged import TaggedActuator, make_resource
 from holdfast.actuators.selection import selected, tagged
@@ -59,22 +59,28 @@ class ScalableTargetActuator(TaggedActuator):
     spec = kinds.SCALABLE_TARGET
     service = "application-autoscaling"
 
-    @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli"))
+    @uses("application-autoscaling:DescribeScalableTargets", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Every ECS target; selected already when its service carries the selector."""
-        services = {arn.split(":", 5)[5] for arn in tagged(self.clients, self.settings, "ecs:service")}
+        listed = tagged(self.clients, self.settings, "ecs:service")
+        services = {arn.split(":", 5)[5] for arn in listed}
+        self._service_tags = {arn.split(":", 5)[5]: tags for arn, tags in listed.items()}
         found = [
             Candidate(t["ScalableTargetARN"], t, selected=t["ServiceNamespace"] == "ecs" and t["ResourceId"] in services)
             for t in self._targets()
         ]
         return sorted(found, key=lambda c: c.arn)
 
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        """Its ECS service's tags, from the listing (a target is Holdfast's when its service is)."""
+        return getattr(self, "_service_tags", {}).get(candidate.listed.get("ResourceId"), {})
+
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """The widest room to scale in first (MaxCapacity - MinCapacity tasks)."""
         target = candidate.listed
         return max(0, int(target.get("MaxCapacity") or 0) - int(target.get("MinCapacity") or 0))
 
-    @uses("application-autoscaling:ListTagsForResource", by=("reconciler", "cli"))
+    @uses("application-autoscaling:ListTagsForResource", by=("reconciler", "cli", "readonly", "readiness"))
     def read(self, candidate: Candidate) -> Resource | None:
         client = self.clients("application-autoscaling")
         try:
@@ -89,7 +95,7 @@ class ScalableTargetActuator(TaggedActuator):
         return self._resource(candidate.listed, {}).current
 
     @uses("application-autoscaling:DescribeScalableTargets", "application-autoscaling:ListTagsForResource",
-          by=("reconciler", "cli"))
+          by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
         client = self.clients("application-autoscaling")
         for target in self._targets():
@@ -107,8 +113,24 @@ class ScalableTargetActuator(TaggedActuator):
         state = target.get("SuspendedState") or {}
         ref = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
         bounds = {"min": target.get("MinCapacity"), "max": target.get("MaxCapacity")}
+        created = target.get("CreationTime")
+        created = created.timestamp() if hasattr(created, "timestamp") else created
         return make_resource(self.kind, target["ScalableTargetARN"], target["ResourceId"],
-                             {f: bool(state.get(f, False)) for f in FLAGS}, tags, {**ref, "bounds": bounds})
+                             {f: bool(state.get(f, False)) for f in FLAGS}, tags,
+                             {**ref, "bounds": bounds, "created": created})
+
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """The target's CreationTime ("The Unix timestamp for when the scalable target was
+        created", DescribeScalableTargets): a target deregistered and registered again
+        (its service deleted and recreated under its name, say) is a new target."""
+        created = resource.ref.get("created")
+        return None if created is None else {"created": created}
+
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """A target created since the record was written, at the same ARN: another target.
+        (Holdfast's own RegisterScalableTarget updates a target; its CreationTime stays.)"""
+        recorded, now = (ledger.identity or {}).get("created"), resource.ref.get("created")
+        return resource if recorded is not None and now is not None and recorded != now else None
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         return {} if current.get(KEY) else {KEY: True}
@@ -151,7 +173,7 @@ class ScalableTargetActuator(TaggedActuator):
                     f"--max-capacity N), then `holdfast release {resource.arn}` if it is engaged"),
         }})
 
-    @uses("ecs:DescribeServices", by=("reconciler", "cli"))
+    @uses("ecs:DescribeServices", by=("reconciler", "cli", "readonly", "readiness"))
     def _out_of_bounds(self, resource: Resource, bounds: Mapping[str, Any]) -> str | None:
         """Why a register would change the service's capacity; None when it would not."""
         ref = resource.ref

@@ -12,7 +12,7 @@ from __future__ import annotations
 from holdfast.iam import uses
 
 
-@uses("tag:GetResources", by=("reconciler", "cli"))
+@uses("tag:GetResources", by=("reconciler", "cli", "readonly", "readiness"))
 def tagged(clients, settings, resource_type: str) -> dict[str, dict[str, str]]:
     """ARN -> tags of every resource of `resource_type` (e.g. "lambda:function") carrying the selector."""
     pages = clients("resourcegroupstaggingapi").get_paginator("get_resources").paginate(

@@ -11,13 +11,14 @@ invariants depend on:
 
 engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
          The record is one record from both copies (core.restore.merge: a recorded
-         original is never replaced; the applied values only grow). Without room for
+         original is never replaced; an engage only adds applied values, a partial relax moves
+         them: restore.advance). Without room for
          the two record tags (50 tags per resource), or when the tag write answers the
          tag limit, the resource is engaged through the ledger record only; with
          neither a tag nor the ledger it is left unchanged (`skipped`): a change with no
-         record anywhere would break invariant 1. A record the tagging index shows but
-         the ledger cannot vouch for (no record there, or another one) is confirmed through
-         the service's own tag API (one read) before it is trusted: the index may still list
+         record anywhere would break write-ahead (the original recorded before any
+         change). A record the tagging index shows but the ledger cannot vouch for (no
+         record there, or another one) is confirmed through the service's own tag API (one read) before it is trusted: the index may still list
          a record a restore removed. When the index shows no record the tag is written
          anyway, as it would be.
 relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledger record
@@ -29,6 +30,7 @@ relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledg
 from __future__ import annotations
 
 import hashlib
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, ClassVar, Mapping
@@ -39,6 +41,7 @@ from holdfast.aws import error_code, error_text, too_many_tags
 from holdfast.core import restore
 from holdfast.core.errors import Conflict, Vanished
 from holdfast.core.kinds import Kind
+from holdfast.core.own import NOT_OWN, Own
 from holdfast.iam import uses
 from holdfast.ratelimit import TokenBucket
 from holdfast.core.tags import MAX_TAGS, RECORD_KEYS, TagError, owner_tags, read_record, record_tags, room_for_record
@@ -62,15 +65,16 @@ from holdfast.core.model import (
 )
 
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
-                  ref: Mapping[str, Any] | None = None, *, confirmed: bool = True) -> Resource:
+                  ref: Mapping[str, Any] | None = None, *, confirmed: bool = True, selected: bool | None = None) -> Resource:
     """A Resource whose record is decoded from its tags (a garbled tag counts as none).
-    `confirmed` False: the tags came from the Resource Groups Tagging API's index."""
+    `confirmed` False: the tags came from the Resource Groups Tagging API's index.
+    `selected`: whether the tags carry the selector (None: not told)."""
     try:
         found = read_record(tags)
     except TagError:
         found = None
     record = Record(kind, arn, *found) if found else None
-    return Resource(kind, arn, name, dict(current), record, dict(ref or {}), owner_tags(tags), confirmed)
+    return Resource(kind, arn, name, dict(current), record, dict(ref or {}), owner_tags(tags), confirmed, selected)
 
 
 def walk_key(candidate: Candidate) -> str:
@@ -90,10 +94,7 @@ def changed_since_walked(act: "TaggedActuator", candidate: Candidate, keys: set[
     record = ledger.cached(candidate.arn)
     current = act.listed_current(candidate)
     if current is not None:
-        changes = act.posture(current)
-        if record is not None:
-            drift = restore.drift(restore.decide(record.original, record.applied, current))
-            changes = {k: v for k, v in changes.items() if k not in drift}
+        changes, _ = restore.without_drift(act.posture(current), record, current)
         if changes:
             return True
     tags = act.listed_tags(candidate)
@@ -117,6 +118,10 @@ class TaggedActuator(ABC):
     lambda_limited = False                        # writes pass the shared Lambda token bucket
     tag_batch: ClassVar[int] = 1                  # resources one record-tag call can carry
     walk_batch: ClassVar[int] = 0                 # resources engaged together (0: tag_batch)
+    # The reconciler's IAM policy allows this kind's restore writes only on a resource that
+    # carries the selector or Holdfast's record tag (policies/reconciler.json, the
+    # *WriteOnlyTagged and *RestoreRecorded statements); False: its writes need neither.
+    restore_needs_tag: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -124,12 +129,15 @@ class TaggedActuator(ABC):
             cls.kind = cls.spec.name
 
     def __init__(self, clients, settings, ledger, *, lambda_bucket: TokenBucket | None = None,
-                 expired_queue_arn: str | None = None):
+                 expired_queue_arn: str | None = None, own: Own = NOT_OWN):
         self.clients = clients
         self.settings = settings
         self.ledger = ledger
         self.lambda_bucket = lambda_bucket
         self.expired_queue_arn = expired_queue_arn
+        self.own = own
+        self._retired_lock = threading.Lock()
+        self._retired: dict[str, Record] = {}   # arn -> the ledger's record of a resource since recreated there
 
     # ---- hooks a kind provides -------------------------------------------------------
 
@@ -147,6 +155,19 @@ class TaggedActuator(ABC):
         beyond ARNs). `original`: the record's original values, when it is engaged — its
         harm is what it was before Holdfast's change, so its place in the order stays."""
         return 0
+
+    def own_candidate(self, candidate: Candidate) -> dict[str, str] | None:
+        """The note for a candidate the listing shows as one of Holdfast's own resources
+        (holdfast.core.own), which an engage leaves alone; None for any other. From the
+        listing's tags (no call): a kind overrides `listed_tags_all`."""
+        if not self.own:
+            return None
+        tags = self.listed_tags_all(candidate)
+        return self.own.why(candidate.arn, tags) if self.own.holds(candidate.arn, tags) else None
+
+    def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
+        """Every tag the listing shows for the candidate ({} when it shows none)."""
+        return {}
 
     def relax_candidates(self, recorded: set[str]) -> list[Candidate]:
         """The candidates a relax walks, given the ARNs the ledger holds records for: every
@@ -211,6 +232,55 @@ class TaggedActuator(ABC):
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         ...
 
+    def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
+        """What tells this resource from a later one at its ARN, once an engage wrote it
+        (`tagged`: the record is on its tag too), for the ledger's copy; None by default:
+        kinds whose ARN carries a unique id need nothing."""
+        return None
+
+    def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
+        """`resource` (its tags confirmed, where that took a read) when it is another resource
+        than the one the ledger's record `ledger` was written for, created at the same ARN
+        since; None when it is the same one, or this kind cannot tell (by default: kinds
+        whose ARN carries a unique id)."""
+        return None
+
+    def _note_retired(self, outcome: Outcome) -> Outcome:
+        with self._retired_lock:
+            retired = self._retired.pop(outcome.arn, None)
+        if retired is not None:
+            outcome.notes["recreated"] = {
+                "why": (f"deleted and created again at this ARN since Holdfast engaged it: the record of the one before is "
+                        "retired, never restored onto this one, which is engaged as any other"),
+                "retired": {"original": dict(retired.original), "applied": dict(retired.applied)}}
+        return outcome
+
+    def record_on_resource(self, resource: Resource) -> bool:
+        """Whether the resource carries the record tag the policy's restore statements name."""
+        return resource.record is not None
+
+    def restorable(self, resource: Resource) -> bool:
+        """Whether the reconciler's IAM policy lets a restore write `resource`: its kind's
+        writes need no tag, or it carries the selector, or Holdfast's record tag."""
+        return not self.restore_needs_tag or resource.selected is not False or self.record_on_resource(resource)
+
+    def _keep_selector(self) -> str:
+        return (f"keep its selector tag {self.settings.selector_key}={self.settings.selector_value} until Holdfast "
+                "has restored it: with no record tag on it, the reconciler's IAM policy allows the restore only "
+                "while the selector is there")
+
+    def _unrestorable(self, resource: Resource) -> Outcome:
+        """A ledger-only record on a resource whose owner removed the selector: the restore's
+        writes would be denied (the policy needs the selector or the record tag), so none is
+        sent, and the outcome says how to finish it. The record stays."""
+        key, value = self.settings.selector_key, self.settings.selector_value
+        return Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
+            "why": (f"not restored: its record is in the ledger only (no record tag on it) and its selector tag {key} "
+                    "is gone, so the reconciler's IAM policy denies the restore's writes"),
+            "fix": (f"tag it {key}={value} again (the next tick restores it and removes nothing of the owner's), or run "
+                    f"`holdfast release {resource.arn}` with credentials that may write it"),
+        }})
+
     # ---- the shared walk -------------------------------------------------------------
 
     def plan(self, resource: Resource) -> Outcome:
@@ -225,6 +295,15 @@ class TaggedActuator(ABC):
         (no record there, or another original), is confirmed through the service's own
         tag API first: the index may still list a record a restore removed."""
         ledger = self.ledger.cached(resource.arn)
+        if ledger is not None:
+            other = self.recreated(resource, ledger)
+            if other is not None:
+                # The record is of a resource gone from this ARN: retired (reported with its
+                # values by the outcome), and this one is engaged, or left, as unrecorded.
+                self.ledger.forget(resource.arn)
+                with self._retired_lock:
+                    self._retired[resource.arn] = ledger
+                return replace(other, record=None), None
         tag = resource.record
         vouched = ledger is not None and tag is not None and set(tag.original) <= set(ledger.original) \
             and not restore.conflicts(ledger.original, tag.original)
@@ -237,7 +316,8 @@ class TaggedActuator(ABC):
     def confirm(self, resource: Resource) -> Resource:
         """`resource` with its record read from the service's own tag API."""
         tags = self.own_tags(resource)
-        again = make_resource(self.kind, resource.arn, resource.name, resource.current, tags, resource.ref)
+        again = make_resource(self.kind, resource.arn, resource.name, resource.current, tags, resource.ref,
+                              selected=resource.selected)
         return replace(again, current=resource.current, tag_count=max(again.tag_count, resource.tag_count))
 
     def engage(self, resource: Resource) -> Outcome:
@@ -254,13 +334,10 @@ class TaggedActuator(ABC):
             outcome = None
             try:
                 resource, record = self.known(resource)
-                changes = self.posture(resource.current)
-                owner_changed: dict[str, Any] = {}
-                if record is not None:
-                    # A value the owner changed while engaged is theirs (invariant 2): re-engaging,
-                    # like restoring, leaves it alone and reports it.
-                    owner_changed = restore.drift(restore.decide(record.original, record.applied, resource.current))
-                    changes = {k: v for k, v in changes.items() if k not in owner_changed}
+                # A value the owner changed while engaged is theirs (kept, reported): re-engaging,
+                # like restoring, leaves it alone and reports it.
+                changes, owner_changed = restore.without_drift(self.posture(resource.current), record,
+                                                               resource.current)
                 if not changes:
                     outcome = Outcome(self.kind, resource.arn, ALREADY, drift=owner_changed)
                     if record is not None:
@@ -286,18 +363,23 @@ class TaggedActuator(ABC):
                 if not tagged_ok and not outcome.ledger_written:
                     results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
                         "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
-                                "anywhere would lose its original (invariant 1)"),
+                                "anywhere would lose its original"),
                         "fix": "the next walk with the ledger answering engages it through the ledger record"}})
                     continue
                 outcome.recorded_in = (["tag"] if tagged_ok else []) + (["ledger"] if outcome.ledger_written else [])
                 if not tagged_ok:
                     outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
                                                "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+                    if self.restore_needs_tag:
+                        outcome.notes["record"]["keep"] = self._keep_selector()
                 self._write(resource, changes, restoring=False)
+                identity = self.identity_after_write(resource, tagged_ok)
+                if identity is not None and outcome.ledger_written:
+                    self.ledger.put_identity(resource.arn, identity)
                 results[i] = outcome
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
-        return results  # type: ignore[return-value]
+        return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
 
     def _engage_error(self, resource: Resource, outcome: Outcome | None, err: Exception) -> Outcome:
         if isinstance(err, Vanished):
@@ -402,30 +484,34 @@ class TaggedActuator(ABC):
             if not tagged:
                 outcome.notes["record"] = {"why": f"{why}: recorded in the ledger only",
                                            "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+                if self.restore_needs_tag:
+                    outcome.notes["record"]["keep"] = self._keep_selector()
         outcome.recorded_in = (["tag"] if tagged else []) + (["ledger"] if self.ledger.cached(resource.arn) else [])
 
     def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
+        """A full restore (target None: restore_many of one resource, the one path every
+        restore takes) or a partial relax to `target`; an error becomes its outcome as
+        `_relax_error` maps it."""
+        if target is None:
+            return self.restore_many([resource], guard)[0]
+        return self._note_retired(self._relax(resource, target, guard))
+
+    def _relax(self, resource: Resource, target: Mapping[str, Any], guard: Guard) -> Outcome:
         try:
             resource, record = self.known(resource)
             if record is None:
                 return Outcome(self.kind, resource.arn, ALREADY)
-            if target is not None:
-                return self._raise(resource, record, target, guard)
-            return self._restore(resource, record, guard)
-        except StalePlan as err:
-            return Outcome(self.kind, resource.arn, REFUSED_STALE, error=str(err) or None)
-        except Vanished:
-            return self.forget_vanished(resource.arn, guard)
-        except Conflict as err:
-            return Outcome(self.kind, resource.arn, FAILED, error=f"conflict: {err}")
-        except (ClientError, BotoCoreError) as err:
-            return Outcome(self.kind, resource.arn, FAILED, error=error_text(err))
+            if not self.restorable(resource):
+                return self._unrestorable(resource)
+            return self._raise(resource, record, target, guard)
+        except Exception as err:   # noqa: BLE001  (mapped by _relax_error; others re-raised)
+            return self._relax_error(resource, guard, err)
 
     def restore_many(self, resources: list[Resource], guard: Guard) -> list[Outcome]:
-        """Full restores (`relax(resource, None, guard)`) of several resources, in the same
-        order of steps, with the record tags of all of them removed together (`tag_batch`
-        a call): each resource is written back, then the batch is untagged, then each
-        ledger record is forgotten — each step only after the one before succeeded, every
+        """Full restores of several resources (`relax(resource, None, guard)` is this, of
+        one), with the record tags of all of them removed together (`tag_batch` a call):
+        each resource is written back, then the batch is untagged, then each ledger record
+        is forgotten — each step only after the one before succeeded, every
         write behind the guard. A batched untag that fails is retried one by one, so an
         error is only its resource's."""
         results: list[Outcome | None] = [None] * len(resources)
@@ -436,6 +522,9 @@ class TaggedActuator(ABC):
                 if record is None:
                     results[i] = Outcome(self.kind, resource.arn, ALREADY)
                     continue
+                if not self.restorable(resource):
+                    results[i] = self._unrestorable(resource)
+                    continue
                 resource = self.fresh(resource)
                 decisions = restore.decide(record.original, record.applied, resource.current)
                 values = restore.writes(decisions)
@@ -445,6 +534,8 @@ class TaggedActuator(ABC):
                 written.append((i, resource, decisions, values))
             except Exception as err:   # noqa: BLE001  (mapped as relax maps them; others re-raised)
                 results[i] = self._relax_error(resources[i], guard, err)
+        # Untagged even when only the ledger knew the record but the tags came from the
+        # tagging index: the index may not show a tag written moments ago.
         untag = [(i, r) for i, r, _, _ in written if r.record is not None or not r.confirmed]
         failed: dict[int, Outcome] = {}
         if untag:
@@ -455,7 +546,10 @@ class TaggedActuator(ABC):
                     chunk = batch[k:k + max(1, self.tag_batch)]
                     try:
                         self._untag_many(chunk, list(RECORD_KEYS)) if len(chunk) > 1 else self._untag(chunk[0], list(RECORD_KEYS))
-                    except (ClientError, BotoCoreError, Vanished):
+                    except (ClientError, BotoCoreError, Vanished) as err:
+                        if len(chunk) == 1:   # already its own call: its error is its outcome
+                            failed[next(j for j, r in untag if r is chunk[0])] = self._relax_error(chunk[0], guard, err)
+                            continue
                         for resource in chunk:
                             i = next(j for j, r in untag if r is resource)
                             try:
@@ -477,7 +571,7 @@ class TaggedActuator(ABC):
                                      changes=self._changes(resource, values), drift=drift, ledger_written=forgotten)
             except Exception as err:   # noqa: BLE001
                 results[i] = self._relax_error(resource, guard, err)
-        return results  # type: ignore[return-value]
+        return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
 
     def _relax_error(self, resource: Resource, guard: Guard, err: Exception) -> Outcome:
         """The outcome `relax` gives for an error; an error it does not map is re-raised."""
@@ -503,45 +597,25 @@ class TaggedActuator(ABC):
         values = self.partial(record, resource.current, target)
         if not values:
             return Outcome(self.kind, resource.arn, ALREADY)
-        grown = Record(record.kind, record.arn, record.original, restore.grow_applied(record.applied, values))
+        # The values that can be Holdfast's once this write is made (restore.advance): the
+        # record stays as short as the tag however many times a drain moves the cap.
+        moved = Record(record.kind, record.arn, record.original,
+                       restore.advance(record.applied, resource.current, values, self.may_write))
         ledger = self.ledger.cached(resource.arn)
-        if ledger is None or not restore.covers(ledger, grown):
-            # The ledger's copy missing (engaged while it was unreachable) or short: a relax
+        if ledger is None or not restore.same(ledger, moved):
+            # The ledger's copy missing (engaged while it was unreachable) or another: a relax
             # has the ledger, so both copies hold the record before the write.
             guard()
-            self.ledger.put_original(grown, resource.name)
-        if not restore.covers(record, grown) and (resource.record is not None or not resource.confirmed):
-            # A value not yet recorded as Holdfast's (the steps changed since the engage):
-            # on the tag too before it is written (no room: the ledger's copy holds it).
+            self.ledger.put_original(moved, resource.name, advance=True)
+        on_tag = resource.record
+        if (on_tag is not None and not restore.same(on_tag, moved)) or \
+                (on_tag is None and not resource.confirmed and not restore.same(record, moved)):
+            # On the tag too before the write (no room for it: the ledger's copy holds it).
             guard()
-            self._write_tag(resource, grown)
+            self._write_tag(resource, moved)
         guard()
         self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
-
-    def _restore(self, resource: Resource, record: Record, guard: Guard) -> Outcome:
-        resource = self.fresh(resource)
-        decisions = restore.decide(record.original, record.applied, resource.current)
-        values = restore.writes(decisions)
-        if values:
-            guard()
-            self._write(resource, values, restoring=True)
-        if resource.record is not None or not resource.confirmed:
-            # Untagged even when only the ledger knew the record but the tags came from the
-            # tagging index: the index may not show a tag written moments ago.
-            guard()
-            self._untag(resource, list(RECORD_KEYS))
-        guard()
-        forgotten = self.ledger.forget(resource.arn)
-        drift = restore.drift(decisions)
-        return Outcome(
-            self.kind,
-            resource.arn,
-            DRIFT_KEPT if drift else RESTORED,
-            changes=self._changes(resource, values),
-            drift=drift,
-            ledger_written=forgotten,
-        )
 
     def _changes(self, resource: Resource, values: Mapping[str, Any]) -> dict[str, Any]:
         return {k: {"from": resource.current.get(k), "to": v} for k, v in values.items()}
@@ -570,6 +644,6 @@ class LambdaTagged:
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         self._call("untag_resource", Resource=resource.arn, TagKeys=keys)
 
-    @uses("lambda:ListTags", by=("reconciler", "cli"))
+    @uses("lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def own_tags(self, resource: Resource) -> Mapping[str, str]:
         return self._call("list_tags", Resource=resource.arn)["Tags"]

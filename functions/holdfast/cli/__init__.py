@@ -1,40 +1,84 @@
 """The `holdfast` command line, with the conventions of the AWS CLI.
 
-Global options come before the command:
+Global options come before the command (or after it, as with the AWS CLI):
   holdfast [--region R] [--profile P] [--endpoint-url URL] [--ledger-table NAME]
            [--selector KEY=VALUE] [--settings FILE] [--json] COMMAND ...
 
-`--json` prints one JSON document on stdout; otherwise readable tables on stdout and
-progress on stderr. Exit codes: 0 success, 1 some resources failed (each one named),
-2 usage or settings error.
+`--json` prints one JSON document on stdout, errors included; otherwise readable tables
+on stdout and progress on stderr.
+
+Exit codes, one per cause (EXIT_CODES, in `holdfast --help` too): 0 success; 1 the
+command ran and something did not succeed (each resource named); 2 usage or settings
+(bad arguments or settings, a write not confirmed, a deployed mode that forbids it);
+3 AWS did not answer (the endpoint is down, no network); 4 credentials (none found, or
+AWS refused them or their permissions); 130 interrupted.
 
 Each command lives in its own module here and exposes `register(subparsers)`; the
-parser sets `func(ctx, args) -> int` for the chosen command.
+parser sets `func(ctx, args) -> int` for the chosen command. What a command's
+`--help` page says besides its options is in holdfast.cli.pages.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
+from importlib import metadata
 from typing import Sequence
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
 
+from holdfast.aws import AWS_ERRORS
 from holdfast.settings import SettingsError
-from holdfast.cli.context import Context, UsageError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_DENIED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "the command ran and something did not succeed (each resource or check named)",
+    EXIT_USAGE: "usage or settings: bad arguments or settings, a write not confirmed, a deployed mode that forbids it",
+    EXIT_UNREACHABLE: "AWS did not answer: the endpoint is down or unreachable",
+    EXIT_DENIED: "credentials: none found, or AWS refused them or their permissions",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+from holdfast.cli.context import Context, UsageError, Unreachable, connection_failure, credential_failure  # noqa: E402
+from holdfast.cli import pages  # noqa: E402
 
 # Command modules, in the order `holdfast --help` lists them.
-COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill")
+COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill", "accounts")
+
+
+def version() -> str:
+    try:
+        return metadata.version("holdfast")
+    except metadata.PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown (not installed)"
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 on usage errors, like the AWS CLI
+    """argparse exits 2 on usage errors, like the AWS CLI; each command's own parser shows
+    its own usage, and with --json the error is a JSON document on stdout too."""
+
+    json_errors = False
+
+    def error(self, message: str) -> None:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"holdfast: error: {message}\n")
+        if _Parser.json_errors:
+            _print_error_document(self.prog.removeprefix("holdfast").strip() or None, EXIT_USAGE, message)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+class _CommandParser(_Parser):
+    """A command's parser: an argument it does not know is its usage error, shown with its
+    own usage (argparse would leave it to the top-level parser's)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 # The global options. As with the AWS CLI, they may come before or after the command.
@@ -42,50 +86,99 @@ GLOBAL_OPTIONS = (
     (("--region",), {"help": "AWS region (default: AWS_REGION, then the profile's region)"}),
     (("--profile",), {"help": "named profile from the AWS config"}),
     (("--endpoint-url",), {"help": "send every request to this URL (default: AWS_ENDPOINT_URL)"}),
-    (("--ledger-table",), {"help": "ledger DynamoDB table (default: holdfast-ledger)"}),
+    (("--ledger-table",), {"help": "ledger DynamoDB table (default: the one the region's Holdfast stack publishes "
+                                 "at /holdfast/<stack>/ledger-table, else holdfast-ledger)"}),
     (("--selector",), {"help": "opt-in tag KEY=VALUE (default: the settings' selector)"}),
     (("--settings",), {"help": "JSON file whose `holdfast` object (or the whole document) holds the settings"}),
     (("--expired-queue-arn",), {"help": "Holdfast's expired-events queue, the on-failure destination of async configs "
                                           "(default: the deployed stack's, from SSM /holdfast/<stack>/expired-queue-arn; "
                                           "`none`: no destination, event ages kept)"}),
-    (("--json",), {"action": "store_true", "help": "print one JSON document on stdout"}),
+    (("--json",), {"action": "store_true", "help": "print one JSON document on stdout (errors too)"}),
     (("--rate-budget",), {"choices": ("auto", "on", "off"), "default": "auto",
                           "help": "pace every call within the account's API rate budgets, retrying throttles "
-                                  "(auto: on, except against a loopback --endpoint-url such as a local moto)"}),
+                                  "(auto: on, except against a loopback endpoint such as a local moto)"}),
+    (("--progress-seconds",), {"type": float, "default": 30.0, "metavar": "N",
+                               "help": "when stderr is not a terminal, a progress line with an estimate of the time "
+                                       "left at most every N seconds (0: every step; default 30)"}),
 )
 
 
+def _exit_codes_text() -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_CODES.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="holdfast", description="Holdfast: protect and restore an account's automation during a regional EC2 impairment.")
+    parser = _Parser(
+        prog="holdfast",
+        description="Holdfast: protect and restore an account's automation during a regional EC2 impairment.",
+        epilog=_exit_codes_text() + "\n\n`holdfast COMMAND --help` describes a command, with an example.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"holdfast {version()}")
     for flags, options in GLOBAL_OPTIONS:
         parser.add_argument(*flags, **options)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(sub)
-    for command in sub.choices.values():
-        group = command.add_argument_group("global options (also accepted before the command)")
+    for name, command in sub.choices.items():
+        pages.describe(name, command)
         for flags, options in GLOBAL_OPTIONS:
+            # Accepted after the command too, but listed once, on `holdfast --help`.
             # SUPPRESS: a global given before the command is kept unless repeated after it.
-            group.add_argument(*flags, **{**options, "default": argparse.SUPPRESS})
+            command.add_argument(*flags, **{**options, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS})
     return parser
 
 
+def _print_error_document(command: str | None, code: int, message: str) -> None:
+    json.dump({"command": command, "error": {"exit_code": code, "cause": _cause(code), "message": message}},
+              sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def _cause(code: int) -> str:
+    return {EXIT_USAGE: "usage", EXIT_UNREACHABLE: "unreachable", EXIT_DENIED: "denied",
+            EXIT_FAILED: "failed", EXIT_INTERRUPTED: "interrupted"}.get(code, "error")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _Parser.json_errors = "--json" in argv
     parser = build_parser()
     args = parser.parse_args(argv)
+    ctx = None
     try:
         ctx = Context.from_args(args)
-        return int(args.func(ctx, args) or EXIT_OK)
+        code = int(args.func(ctx, args) or EXIT_OK)
+        if code != EXIT_OK and ctx.unanswered():
+            raise Unreachable(ctx.where())
+        return code
+    except Unreachable as err:
+        return _fail(args, EXIT_UNREACHABLE, str(err))
     except (SettingsError, UsageError) as err:
-        print(f"holdfast: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except (BotoCoreError, ClientError) as err:  # credentials, profile, region, endpoint: one line, no traceback
-        print(f"holdfast: error: AWS: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        if ctx is not None and ctx.unanswered():  # e.g. the ledger "missing" because nothing answered
+            return _fail(args, EXIT_UNREACHABLE, f"{ctx.where()} ({err})")
+        return _fail(args, EXIT_USAGE, str(err))
+    except AWS_ERRORS as err:  # credentials, profile, region, endpoint: one line, no traceback
+        if connection_failure(err):
+            where = ctx.where() if ctx is not None else "AWS"
+            return _fail(args, EXIT_UNREACHABLE, f"{where}: {err}")
+        if credential_failure(err) or isinstance(err, (NoCredentialsError, PartialCredentialsError)):
+            return _fail(args, EXIT_DENIED, f"credentials: {err}")
+        if isinstance(err, ClientError):  # AWS answered with an error that is neither of the above
+            return _fail(args, EXIT_FAILED, f"AWS: {err}")
+        return _fail(args, EXIT_USAGE, f"AWS: {err}")   # no region, an unknown profile, a bad parameter
     except KeyboardInterrupt:
         print("holdfast: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _fail(args, code: int, message: str) -> int:
+    print(f"holdfast: error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        _print_error_document(getattr(args, "command", None), code, message)
+    return code
 
 
 def entry() -> None:

@@ -5,7 +5,10 @@ event source mappings, Lambda functions (their environment and async invoke conf
 NLB target groups and Application Auto Scaling targets, every page of each, and hands
 each resource to its rule.
 Read-only. A resource that cannot be read is named in `unreadable`, and the audit
-carries on with the rest.
+carries on with the rest: each check (a kind's listing, each resource's read, each
+role's simulation) catches the AWS errors of its own calls, whatever they are (an
+AccessDenied, a throttle past the SDK's retries, an answer that is not AWS's at all), and
+the check that fails is that check's outcome, never the whole audit's.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
+from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.cli import audit_rules as rules
 from holdfast.actuators.scalable_target import ScalableTargetActuator
-from holdfast.core.kinds import BY_NAME, KINDS
+from holdfast.core.kinds import ALL, BY_NAME, KINDS
 from holdfast.iam import uses
 from holdfast.settings import Settings
 
@@ -39,10 +43,15 @@ class AuditResult:
 def run(clients, settings: Settings, progress: Progress | None = None, *, expired_queue_arn: str | None = None) -> AuditResult:
     result = AuditResult()
     say = progress or (lambda _: None)
-    for kind in KINDS:
-        READERS[kind](clients, settings, result, say)
+    checks = [(kind, lambda kind=kind: READERS[kind](clients, settings, result, say)) for kind in KINDS]
     if expired_queue_arn:
-        destinations(clients, settings, expired_queue_arn, result, say)
+        checks.append(("expired-events destinations",
+                       lambda: destinations(clients, settings, expired_queue_arn, result, say)))
+    for name, check in checks:
+        try:
+            check()
+        except AWS_ERRORS as err:   # an error the check itself did not name: still only this check's
+            result.unreadable.append(f"{name}: {_error(err)}")
     result.findings.sort(key=lambda f: (f.kind, f.name, f.resource))
     return result
 
@@ -60,7 +69,7 @@ def destinations(clients, settings: Settings, queue_arn: str, result: AuditResul
     try:
         selected = set(tagged(clients, settings, "lambda:function"))
         functions = [f for f in _pages(clients("lambda"), "list_functions", "Functions") if f["FunctionArn"] in selected]
-    except ClientError as err:
+    except AWS_ERRORS as err:
         result.unreadable.append(f"selected Lambda functions: {_error(err)}")
         return
     kms = _queue_key(clients, queue_arn)
@@ -72,7 +81,7 @@ def destinations(clients, settings: Settings, queue_arn: str, result: AuditResul
                 answer = clients("iam").simulate_principal_policy(
                     PolicySourceArn=role, ActionNames=["sqs:SendMessage"], ResourceArns=[queue_arn])
                 decisions[role] = answer["EvaluationResults"][0]["EvalDecision"]
-            except ClientError as err:
+            except AWS_ERRORS as err:
                 decisions[role] = ""
                 result.unreadable.append(f"role {role} (simulating sqs:SendMessage needs iam:SimulatePrincipalPolicy): "
                                          f"{_error(err)}")
@@ -86,7 +95,7 @@ def _queue_key(clients, queue_arn: str) -> str | None:
         sqs = clients("sqs")
         url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
         return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"]).get("Attributes", {}).get("KmsMasterKeyId")
-    except ClientError:
+    except AWS_ERRORS:
         return None
 
 
@@ -95,8 +104,10 @@ def _rule(kind: str) -> Callable[..., Any]:
     return getattr(rules, BY_NAME[kind].audit_rule)
 
 
-def _error(err: ClientError) -> str:
-    return f"{err.response['Error']['Code']}: {err.response['Error'].get('Message', '')}".rstrip(": ")
+def _error(err: Exception) -> str:
+    if isinstance(err, ClientError):
+        return f"{err.response['Error']['Code']}: {err.response['Error'].get('Message', '')}".rstrip(": ")
+    return error_text(err)[:300]   # an unparsable answer carries the whole page it got
 
 
 def _pages(client, operation: str, key: str, **kwargs) -> Iterator[dict]:
@@ -110,7 +121,7 @@ def _asgs(clients, settings: Settings, result: AuditResult, say: Progress) -> No
     try:
         for group in _pages(clients("autoscaling"), "describe_auto_scaling_groups", "AutoScalingGroups"):
             _add(result, _rule("asg")(group, settings, clients.region))
-    except ClientError as err:
+    except AWS_ERRORS as err:
         result.unreadable.append(f"Auto Scaling groups: {_error(err)}")
 
 
@@ -120,7 +131,7 @@ def _mappings(clients, settings: Settings, result: AuditResult, say: Progress) -
     try:
         for mapping in _pages(clients("lambda"), "list_event_source_mappings", "EventSourceMappings"):
             _add(result, _rule("esm")(mapping, settings, clients.region))
-    except ClientError as err:
+    except AWS_ERRORS as err:
         result.unreadable.append(f"event source mappings: {_error(err)}")
 
 
@@ -129,7 +140,7 @@ def _functions(clients, settings: Settings, result: AuditResult, say: Progress) 
     client = clients("lambda")
     try:
         functions = list(_pages(client, "list_functions", "Functions"))
-    except ClientError as err:
+    except AWS_ERRORS as err:
         result.unreadable.append(f"Lambda functions: {_error(err)}")
         return
     for n, function in enumerate(functions, 1):
@@ -137,8 +148,8 @@ def _functions(clients, settings: Settings, result: AuditResult, say: Progress) 
         _add(result, rules.retry_mode_finding(function))
         try:
             configs = list(_pages(client, "list_function_event_invoke_configs", "FunctionEventInvokeConfigs", FunctionName=function["FunctionName"]))
-        except ClientError as err:
-            if err.response["Error"]["Code"] == "ResourceNotFoundException":
+        except AWS_ERRORS as err:
+            if isinstance(err, ClientError) and err.response["Error"]["Code"] == "ResourceNotFoundException":
                 continue  # deleted since it was listed: nothing left to audit
             result.unreadable.append(f"async invoke config of {function['FunctionName']}: {_error(err)}")
             continue
@@ -156,15 +167,15 @@ def _target_groups(clients, settings: Settings, result: AuditResult, say: Progre
     client = clients("elbv2")
     try:
         groups = [g for g in _pages(client, "describe_target_groups", "TargetGroups") if g.get("Protocol") in rules.NLB_PROTOCOLS]
-    except ClientError as err:
+    except AWS_ERRORS as err:
         result.unreadable.append(f"target groups: {_error(err)}")
         return
     for n, group in enumerate(groups, 1):
         say(f"reading target groups {n}/{len(groups)}")
         try:
             attributes = client.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])["Attributes"]
-        except ClientError as err:
-            if err.response["Error"]["Code"] == "TargetGroupNotFound":
+        except AWS_ERRORS as err:
+            if isinstance(err, ClientError) and err.response["Error"]["Code"] == "TargetGroupNotFound":
                 continue  # deleted since it was listed
             result.unreadable.append(f"target group {group.get('TargetGroupName', group['TargetGroupArn'])}: {_error(err)}")
             continue
@@ -183,7 +194,7 @@ def _scalable_targets(clients, settings: Settings, result: AuditResult, say: Pro
             for target in _pages(client, "describe_scalable_targets", "ScalableTargets", ServiceNamespace=namespace):
                 selected = target.get("ScalableTargetARN") in holdfasts
                 _add(result, _rule("scalable-target")(target, selected, clients.region))
-    except ClientError as err:
+    except AWS_ERRORS as err:
         result.unreadable.append(f"scalable targets: {_error(err)}")
 
 
@@ -192,7 +203,8 @@ def _add(result: AuditResult, finding: rules.Finding | None) -> None:
         result.findings.append(finding)
 
 
-# kind -> the reader that lists its resources and hands each to the kind's rule.
+# kind -> the reader that lists its resources and hands each to the kind's rule (the
+# function each Kind names as its audit_reader, holdfast.core.kinds).
 READERS: dict[str, Callable[[Any, Settings, AuditResult, Progress], None]] = {
-    "asg": _asgs, "esm": _mappings, "async": _functions, "nlb": _target_groups, "scalable-target": _scalable_targets,
+    k.name: globals()[k.audit_reader] for k in ALL
 }

@@ -1,57 +1,74 @@
-"""`holdfast status --all-accounts`: every account's and region's plan, at a glance.
+"""Every account and region at once (`--all-accounts`), as c7n-org runs Custodian.
 
-    holdfast status --all-accounts [--accounts 111122223333,444455556666] [--regions us-east-1,eu-west-1]
-                    [--role-name HoldfastReadOnly] [--workers 8] [--json]
+    holdfast status|plan|pause|unpause|engage --all-accounts
+             [-a ACCOUNT[,ACCOUNT]] [-o OU] [-t KEY=VALUE] [-r REGION[,REGION]]
+             [--role-name NAME] [--workers 8] [--output-dir out] [--json]
+    holdfast report --output-dir out [--command status] [--format csv|json]
 
-For each account (`--accounts`, or every account Organizations lists when run from the
-management account or a delegated administrator) the command assumes the read-only role
-the organization's StackSet creates in each account (`--role-name`, default
-`HoldfastReadOnly`), and in each region (`--regions`, else the settings' `targets`,
-else the CLI's region) reads that region's ledger: the plan (stage, generation, since
-when), the last verdict, the kill switch and the engaged records (pk `RES`), counted
-per kind. The role's reads are dynamodb:GetItem and dynamodb:Query on the ledger table.
+Which accounts: `-a/--accounts` names them; otherwise every active account Organizations
+lists (run from the management account or a delegated administrator). `-o/--ou` keeps
+the accounts under an OU (its child OUs included, as a StackSet deploys) and `-t/--tag`
+those whose Organizations tags carry KEY=VALUE; each option may be repeated, and the
+subsets intersect (`-a` with `-o` keeps the named accounts that are under the OU).
+Regions: `-r/--regions`, else the settings' `targets`, else the CLI's region.
+
+Through which role: the reads (`status`, `plan`) assume `HoldfastReadOnly`, which reads
+the ledger and the resources' configuration and writes nothing; the writes assume
+`HoldfastOperator`, which may write Holdfast's operator control items only
+(policies/operator.json, by `dynamodb:LeadingKeys`): `pause` and `unpause` set the kill
+switch, `engage` asks the reconciler for a hold from the plan in force, which its next
+tick starts and walks with its own role. No command here changes a resource itself.
 
 Concurrently, within budgets: one bounded thread pool (`--workers`) does every AssumeRole
-and every read; AssumeRole calls pass one client-side token bucket (STS counts them
-against the caller's account), and the ledger reads another (they are spread over the
-accounts, but one command should never be what throttles an account's ledger during an
-event). Credentials are assumed once per account and shared by its regions.
+and every account-region; AssumeRole calls pass one client-side token bucket (STS counts
+them against the caller's account), ledger reads and writes another, and a `plan` in an
+account-region goes through that account's API rate budgets (holdfast.budget), as a
+`holdfast plan` there would. Credentials are assumed once per account and shared by its
+regions.
 
-An account whose role cannot be assumed, a region without a ledger, or any read that
+`--output-dir DIR` writes each account-region's document to
+`DIR/<account>/<region>/<command>.json` (for `plan`, every resource it would change);
+`holdfast report --output-dir DIR` reads them back into one CSV (or JSON) summary, a row
+per account, region and command.
+
+An account whose role cannot be assumed, a region without a ledger, or any call that
 fails is a row with its error, never a crash; the exit code is then 1 (each row says
 why). Bad input (an account id that is not 12 digits, an unknown region) is exit 2.
 
---json: {"command": "status", "all_accounts": true, "role_name", "regions", "accounts",
+--json: {"command", "all_accounts": true, "role_name", "regions", "accounts",
          "rows": [{"account", "region", "stage", "generation", "entered_at", "verdict",
-                   "paused", "engaged", "engaged_by_kind", "error"}], "errors"}
+                   "paused", "engaged", "engaged_by_kind", "readiness", "result", "planned", "error"}], "errors"}
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import Clients, error_code, error_text
+from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
-from holdfast.ledger import PK, SK
-from holdfast.ledger.conditions import CURRENT, PLAN_PK, key
-from holdfast.ledger.control import CONTROL_PK, PAUSE
-from holdfast.ledger.plan import from_item
-from holdfast.ledger.resources import PARTITION as RES_PK
-from holdfast.ledger.verdict import VERDICT
+from holdfast.ledger import control as ledger_control
+from holdfast.ledger import readiness as ledger_readiness
+from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
 from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, UsageError, operator_name, table
+from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
+from holdfast.ledger import DEFAULT_TABLE
 
 DEFAULT_ROLE = "HoldfastReadOnly"
+OPERATOR_ROLE = "HoldfastOperator"
 DEFAULT_WORKERS = 8
 # Client-side budgets. STS throttles AssumeRole per calling account; a fleet view of a few
 # hundred accounts at 5 a second takes about a minute and leaves the account's other
@@ -61,18 +78,33 @@ READS_PER_SECOND = 25.0
 SESSION_SECONDS = 900     # the shortest session AssumeRole allows
 ACCOUNT_ID = re.compile(r"^\d{12}$")
 ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
+OU_ID = re.compile(r"^(ou-[0-9a-z]{4,32}-[a-z0-9]{8,32}|r-[0-9a-z]{4,32})$")
+# The commands that fan out, and the role each assumes by default.
+ROLES = {"status": DEFAULT_ROLE, "plan": DEFAULT_ROLE, "pause": OPERATOR_ROLE, "unpause": OPERATOR_ROLE,
+         "engage": OPERATOR_ROLE, "advance": OPERATOR_ROLE}
 
 
-def add_arguments(p) -> None:
+def add_arguments(p, command: str = "status") -> None:
     g = p.add_argument_group("every account (--all-accounts)")
     g.add_argument("--all-accounts", action="store_true",
-                   help="stage, generation and engaged counts of every account and region, through a read-only role")
-    g.add_argument("--accounts", default=None,
-                   help="comma-separated account ids (default: every active account Organizations lists)")
-    g.add_argument("--regions", default=None,
-                   help="comma-separated regions (default: the settings' targets, else the CLI's region)")
-    g.add_argument("--role-name", default=DEFAULT_ROLE, help=f"the read-only role in each account (default: {DEFAULT_ROLE})")
-    g.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help=f"concurrent reads (default: {DEFAULT_WORKERS})")
+                   help=f"{command} in every account and region selected below, through "
+                        f"{'a read-only role' if ROLES[command] == DEFAULT_ROLE else 'the control-items-only operator role'}")
+    g.add_argument("-a", "--accounts", action="append", default=None,
+                   help="account ids, comma-separated or repeated (default: every active account Organizations lists)")
+    g.add_argument("-o", "--ou", action="append", default=None, dest="ous",
+                   help="only accounts under this OU (ou-... or r-...), its child OUs included; repeatable")
+    g.add_argument("-t", "--tag", action="append", default=None, dest="tags",
+                   help="only accounts whose Organizations tags include KEY=VALUE; repeatable (all must match)")
+    g.add_argument("-r", "--regions", action="append", default=None,
+                   help="regions, comma-separated or repeated (default: the settings' targets, else the CLI's region)")
+    g.add_argument("--role-name", default=None, help=f"the role assumed in each account (default: {ROLES[command]})")
+    g.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help=f"concurrent account-regions (default: {DEFAULT_WORKERS})")
+    g.add_argument("--output-dir", default=None,
+                   help="write each account-region's document to DIR/<account>/<region>/<command>.json (see `holdfast report`)")
+
+
+def used_without_all_accounts(args) -> bool:
+    return any(getattr(args, name, None) for name in ("accounts", "regions", "ous", "tags", "output_dir"))
 
 
 @dataclass
@@ -86,10 +118,16 @@ class Row:
     paused: bool | None = None
     engaged: int | None = None
     engaged_by_kind: dict[str, int] = field(default_factory=dict)
+    readiness: str | None = None                               # the last scheduled readiness check
+    result: str | None = None                                  # what a write did
+    planned: dict[str, int] | None = None                      # plan: resources by action
     error: str | None = None
+    detail: dict[str, Any] | None = field(default=None, repr=False)   # plan: every resource (the output file)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out.pop("detail")
+        return out
 
 
 class _Budgets:
@@ -100,8 +138,13 @@ class _Budgets:
 
 # ---- input ------------------------------------------------------------------------------
 
-def parse_accounts(text: str) -> list[str]:
-    ids = [a.strip() for a in text.split(",") if a.strip()]
+def _items(values: list[str] | str | None) -> list[str]:
+    values = [values] if isinstance(values, str) else (values or [])
+    return [v.strip() for text in values for v in text.split(",") if v.strip()]
+
+
+def parse_accounts(text) -> list[str]:
+    ids = _items(text)
     bad = [a for a in ids if not ACCOUNT_ID.match(a)]
     if bad or not ids:
         raise UsageError(f"--accounts: {', '.join(repr(a) for a in bad) or 'no account'} is not an AWS account id "
@@ -115,14 +158,24 @@ def known_regions() -> set[str]:
             for r in session.get_available_regions("dynamodb", partition_name=partition)}
 
 
-def parse_regions(text: str) -> list[str]:
-    regions = [r.strip() for r in text.split(",") if r.strip()]
+def parse_regions(text) -> list[str]:
+    regions = _items(text)
     known = known_regions()
     unknown = [r for r in regions if r not in known]
     if unknown or not regions:
         raise UsageError(f"--regions: {', '.join(repr(r) for r in unknown) or 'no region'} is not an AWS region "
                          "DynamoDB serves; give a comma-separated list such as us-east-1,eu-west-1")
     return list(dict.fromkeys(regions))
+
+
+def parse_tags(values: list[str]) -> dict[str, str]:
+    out = {}
+    for text in values:
+        k, sep, v = text.partition("=")
+        if not sep or not k.strip():
+            raise UsageError(f"--tag {text!r} is not KEY=VALUE")
+        out[k.strip()] = v.strip()
+    return out
 
 
 @uses("organizations:ListAccounts", by=("cli",))
@@ -146,12 +199,62 @@ def organization_accounts(ctx: Context) -> tuple[list[str], list[Row]]:
     return active, inactive
 
 
+@uses("organizations:ListAccountsForParent", "organizations:ListOrganizationalUnitsForParent", by=("cli",))
+def accounts_under(ctx: Context, ou: str) -> set[str]:
+    """Every account under `ou` and its child OUs (a StackSet's OU target includes them)."""
+    org = ctx.clients("organizations")
+    found, todo = set(), [ou]
+    try:
+        while todo:
+            parent = todo.pop()
+            for page in org.get_paginator("list_accounts_for_parent").paginate(ParentId=parent):
+                found.update(a["Id"] for a in page["Accounts"])
+            for page in org.get_paginator("list_organizational_units_for_parent").paginate(ParentId=parent):
+                todo.extend(u["Id"] for u in page["OrganizationalUnits"])
+    except (ClientError, BotoCoreError) as err:
+        raise UsageError(f"--ou {ou}: cannot list its accounts ({error_text(err)}): run this from the management "
+                         "account or a delegated administrator") from err
+    return found
+
+
+@uses("organizations:ListTagsForResource", by=("cli",))
+def account_tags(ctx: Context, account: str) -> dict[str, str]:
+    org = ctx.clients("organizations")
+    try:
+        pages = org.get_paginator("list_tags_for_resource").paginate(ResourceId=account)
+        return {t["Key"]: t["Value"] for page in pages for t in page["Tags"]}
+    except (ClientError, BotoCoreError) as err:
+        raise UsageError(f"--tag: cannot read the tags of account {account} ({error_text(err)})") from err
+
+
+def select_accounts(ctx: Context, args) -> tuple[list[str], list[Row]]:
+    """The accounts to act on: named, or the organization's; then under the OUs and with the tags."""
+    ous = _items(getattr(args, "ous", None))
+    bad = [ou for ou in ous if not OU_ID.match(ou)]
+    if bad:
+        raise UsageError(f"--ou {bad[0]!r} is not an OU id (ou-ab12-cd345678) or a root id (r-ab12)")
+    tags = parse_tags(getattr(args, "tags", None) or [])
+    rows: list[Row] = []
+    if args.accounts:
+        accounts = parse_accounts(args.accounts)
+    else:
+        accounts, rows = organization_accounts(ctx)
+    for ou in ous:
+        under = accounts_under(ctx, ou)
+        accounts = [a for a in accounts if a in under]
+        rows = [r for r in rows if r.account in under]
+    if tags:
+        accounts = [a for a in accounts if tags.items() <= account_tags(ctx, a).items()]
+        rows = []
+    return accounts, rows
+
+
 @uses("sts:GetCallerIdentity", by=("cli",))
 def _partition(ctx: Context) -> str:
     return ctx.clients("sts").get_caller_identity()["Arn"].split(":")[1]
 
 
-# ---- the reads, each one budgeted -------------------------------------------------------
+# ---- the work in one account-region, each call budgeted ---------------------------------
 
 @uses("sts:AssumeRole", by=("cli",))
 def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) -> dict[str, str]:
@@ -162,58 +265,130 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
             "aws_session_token": creds["SessionToken"]}
 
 
+@uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
+def member_ledger(clients: Clients, budgets: _Budgets) -> str:
+    """The ledger table a member account's stack publishes in this region
+    (/holdfast/<stack>/ledger-table; CloudFormation names the table), else holdfast-ledger."""
+    budgets.reads.take()
+    found = published(clients, LEDGER_TABLE_PARAMETER)
+    if len(found) > 1:
+        raise UsageError(f"several Holdfast stacks publish a ledger here ({', '.join(sorted(found))}): "
+                         "pass --ledger-table")
+    return next(iter(found.values()), DEFAULT_TABLE)
+
+
 @uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
 def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
-    """The plan, the verdict, the kill switch and the engaged records of one region's ledger."""
-    budgets.reads.take()
-    item = dynamodb.get_item(TableName=ledger_table, Key=key(PLAN_PK, CURRENT)).get("Item")
-    if item:
-        plan = from_item(item)
-        row.stage, row.generation = plan.label, plan.generation
-        row.entered_at = plan.entered_at.isoformat() if plan.entered_at else None
+    """The plan, the verdict, the kill switch, the engaged records and the last readiness result of one region's ledger."""
+    seen = ledger_summary.read(dynamodb, ledger_table, before_read=budgets.reads.take)
+    if seen.plan is not None:
+        row.stage, row.generation = seen.plan.label, seen.plan.generation
+        row.entered_at = seen.plan.entered_at.isoformat() if seen.plan.entered_at else None
     else:
         row.stage, row.generation = "normal", 0
+    row.verdict, row.paused = seen.verdict, seen.paused
+    row.engaged, row.engaged_by_kind = sum(seen.engaged_by_kind.values()), seen.engaged_by_kind
     budgets.reads.take()
-    verdict = dynamodb.get_item(TableName=ledger_table, Key=key(PLAN_PK, VERDICT)).get("Item")
-    row.verdict = json.loads(verdict["verdict"]["S"]).get("state") if verdict and "verdict" in verdict else None
-    budgets.reads.take()
-    control = dynamodb.get_item(TableName=ledger_table, Key=key(CONTROL_PK, PAUSE)).get("Item")
-    row.paused = bool(control and control.get("paused", {}).get("BOOL"))
-    kinds: Counter[str] = Counter()
-    request = dict(TableName=ledger_table, KeyConditionExpression="#pk = :pk", ProjectionExpression="#kind",
-                   ExpressionAttributeNames={"#pk": PK, "#kind": "kind"}, ExpressionAttributeValues={":pk": {"S": RES_PK}})
-    while True:
+    last = ledger_readiness.read_result(dynamodb, ledger_table)
+    if last is not None:
+        row.readiness = (f"ok at {last.get('at')}" if last.get("ok")
+                         else f"failed at {last.get('at')}: {', '.join(last.get('failed') or [])}")
+
+
+Work = Callable[[Context, Clients, "_Budgets", Any, Row], None]
+
+
+def _status(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
+    read_ledger(clients("dynamodb"), ctx.ledger_table, budgets, row)
+
+
+def _set_pause(paused: bool) -> Work:
+    def work(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
         budgets.reads.take()
-        page = dynamodb.query(**request)
-        kinds.update(i.get("kind", {}).get("S", "?") for i in page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            break
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    row.engaged, row.engaged_by_kind = sum(kinds.values()), dict(sorted(kinds.items()))
+        reason = getattr(args, "reason", "") or ""
+        ledger_control.set_paused(clients("dynamodb"), ctx.ledger_table, paused, by=operator_name(), reason=reason,
+                                  now=ctx.runtime.clock.now())
+        row.paused = paused
+        row.result = "paused: no action from the next tick" if paused else "unpaused: acts again from the next tick"
+    return work
+
+
+def _engage(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
+    budgets.reads.take()
+    row.generation = ledger_control.request_engage(clients("dynamodb"), ctx.ledger_table, by=operator_name(),
+                                                   reason=getattr(args, "reason", "") or "", now=ctx.runtime.clock.now())
+    row.result = f"engage requested from generation {row.generation}: the next tick starts a hold"
+
+
+def _advance(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
+    """Skip the hold of the plan in force in this account-region, if it still is when the
+    request lands (request_advance's transaction); a normal plan has no hold to skip."""
+    from holdfast.core.errors import Contention, PlanConflict
+    from holdfast.ledger import plan as ledger_plan
+
+    budgets.reads.take()
+    current = ledger_plan.read(clients("dynamodb"), ctx.ledger_table)
+    if current is None or current.stage == "normal":
+        row.stage, row.generation, row.result = "normal", current.generation if current else 0, "no hold to skip"
+        return
+    row.stage, row.generation = current.label, current.generation
+    budgets.reads.take()
+    try:
+        ledger_control.request_advance(clients("dynamodb"), ctx.ledger_table, current.generation, by=operator_name(),
+                                       now=ctx.runtime.clock.now())
+    except (PlanConflict, Contention) as err:
+        row.error = f"not advanced: {err}"
+        return
+    row.result = f"hold of generation {current.generation} ({current.label}) skipped: the next tick advances if its gates allow"
+
+
+def _plan(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
+    from holdfast import engine
+    from holdfast.runtime import Runtime, govern
+
+    runtime = Runtime(clients=clients, settings=ctx.settings, table=ctx.ledger_table, clock=ctx.runtime.clock,
+                      controller_id=ctx.runtime.controller_id)
+    if _budgeted(getattr(args, "rate_budget", "auto"), args.endpoint_url):
+        # The account's own API rate budgets, in this process: the read-only role writes no lease.
+        govern(clients, ctx.settings, table=None, member=runtime.controller_id)
+    report = engine.Engine(runtime).engage(dry_run=True)
+    outcomes = [o.to_dict() for o in report.outcomes]
+    row.planned = dict(sorted(Counter(o["action"] for o in outcomes).items()))
+    row.detail = {"resources": outcomes, "complete": report.complete, "refused": report.refused}
+    failed = [o for o in report.outcomes if o.action == "failed"]
+    if failed:
+        row.error = f"{len(failed)} resource(s) could not be planned: " + "; ".join(
+            f"{o.arn}: {o.error}" for o in failed[:3])
+    elif report.refused:
+        row.error = report.refused
+
+
+WORK: dict[str, Work] = {"status": _status, "pause": _set_pause(True), "unpause": _set_pause(False),
+                         "engage": _engage, "advance": _advance, "plan": _plan}
 
 
 # ---- the command ------------------------------------------------------------------------
 
-def status_all(ctx: Context, args, *, budgets: _Budgets | None = None) -> int:
+def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None) -> int:
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
-    if not ROLE_NAME.match(args.role_name):
-        raise UsageError(f"--role-name {args.role_name!r} is not an IAM role name (1-64 of letters, digits and +=,.@_-)")
+    role_name = args.role_name or ROLES[command]
+    if not ROLE_NAME.match(role_name):
+        raise UsageError(f"--role-name {role_name!r} is not an IAM role name (1-64 of letters, digits and +=,.@_-)")
     regions = parse_regions(args.regions) if args.regions else (
         list(dict.fromkeys(t.region for t in ctx.settings.targets)) or [ctx.clients.region])
-    rows: list[Row] = []
-    if args.accounts:
-        accounts = parse_accounts(args.accounts)
-    else:
-        accounts, rows = organization_accounts(ctx)
+    accounts, rows = select_accounts(ctx, args)
+    if not accounts and not rows:
+        raise UsageError("no account selected: --accounts, --ou and --tag together leave none")
     budgets = budgets or _Budgets()
     partition = _partition(ctx)
-    session_name = re.sub(r"[^\w+=,.@-]", "-", f"holdfast-status-{operator_name()}")[:64]
+    session_name = re.sub(r"[^\w+=,.@-]", "-", f"holdfast-{command}-{operator_name()}")[:64]
     creds: dict[str, dict[str, str] | str] = {}
     lock = threading.Lock()
+    work = WORK[command]
 
     def credentials(account: str) -> dict[str, str] | str:
-        role_arn = f"arn:{partition}:iam::{account}:role/{args.role_name}"
+        role_arn = f"arn:{partition}:iam::{account}:role/{role_name}"
         try:
             return assume(ctx, budgets, role_arn, session_name)
         except (ClientError, BotoCoreError) as err:
@@ -227,13 +402,22 @@ def status_all(ctx: Context, args, *, budgets: _Budgets | None = None) -> int:
             return row
         session = boto3.session.Session(region_name=region, **found)
         clients = Clients(session, endpoint_url=args.endpoint_url)
+        ledger = ctx.ledger_table
         try:
-            read_ledger(clients("dynamodb"), ctx.ledger_table, budgets, row)
+            if ctx.ledger_found_by != "--ledger-table":
+                # Each member stack's ledger is named by CloudFormation: its own name, from SSM.
+                ledger = member_ledger(clients, budgets)
+            work(ctx.but(ledger_table=ledger), clients, budgets, args, row)
+        except UsageError as err:
+            row.error = str(err)
         except ClientError as err:
-            row.error = (f"no ledger table {ctx.ledger_table} in {region}" if error_code(err) == "ResourceNotFoundException"
-                         else f"ledger read failed: {error_text(err)}")
+            row.error = (f"no ledger table {ledger} in {region}" if error_code(err) == "ResourceNotFoundException"
+                         else f"{command} failed: {error_text(err)}")
+        except LedgerUnavailable as err:
+            row.error = (f"no ledger table {ledger} in {region}" if "ResourceNotFound" in str(err)
+                         else f"{command} failed: {err}")
         except BotoCoreError as err:
-            row.error = f"ledger unreachable: {error_text(err)}"
+            row.error = f"unreachable: {error_text(err)}"
         with lock:
             for op, n in clients.calls.items():
                 ctx.clients.calls[op] += n
@@ -245,26 +429,123 @@ def status_all(ctx: Context, args, *, budgets: _Budgets | None = None) -> int:
         pairs = [(a, r) for a in accounts for r in regions]
         rows += list(pool.map(lambda pair: one(*pair), pairs))
     rows.sort(key=lambda r: (r.account, r.region))
+    if args.output_dir:
+        write_outputs(Path(args.output_dir), command, rows, at=ctx.runtime.clock.now().isoformat())
     errors = [r for r in rows if r.error]
     ctx.emit(
-        {"command": "status", "all_accounts": True, "role_name": args.role_name, "regions": regions,
+        {"command": command, "all_accounts": True, "role_name": role_name, "regions": regions,
          "accounts": len({r.account for r in rows}), "rows": [r.to_dict() for r in rows], "errors": len(errors),
          "api_calls_by_operation": dict(ctx.clients.calls)},
-        _text(rows, regions),
+        _text(command, rows, regions),
     )
     for r in errors:
         ctx.warn(f"{r.account} {r.region}: {r.error}")
     return EXIT_FAILED if errors else EXIT_OK
 
 
-def _text(rows: list[Row], regions: list[str]) -> str:
-    body = [(r.account, r.region, r.stage or "-", "" if r.generation is None else r.generation,
-             "" if r.engaged is None else r.engaged,
-             ", ".join(f"{k} {n}" for k, n in r.engaged_by_kind.items()),
-             r.entered_at or "", r.verdict or "", "" if r.paused is None else ("yes" if r.paused else "no"),
-             r.error or "") for r in rows]
-    lines = [table(("ACCOUNT", "REGION", "STAGE", "GEN", "ENGAGED", "BY KIND", "SINCE", "VERDICT", "PAUSED", "ERROR"), body)]
-    active = sum(1 for r in rows if r.stage not in (None, "normal"))
-    lines.append(f"{len({r.account for r in rows})} accounts x {len(regions)} regions: {active} not normal, "
-                 f"{sum(r.engaged or 0 for r in rows)} resources engaged, {sum(1 for r in rows if r.error)} unreadable")
-    return "\n".join(lines)
+def status_all(ctx: Context, args, *, budgets: _Budgets | None = None) -> int:
+    return run_all(ctx, args, "status", budgets=budgets)
+
+
+def _text(command: str, rows: list[Row], regions: list[str]) -> str:
+    accounts = len({r.account for r in rows})
+    failed = sum(1 for r in rows if r.error)
+    if command == "status":
+        body = [(r.account, r.region, r.stage or "-", "" if r.generation is None else r.generation,
+                 "" if r.engaged is None else r.engaged,
+                 ", ".join(f"{k} {n}" for k, n in r.engaged_by_kind.items()),
+                 r.entered_at or "", r.verdict or "", "" if r.paused is None else ("yes" if r.paused else "no"),
+                 r.error or "") for r in rows]
+        lines = [table(("ACCOUNT", "REGION", "STAGE", "GEN", "ENGAGED", "BY KIND", "SINCE", "VERDICT", "PAUSED", "ERROR"), body)]
+        active = sum(1 for r in rows if r.stage not in (None, "normal"))
+        lines.append(f"{accounts} accounts x {len(regions)} regions: {active} not normal, "
+                     f"{sum(r.engaged or 0 for r in rows)} resources engaged, {failed} unreadable")
+        return "\n".join(lines)
+    if command == "plan":
+        body = [(r.account, r.region, ", ".join(f"{k} {n}" for k, n in (r.planned or {}).items()), r.error or "")
+                for r in rows]
+        changing = sum((r.planned or {}).get("engaged", 0) for r in rows)
+        return "\n".join([table(("ACCOUNT", "REGION", "PLANNED", "ERROR"), body),
+                          f"{accounts} accounts x {len(regions)} regions: {changing} resources would be engaged, {failed} failed"])
+    body = [(r.account, r.region, r.result or "-", r.error or "") for r in rows]
+    return "\n".join([table(("ACCOUNT", "REGION", "RESULT", "ERROR"), body),
+                      f"{accounts} accounts x {len(regions)} regions: {len(rows) - failed} done, {failed} failed"])
+
+
+# ---- the output folder and `holdfast report` -------------------------------------------
+
+REPORT_FIELDS = ("account", "region", "command", "at", "stage", "generation", "paused", "engaged", "readiness",
+                 "result", "planned", "error")
+
+
+def write_outputs(root: Path, command: str, rows: list[Row], *, at: str) -> None:
+    """DIR/<account>/<region>/<command>.json for every account-region (the account-wide
+    rows, such as a suspended account, under region `-`)."""
+    for row in rows:
+        folder = root / row.account / row.region
+        folder.mkdir(parents=True, exist_ok=True)
+        doc = {"command": command, "at": at, **row.to_dict(), **(row.detail or {})}
+        (folder / f"{command}.json").write_text(json.dumps(doc, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def register_report(sub) -> None:
+    p = sub.add_parser("report", help="one CSV (or JSON) summary of an --all-accounts --output-dir folder")
+    p.add_argument("--output-dir", required=True, help="the folder an --all-accounts command wrote")
+    p.add_argument("--command", default=None, choices=sorted(ROLES), help="only this command's files (default: every one)")
+    p.add_argument("--format", default="csv", choices=("csv", "json"), help="csv (default) or json; --json is json too")
+    p.set_defaults(func=report)
+
+
+def report(ctx: Context, args) -> int:
+    root = Path(args.output_dir)
+    if not root.is_dir():
+        raise UsageError(f"--output-dir {root} is not a folder an --all-accounts command wrote")
+    pattern = f"*/*/{args.command}.json" if args.command else "*/*/*.json"
+    rows, unreadable = [], []
+    for path in sorted(root.glob(pattern)):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            unreadable.append(f"{path}: {err}")
+            continue
+        rows.append({name: doc.get(name) for name in REPORT_FIELDS})
+    for line in unreadable:
+        ctx.warn(f"not read: {line}")
+    if not rows and not unreadable:
+        raise UsageError(f"no <account>/<region>/{args.command or '*'}.json under {root}")
+    if ctx.json or args.format == "json":
+        ctx.json = True
+        ctx.emit({"command": "report", "output_dir": str(root), "rows": rows,
+                  "errors": sum(1 for r in rows if r["error"]), "unreadable": unreadable})
+    else:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=REPORT_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: (json.dumps(v, sort_keys=True) if isinstance(v, dict) else ("" if v is None else v))
+                             for k, v in r.items()})
+        ctx.emit(None, out.getvalue())
+    # A row's error is what the command found there, reported in the summary; only a file
+    # that cannot be read fails the report.
+    return EXIT_FAILED if unreadable else EXIT_OK
+
+
+register = register_report
+
+
+def fan_out(ctx, args, command: str, *, writes: bool = False) -> int | None:
+    """The --all-accounts form of `command`, or None for this account only. A writing
+    command asks once for the whole fan-out (or takes --yes), as it does for one account."""
+    if getattr(args, "all_accounts", False):
+        if writes and getattr(args, "dry_run", False):
+            raise UsageError(f"{command} --all-accounts has no --dry-run: `holdfast plan --all-accounts` and "
+                             f"`holdfast status --all-accounts` show each account without writing")
+        if writes:
+            from holdfast.cli.confirm import ask
+
+            ask(ctx, args, f"{command} --all-accounts", f"{command} in every selected account and region",
+                lambda: (f"{command}: every selected account and region", 1))
+        return run_all(ctx, args, command)
+    if used_without_all_accounts(args):
+        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
+    return None

@@ -27,7 +27,7 @@ DNS_COUNT = "target_group_health.dns_failover.minimum_healthy_targets.count"
 DNS_PERCENTAGE = "target_group_health.dns_failover.minimum_healthy_targets.percentage"
 ROUTING_COUNT = "target_group_health.unhealthy_state_routing.minimum_healthy_targets.count"
 ROUTING_PERCENTAGE = "target_group_health.unhealthy_state_routing.minimum_healthy_targets.percentage"
-# ELB answers these when the owner never set them (DESIGN.md, NLB target group health attributes).
+# ELB answers these when the owner never set them (ELBv2 API reference, target group attributes: target_group_health.*).
 NLB_HEALTH_DEFAULTS = {DNS_COUNT: "1", DNS_PERCENTAGE: "off", ROUTING_COUNT: "1", ROUTING_PERCENTAGE: "off"}
 # Network Load Balancer target group protocols; HTTP(S) belong to ALBs, GENEVE to GWLBs.
 NLB_PROTOCOLS = frozenset({"TCP", "TLS", "UDP", "TCP_UDP", "QUIC", "TCP_QUIC"})

@@ -4,6 +4,7 @@ from the command line and the AWS CLI's environment variables, and output helper
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -13,26 +14,54 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence, TextIO
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 
 from holdfast.aws import Clients, error_code, error_text
 from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
+from holdfast.core.own import NOT_OWN, Own, from_document
 from holdfast.runtime import Runtime, govern
-from holdfast.settings import CONTEXT_KEY, Settings
+from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
+from holdfast.cli.progress import Progress
 
 # Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
 # to SSM at <parameter prefix>/expired-queue-arn, the prefix being /holdfast/<stack name>
 # by default (holdfast_cdk.construct). A queue named this is found too.
 PARAMETER_ROOT = "/holdfast"
 EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
+OWN_RESOURCES_PARAMETER = "own-resources"
+# The ledger's table, named by CloudFormation, is published at <prefix>/ledger-table.
+LEDGER_TABLE_PARAMETER = "ledger-table"
+SETTINGS_PARAMETER = "settings"
 EXPIRED_QUEUE_NAME = "holdfast-expired-events"
 NO_QUEUE = "none"
 
 
 class UsageError(Exception):
     """Bad arguments or input the user can fix; exits 2."""
+
+
+class Unreachable(Exception):
+    """AWS did not answer at all (the endpoint is down, no network); exits 3."""
+
+
+# botocore's exceptions for "no answer came": the same cause whichever command meets it.
+CONNECTION_FAILURES = (ConnectionError, HTTPClientError)
+# Codes with which AWS refuses the caller rather than the request.
+CREDENTIAL_CODES = frozenset({
+    "UnrecognizedClientException", "InvalidClientTokenId", "InvalidSignatureException", "SignatureDoesNotMatch",
+    "ExpiredTokenException", "ExpiredToken", "AccessDeniedException", "AccessDenied",
+    "MissingAuthenticationTokenException", "AuthFailure", "UnauthorizedOperation",
+})
+
+
+def connection_failure(err: BaseException) -> bool:
+    return isinstance(err, CONNECTION_FAILURES)
+
+
+def credential_failure(err: BaseException) -> bool:
+    return isinstance(err, ClientError) and error_code(err) in CREDENTIAL_CODES
 
 
 def load_settings_file(path: str | None) -> Settings:
@@ -58,28 +87,87 @@ class Context:
     json: bool
     # --expired-queue-arn as given (None: find the deployed stack's; "none": use no queue).
     expired_queue_option: str | None = None
+    # How the ledger table was chosen (--ledger-table, the SSM parameter, or the old default).
+    ledger_found_by: str = "--ledger-table"
     # Looked up when a Context is made, not at import, so redirected streams (tests) are honoured.
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    inp: TextIO = field(default_factory=lambda: sys.stdin)
+    # When stderr is not a terminal: a progress line at most this often (seconds).
+    progress_seconds: float = 30.0
+    _progress: "Progress | None" = None
+    # API calls that got an answer (any HTTP response, errors included), and calls that
+    # failed for want of a connection: none of the first and some of the second is "AWS
+    # did not answer", whatever the command made of it (exit 3).
+    answered: int = 0
+    unreached: int = 0
+    _account: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":
-        settings = load_settings_file(args.settings)
-        if args.selector is not None:
-            settings = Settings.from_mapping({**settings.to_mapping(), "selector": args.selector})
         # botocore reads only AWS_DEFAULT_REGION; AWS_REGION wins over it, as in the AWS CLI.
         region = args.region or os.environ.get("AWS_REGION")
         clients = Clients(region=region, profile=args.profile, endpoint_url=args.endpoint_url)
+        ledger, found_by, deployed = find_ledger_table(clients, chosen=args.ledger_table)
+        if args.settings is None and deployed is not None:
+            # The deployed stack's settings (its mode among them), not the defaults: what
+            # `holdfast stage` decides with must be what the controller decides with.
+            name, text = deployed
+            try:
+                settings = Settings.from_json(text)
+            except SettingsError as err:
+                raise UsageError(f"SSM parameter {name} does not hold valid settings: {err}") from err
+        else:
+            settings = load_settings_file(args.settings)
+        if args.selector is not None:
+            settings = Settings.from_mapping({**settings.to_mapping(), "selector": args.selector})
         runtime = Runtime(
             clients=clients,
             settings=settings,
-            table=args.ledger_table or DEFAULT_TABLE,
+            table=ledger,
             clock=SystemClock(),
             controller_id=f"cli:{operator_name()}",
         )
-        if _budgeted(getattr(args, "rate_budget", "auto"), args.endpoint_url):
+        endpoint_url = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+        if _budgeted(getattr(args, "rate_budget", "auto"), endpoint_url):
             govern(clients, settings, table=runtime.table, member=runtime.controller_id)
-        return cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None))
+        ctx = cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None),
+                  progress_seconds=getattr(args, "progress_seconds", 30.0), ledger_found_by=found_by)
+        clients.on_client(ctx._count_answers)
+        return ctx
+
+    def _count_answers(self, service: str, client) -> None:
+        # Counts, not exact under threads: only "none at all" is read from them.
+        def answered(**_):
+            self.answered += 1
+
+        def failed(exception=None, **_):
+            if exception is not None and connection_failure(exception):
+                self.unreached += 1
+
+        client.meta.events.register("after-call", answered)
+        client.meta.events.register("after-call-error", failed)
+
+    def unanswered(self) -> bool:
+        """Calls failed for want of a connection, and not one got an answer."""
+        return self.unreached > 0 and self.answered == 0
+
+    def where(self) -> str:
+        """Where the requests went, for "did not answer" messages."""
+        url = self.endpoint_url()
+        return f"AWS did not answer at {url or 'its endpoints'} ({self.clients.region})"
+
+    def endpoint_url(self) -> str | None:
+        """The endpoint the requests go to (--endpoint-url, AWS_ENDPOINT_URL or the
+        profile's), None for AWS's own."""
+        url = self.clients("dynamodb").meta.endpoint_url
+        host = urlparse(url).hostname or ""
+        return None if host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws")) else url
+
+    def local(self) -> bool:
+        """Requests go to a loopback endpoint (a local moto, `make serve`): nothing there is real."""
+        url = self.endpoint_url()
+        return url is not None and is_loopback(url)
 
     def use_expired_queue(self) -> tuple[str | None, str]:
         """Find the expired-events queue (for the commands that engage), put it in the
@@ -91,9 +179,44 @@ class Context:
                       "(tag a function holdfast:expired-events=discard to shorten it without a destination)")
         return arn, found_by
 
+    def use_own_resources(self) -> Own:
+        """Holdfast's own resources (holdfast.core.own), from every Holdfast stack's SSM
+        parameter here, into the runtime: the commands that engage leave them alone."""
+        found, problems = find_own_resources(self.clients)
+        for problem in problems:
+            self.warn(problem)
+        self.runtime = self.runtime.but(own=self.runtime.own | found)
+        return found
+
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
+
+    @uses("sts:GetCallerIdentity", by=("cli",))
+    def account(self) -> str:
+        """The account the credentials act in (one GetCallerIdentity, then remembered)."""
+        if self._account is None:
+            self._account = self.clients("sts").get_caller_identity()["Account"]
+        return self._account
+
+    def require_here(self, arn: str, what: str = "RESOURCE_ARN") -> None:
+        """Refuse (UsageError, exit 2) an ARN outside the partition, region and account this
+        command acts in: every call goes to the region's endpoints with the account's
+        credentials, so a foreign ARN would name, at best, another resource of the same
+        name or id here."""
+        parts = arn.split(":")
+        partition, region, account = parts[1], parts[3], parts[4]
+        here = self.clients.region
+        wrong = []
+        if partition != self.clients.partition:
+            wrong.append(f"partition {partition} (this command acts in {self.clients.partition})")
+        if region != here:
+            wrong.append(f"region {region} (this command acts in {here}: run it with --region {region})")
+        if account != self.account():
+            wrong.append(f"account {account} (these credentials act in account {self.account()}: "
+                         f"run it with credentials of {account})")
+        if wrong:
+            raise UsageError(f"{what} {arn} is in " + " and ".join(wrong) + "; nothing was done")
 
     @property
     def clients(self) -> Clients:
@@ -103,10 +226,18 @@ class Context:
     def ledger_table(self) -> str:
         return self.runtime.table
 
+    def but(self, *, ledger_table: str) -> "Context":
+        """This context on another ledger table (a member account's, for --all-accounts)."""
+        return dataclasses.replace(self, runtime=self.runtime.but(table=ledger_table))
+
     # ---- output --------------------------------------------------------------------
 
     def emit(self, document: Any, text: str | None = None) -> None:
-        """Print the JSON document with --json, else the readable text."""
+        """Print the JSON document with --json, else the readable text. When AWS answered
+        none of the command's calls, that is the outcome: Unreachable (exit 3, its own
+        JSON error document), not a document of failures."""
+        if self.unanswered():
+            raise Unreachable(self.where())
         if self.json:
             json.dump(document, self.out, indent=2, sort_keys=False, default=str)
             self.out.write("\n")
@@ -114,10 +245,17 @@ class Context:
             self.out.write(text if text.endswith("\n") else text + "\n")
 
     def progress(self, message: str) -> None:
-        """Progress for humans, on stderr, never mixed into the JSON document."""
-        if not self.json and self.err.isatty():
-            self.err.write(f"\r{message}\033[K")
-            self.err.flush()
+        """Progress for humans, on stderr, never mixed into the JSON document: on a
+        terminal one line rewritten in place; otherwise (CI, SSM Run Command) a line at
+        most every `progress_seconds`, with an estimate of the time left."""
+        if self.err.isatty():
+            if not self.json:
+                self.err.write(f"\r{message}\033[K")
+                self.err.flush()
+            return
+        if self._progress is None:
+            self._progress = Progress(self.err, self.progress_seconds, SystemClock())
+        self._progress.step(message)
 
     def warn(self, message: str) -> None:
         self.err.write(f"holdfast: {message}\n")
@@ -138,6 +276,50 @@ def operator_name() -> str:
         return "unknown"
 
 
+@uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
+def published(clients: Clients, leaf: str) -> dict[str, str]:
+    """Every parameter under /holdfast whose name ends in /<leaf> (every one for ""): {name: value}."""
+    found = {}
+    pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
+    for page in pages:
+        for parameter in page.get("Parameters", []):
+            if not leaf or parameter["Name"].endswith("/" + leaf):
+                found[parameter["Name"]] = parameter["Value"]
+    return found
+
+
+@uses("ssm:GetParametersByPath", by=("cli",))
+def find_ledger_table(clients: Clients, chosen: str | None = None) -> tuple[str, str, tuple[str, str] | None]:
+    """(the ledger table's name, how it was found, (name, value) of the deployed settings
+    parameter of the same stack or None).
+
+    A deployed stack publishes the name CloudFormation gave its table at
+    /holdfast/<stack>/ledger-table, and its settings at /holdfast/<stack>/settings.
+    `chosen` (--ledger-table) wins; several stacks in the region without it is a usage
+    error naming them. None published (a stack from before the name was generated, or a
+    local ledger from `holdfast ledger-init`), or SSM unreadable: the table
+    `holdfast-ledger`, and the result says why."""
+    try:
+        everything = published(clients, "")
+    except (ClientError, BotoCoreError) as err:
+        return chosen or DEFAULT_TABLE, chosen and "--ledger-table" or \
+            f"{DEFAULT_TABLE} (SSM parameters unreadable: {error_text(err)})", None
+    tables = {n: v for n, v in everything.items() if n.endswith("/" + LEDGER_TABLE_PARAMETER)}
+    if chosen:
+        tables = {n: v for n, v in tables.items() if v == chosen}
+        how = "--ledger-table"
+    elif len(tables) > 1:
+        listed = ", ".join(f"{name} = {value}" for name, value in sorted(tables.items()))
+        raise UsageError(f"several Holdfast stacks publish a ledger table here ({listed}); choose one with --ledger-table")
+    if len(tables) != 1:
+        return chosen or DEFAULT_TABLE, chosen and "--ledger-table" or \
+            f"{DEFAULT_TABLE} (no SSM parameter {PARAMETER_ROOT}/*/{LEDGER_TABLE_PARAMETER})", None
+    (name, value), = tables.items()
+    settings_name = name.rsplit("/", 1)[0] + "/" + SETTINGS_PARAMETER
+    deployed = (settings_name, everything[settings_name]) if settings_name in everything else None
+    return value, how if chosen else f"SSM parameter {name}", deployed
+
+
 @uses("ssm:GetParametersByPath", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("cli",))
 def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None, str]:
     """(the expired-events queue's ARN or None, how it was found or why not).
@@ -155,12 +337,7 @@ def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None
         return option, "--expired-queue-arn"
     notes = []
     try:
-        found = {}
-        pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
-        for page in pages:
-            for parameter in page.get("Parameters", []):
-                if parameter["Name"].endswith("/" + EXPIRED_QUEUE_PARAMETER):
-                    found[parameter["Name"]] = parameter["Value"]
+        found = published(clients, EXPIRED_QUEUE_PARAMETER)
         if len(found) > 1:
             listed = ", ".join(f"{name} = {value}" for name, value in sorted(found.items()))
             raise UsageError(f"several Holdfast stacks publish an expired-events queue here ({listed}); "
@@ -181,9 +358,35 @@ def find_expired_queue(clients: Clients, option: str | None) -> tuple[str | None
     return None, "no expired-events queue found: " + "; ".join(notes)
 
 
+@uses("ssm:GetParametersByPath", by=("cli",))
+def find_own_resources(clients: Clients) -> tuple[Own, list[str]]:
+    """(Holdfast's own resources as every stack here publishes them under
+    /holdfast/<stack>/own-resources, what could not be read). Unreadable parameters are
+    said, not fatal: the command still runs (the controllers know their own resources
+    from their environment)."""
+    found, problems = NOT_OWN, []
+    try:
+        pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
+        for page in pages:
+            for parameter in page.get("Parameters", []):
+                if parameter["Name"].endswith("/" + OWN_RESOURCES_PARAMETER):
+                    try:
+                        found = found | from_document(parameter["Value"])
+                    except ValueError as err:
+                        problems.append(f"SSM parameter {parameter['Name']}: {err}")
+    except (ClientError, BotoCoreError) as err:
+        problems.append(f"Holdfast's own resources unknown: SSM parameters unreadable ({error_text(err)}); "
+                        "a stack-wide selector tag may select them")
+    return found, problems
+
+
+def is_loopback(url: str) -> bool:
+    host = (urlparse(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def _budgeted(choice: str, endpoint_url: str | None) -> bool:
     """AWS's quotas are AWS's: against a loopback endpoint (a local moto) there are none to keep."""
     if choice != "auto":
         return choice == "on"
-    host = (urlparse(endpoint_url).hostname or "").lower() if endpoint_url else ""
-    return not (host in ("localhost", "::1") or host.startswith("127."))
+    return not (endpoint_url and is_loopback(endpoint_url))

@@ -22,41 +22,68 @@
                     "next": {"would_change": bool, "stage": ..., "reasons": [...], "gates": [...]},
                     "drain": [{"arn", "name", "action", "cap", "ceiling", "started_at", "elapsed_minutes",
                                "forecast_minutes", "forecast", "measured_minutes", "reasons", "waiting_on"}],
-                    "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}]}
+                    "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}],
+                    "held": {"engaged", "by", "at", "command"} | null}
+pause, unpause and advance write: outside a loopback endpoint they ask, or take --yes,
+and --dry-run writes nothing (holdfast.cli.confirm). `stage` also says who holds resources
+by hand when no plan is in force ("held").
+
 Exit codes: 0 done, 1 refused (no plan to advance, a stale generation, ledger
-unreachable), 2 usage.
+unreachable), 2 usage (a write not confirmed too), 3 AWS did not answer.
 """
 
 from __future__ import annotations
 
-from holdfast.cli import EXIT_FAILED, EXIT_OK
-from holdfast.cli.context import Context, operator_name as _operator, table
+from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
+from holdfast.cli.context import Context, UsageError, operator_name as _operator, table
 from holdfast.core import drain_control as dc
 from holdfast.core import errors, policy
+from holdfast.core.errors import LedgerUnavailable
 from holdfast.core import replay as rp
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import drain as ledger_drain
 from holdfast.ledger import plan as ledger_plan
 from holdfast.observation import observe
+from holdfast.ledger.resources import ResourceLedger
 from holdfast.stages.drain import current_records, hold_started
+from holdfast.cli.resources import held, held_text
+from holdfast.cli.confirm import add_write_options, ask
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick")
+    p = sub.add_parser("pause", help="kill switch: the reconciler stops acting from its next tick (writes); "
+                                     "with --all-accounts, in every account and region")
     p.add_argument("--reason", default="", help="why (shown by `stage` and in every tick's log line)")
+    add_write_options(p)
+    accounts.add_arguments(p, "pause")
     p.set_defaults(func=pause)
-    p = sub.add_parser("unpause", help="clear the kill switch")
+    p = sub.add_parser("unpause", help="clear the kill switch (writes); with --all-accounts, in every account and region")
+    add_write_options(p)
+    accounts.add_arguments(p, "unpause")
     p.set_defaults(func=unpause)
-    p = sub.add_parser("advance", help="skip the hold of the current stage")
-    p.add_argument("--generation", type=int, default=None, help="only if the plan is still this generation")
+    p = sub.add_parser("advance", help="skip the hold of the current stage (writes)")
+    p.add_argument("--generation", type=int, default=None, help="only if the plan is still this generation "
+                                                                  "(with --all-accounts: each account's current plan)")
+    add_write_options(p)
+    accounts.add_arguments(p, "advance")
     p.set_defaults(func=advance)
     p = sub.add_parser("stage", help="the plan, its generation, time in stage, and what gates the next stage")
     p.set_defaults(func=stage)
 
 
-def _set(ctx: Context, paused: bool, reason: str, clock=None) -> int:
+def _set(ctx: Context, paused: bool, reason: str, clock=None, args=None) -> int:
     now = (clock or ctx.runtime.clock).now()
     by = _operator()
+    command = "pause" if paused else "unpause"
+    said = (f"sets the kill switch in {ctx.ledger_table}: the reconciler takes no action from its next tick"
+            if paused else f"clears the kill switch in {ctx.ledger_table}: the reconciler acts again from its next tick")
+    if args is not None and args.dry_run:
+        ctx.emit({"command": command, "dry_run": True, "paused": paused, "by": by, "reason": reason},
+                 f"{command}: {said} (dry run: nothing written)")
+        return EXIT_OK
+    if args is not None:
+        ask(ctx, args, command, "set the kill switch" if paused else "clear the kill switch",
+            lambda: (f"{command}: {said}", 1))
     try:
         ledger_control.set_paused(ctx.clients("dynamodb"), ctx.ledger_table, paused, by=by, reason=reason, now=now)
     except errors.LedgerUnavailable as err:
@@ -67,15 +94,24 @@ def _set(ctx: Context, paused: bool, reason: str, clock=None) -> int:
     return EXIT_OK
 
 
+
 def pause(ctx: Context, args) -> int:
-    return _set(ctx, True, args.reason)
+    fanned = accounts.fan_out(ctx, args, "pause", writes=True)
+    return fanned if fanned is not None else _set(ctx, True, args.reason, args=args)
 
 
 def unpause(ctx: Context, args) -> int:
-    return _set(ctx, False, "")
+    fanned = accounts.fan_out(ctx, args, "unpause", writes=True)
+    return fanned if fanned is not None else _set(ctx, False, "", args=args)
 
 
 def advance(ctx: Context, args, clock=None) -> int:
+    if getattr(args, "all_accounts", False) and args.generation is not None:
+        raise UsageError("--generation names one account's plan: without it, --all-accounts skips the hold of each "
+                         "account-region's current plan")
+    fanned = accounts.fan_out(ctx, args, "advance", writes=True)
+    if fanned is not None:
+        return fanned
     dynamodb = ctx.clients("dynamodb")
     try:
         current = ledger_plan.read(dynamodb, ctx.ledger_table)
@@ -87,6 +123,13 @@ def advance(ctx: Context, args, clock=None) -> int:
         return EXIT_FAILED
     generation = args.generation if args.generation is not None else current.generation
     now = (clock or ctx.runtime.clock).now()
+    said = f"skips the hold of generation {generation} ({current.label})"
+    if getattr(args, "dry_run", False):
+        ctx.emit({"command": "advance", "dry_run": True, "generation": generation, "stage": current.label},
+                 f"advance: {said} (dry run: nothing written)")
+        return EXIT_OK
+    if hasattr(args, "yes"):
+        ask(ctx, args, "advance", "skip the current hold", lambda: (f"advance: {said}", 1))
     try:
         ledger_control.request_advance(dynamodb, ctx.ledger_table, generation, by=_operator(), now=now)
     except (errors.PlanConflict, errors.LedgerUnavailable, errors.Contention) as err:
@@ -129,6 +172,11 @@ def stage(ctx: Context, args, clock=None) -> int:
         "drain": [],
         "replay": [],
     }
+    try:
+        engaged = len(ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).records())
+    except LedgerUnavailable:
+        engaged = 0
+    doc["held"] = held(ctx, engaged)
     if current.stage != policy.NORMAL:
         try:
             doc["drain"] = drains(ctx, current, now)
@@ -144,6 +192,8 @@ def stage(ctx: Context, args, clock=None) -> int:
         f"paused      {'yes' if control.paused else 'no'}",
         f"next        {nxt['stage'] + ' (the next tick moves)' if nxt['would_change'] else 'stays'}",
     ] + [f"  gate      {g}" for g in nxt["gates"]]
+    if doc["held"]:
+        lines.append(f"held        {held_text(doc['held']).removeprefix('held by hand: ')}")
     lines += _drain_text(doc["drain"]) + _replay_text(doc["replay"])
     ctx.emit(doc, "\n".join(lines))
     return EXIT_OK

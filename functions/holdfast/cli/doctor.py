@@ -1,6 +1,10 @@
 """`holdfast doctor`: check in an account what a deploy and an event need, each with a fix.
 
-Read-only (holdfast.cli.readiness has the checks). With --json:
+Read-only (holdfast.readiness has the checks; the readiness function runs them on a
+schedule too). The Powertools layer is checked in the region of each settings target
+(else the CLI's region); with --all-regions also in every region of `org_regions`, the
+regions a StackSet deploys to: run it before the first deploy of a new region, since a
+region without the layer's parameter fails the deploy. With --json:
 {"command": "doctor", "ok": bool, "checks": [{"check", "ok", "detail", "fix"}]}.
 Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 """
@@ -21,12 +25,17 @@ def register(sub) -> None:
         help="check what a deploy and an event need (layer, roles, Health rule, queue, resources), each with a fix",
         description=__doc__.split("\n\n")[0],
     )
+    p.add_argument("--all-regions", action="store_true",
+                   help="check the Powertools layer in every region of the settings' targets and org_regions, "
+                        "not only the targets' (or the CLI's) region")
     p.set_defaults(func=run)
 
 
 def run(ctx, args) -> int:
     settings, clients = ctx.settings, ctx.clients
     regions = sorted({t.region for t in settings.targets}) or [clients.region]
+    if getattr(args, "all_regions", False):
+        regions = sorted({*regions, *settings.org_regions, clients.region})
     profile, endpoint = getattr(args, "profile", None), getattr(args, "endpoint_url", None)
 
     def clients_for(region: str) -> Clients:
@@ -35,6 +44,7 @@ def run(ctx, args) -> int:
     ctx.progress("checking the Powertools layer")
     checks = readiness.powertools_layer(clients_for, regions)
     queue, found_by = ctx.use_expired_queue()
+    ctx.use_own_resources()
     checks.append(readiness.expired_queue(clients, queue, found_by))
     checks.append(readiness.health_rule(clients, clients.region, settings))
 
@@ -44,7 +54,8 @@ def run(ctx, args) -> int:
     for o in report.outcomes:
         if not o.arn.startswith("discover:"):
             selected.setdefault(o.kind, o.arn)
-    stuck = [o for o in report.outcomes if o.action in (FAILED, SKIPPED)]
+    # Holdfast's own resources are skipped on purpose (holdfast.core.own): not a problem.
+    stuck = [o for o in report.outcomes if o.action in (FAILED, SKIPPED) and "own" not in o.notes]
     for o in stuck:
         note = next(iter(o.notes.values()), {}) if o.notes else {}
         checks.append(readiness.Check(f"resource {o.kind}", False, f"{o.arn}: {o.action}: {note.get('why') or o.error}",

@@ -51,7 +51,7 @@ tell that Holdfast is not `off`.
 
 from __future__ import annotations
 
-import os
+import re
 import socket
 import time
 import uuid
@@ -69,6 +69,7 @@ from holdfast import reconciler
 from holdfast.aws import error_code, error_text
 from holdfast.clock import FakeClock, SystemClock
 from holdfast.core import policy
+from holdfast.core.progress import held_marker
 from holdfast.core.classify import CAPACITY
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core.model import DRIFT_KEPT, FAILED, REFUSED_STALE
@@ -82,7 +83,7 @@ from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.signals import recent
 from holdfast.observation import collect as fresh_verdict
 from holdfast.observation.intake import receive
-from holdfast.runtime import Runtime
+from holdfast.runtime import QUIET, Runtime
 from holdfast.settings import Settings, SettingsError
 from holdfast.cli import EXIT_FAILED, EXIT_OK, drill_report
 from holdfast.cli.context import Context, UsageError, operator_name
@@ -113,6 +114,8 @@ CAPACITY_STATUS = (
 def register(sub) -> None:
     p = sub.add_parser("drill", help="rehearse a regional launch impairment end to end and write a drill report")
     p.add_argument("--yes", action="store_true", help="required outside a local endpoint: this injects real launch failures")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run every refusal check and show the fleet and the experiment; inject and start nothing")
     p.add_argument("--out", default="out", help="directory for drill-report.md and drill-report.json (default: out)")
     p.add_argument("--stack-name", default=None,
                    help="the Holdfast stack whose SSM parameters (/holdfast/<stack name>/...) name the FIS template and "
@@ -150,7 +153,7 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
     """`clock` and `sleep` drive the AWS path's polling (tests inject both)."""
     where = endpoint(ctx)
     local = where is not None and is_local(where)
-    if not local and not args.yes:
+    if not local and not args.yes and not args.dry_run:
         raise UsageError(
             f"a drill against {where or 'AWS'} ({ctx.clients.region}) injects real launch failures into the "
             "selected Auto Scaling groups through AWS FIS; run it again with --yes to go ahead"
@@ -159,15 +162,30 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
         raise UsageError(f"--poll-seconds must be above 0, got {args.poll_seconds:g}")
     _require_ledger(ctx)
     prefix = None if local else parameter_prefix(ctx, args)
-    settings, source = (ctx.settings, f"--settings {args.settings}" if args.settings else "the defaults") if local \
-        else _deployed_settings(ctx, args, prefix)
-    if settings.mode == "off":
-        raise UsageError(f"Holdfast runs in mode=off here (settings from {source}): it would not act, so there is "
-                         "nothing to rehearse; a drill never runs in mode=off accounts")
+    if local:
+        # A local drill acts on emulated resources only: without --settings it rehearses
+        # the controller in mode auto (the defaults' mode, recommend, would change nothing).
+        settings, source = (ctx.settings, f"--settings {args.settings}") if args.settings else \
+            (Settings.from_mapping({**ctx.settings.to_mapping(), "mode": "auto"}), "the defaults, in mode auto")
+    else:
+        settings, source = _deployed_settings(ctx, args, prefix)
+    if settings.mode in ("off", "recommend"):
+        raise UsageError(f"Holdfast runs in mode={settings.mode} here (settings from {source}): it would change no "
+                         f"resource, so there is nothing to rehearse; a drill never runs in mode={settings.mode} accounts "
+                         "(deploy with \"mode\": \"auto\" first)")
     runtime = ctx.runtime.but(settings=settings)
     fleet = preflight(runtime)
-    template = None if local else check_template(ctx, _template_id(ctx, args, prefix))
+    template = None if local else cover_zones(ctx, check_template(ctx, _template_id(ctx, args, prefix)), fleet.zones)
     account = _account(ctx)
+    if args.dry_run:
+        what = (f"AWS FIS experiment from template {template['id']}" if template else
+                f"local injection for {args.duration_minutes or settings.game_day_duration_minutes} min (drill clock)")
+        ctx.emit({"command": "drill", "dry_run": True, "where": where or "AWS", "region": ctx.clients.region,
+                  "account": account, "mode": settings.mode, "settings_source": source,
+                  "fleet_summary": fleet.summary(), "experiment": what},
+                 f"drill (dry run) on {where or 'AWS'} ({ctx.clients.region}, account {account}, mode {settings.mode}): "
+                 f"every check passed; would run {what}\n  fleet: {fleet.summary()}\nnothing injected or started")
+        return EXIT_OK
     common = dict(ctx=ctx, runtime=runtime, fleet=fleet, source=source, account=account,
                   timeout=timedelta(minutes=args.timeout_minutes))
     if local:
@@ -385,12 +403,50 @@ def check_template(ctx: Context, template_id: str) -> dict[str, Any]:
     return template
 
 
+# A zone ID (use1-az1) rather than a name (us-east-1a): the same in every account.
+_ZONE_ID = re.compile(r"^[a-z]{2,4}\d-(?:[a-z0-9]+-)?az\d+$")
+
+
+@uses("fis:UpdateExperimentTemplate", by=("cli",))
+def cover_zones(ctx: Context, template: dict[str, Any], zones: tuple[str, ...]) -> dict[str, Any]:
+    """Make the launch-failure action name every zone of the selected groups.
+
+    A game day deployed without `game_day_availability_zones` lists `Fn::GetAZs`, which
+    in an account with a default VPC is only the zones that have a default subnet:
+    groups in the others would keep launching and the detector would see a partial
+    failure. The drill writes the groups' zones into the action before it starts the
+    experiment (the next deploy sets the template back). Zone IDs in the template are
+    left as they are (matching them to the groups' zone names would need EC2's zone map);
+    named zones are then the fix the message gives."""
+    name, action = next((n, a) for n, a in template["actions"].items() if a.get("actionId") == ASG_ICE_ACTION)
+    listed = [z for z in (action.get("parameters") or {}).get("availabilityZoneIdentifiers", "").split(",") if z]
+    missing = sorted(set(zones) - set(listed))
+    if not missing:
+        return template
+    if any(_ZONE_ID.match(z) for z in listed):
+        raise UsageError(f"FIS experiment template {template['id']} fails launches in {', '.join(listed)}, zone IDs; the "
+                         f"selected groups launch in {', '.join(zones)}: set game_day_availability_zones to every "
+                         "zone of the selected groups and deploy again")
+    parameters = {**action.get("parameters", {}), "availabilityZoneIdentifiers": ",".join(zones)}
+    updated = {k: v for k, v in action.items() if k in ("actionId", "description", "targets", "startAfter")}
+    try:
+        template = ctx.clients("fis").update_experiment_template(
+            id=template["id"], actions={name: {**updated, "parameters": parameters}})["experimentTemplate"]
+    except ClientError as err:
+        raise UsageError(f"FIS experiment template {template['id']} fails launches in {', '.join(listed) or 'no zone'}, "
+                         f"not in {', '.join(missing)} where selected groups launch, and updating it failed "
+                         f"({error_text(err)}): set game_day_availability_zones and deploy again") from err
+    ctx.warn(f"FIS experiment template {template['id']}: launch failures now in {', '.join(zones)} (the selected "
+             f"groups' zones; it listed {', '.join(listed) or 'none'})")
+    return template
+
+
 # ---- measuring, shared by both runs -----------------------------------------------------
 
 def engaging_kinds(plan: policy.Plan, settings: Settings) -> list[str]:
     """The hold's engage walks' done marks: a kind's, or `<kind>/engaged` for one its drain
     controller drives from the hold on (holdfast.core.policy.CONTROL)."""
-    return [k if v == policy.ENGAGE else f"{k}/engaged" for k, v in policy.posture(plan, settings).items()
+    return [held_marker(k, v == policy.ENGAGE) for k, v in policy.posture(plan, settings).items()
             if v in (policy.ENGAGE, policy.CONTROL)]
 
 
@@ -418,13 +474,18 @@ class _Run:
         self.ended_at: datetime | None = None
         self.normal_at: datetime | None = None
         self.experiment: dict[str, Any] = {}
+        # Gates a stage passed with nothing to judge ("no evidence: ..."), by stage: marked
+        # in the report, not shown as a pass on evidence.
+        self.unproven: list[dict[str, Any]] = []
+        self.clock_name = "wall clock"
         self.wall_started = time.monotonic()
         self.started_at = datetime.now(timezone.utc)
 
     def say(self, at: datetime, stage: str, generation: int | None, note: str) -> None:
         self.timeline.append({"at": iso(at), "stage": stage, "generation": generation, "note": note})
         if not self.ctx.json:
-            self.ctx.err.write(f"drill {at:%H:%M:%S}  {stage:<13} gen {generation if generation is not None else '-':<4} {note}\n")
+            when = f"{at:%H:%M:%S}" + (" drill clock" if self.clock_name == "drill clock" else "")
+            self.ctx.err.write(f"drill {when}  {stage:<13} gen {generation if generation is not None else '-':<4} {note}\n")
             self.ctx.err.flush()
 
     def observe(self, plan: policy.Plan | None, now: datetime) -> None:
@@ -434,6 +495,10 @@ class _Run:
         if (plan.generation, plan.label) != self.seen:
             self.seen = (plan.generation, plan.label)
             self.say(now, plan.label, plan.generation, "; ".join(plan.reasons)[:300])
+            for reason in plan.reasons:
+                if "no evidence:" in reason:
+                    self.unproven.append({"stage": plan.label, "generation": plan.generation, "at": iso(now),
+                                          "evidence": reason.removeprefix("evidence: ")})
         if plan.stage == policy.HOLD and self.first_hold is None:
             self.first_hold = plan.generation
         if self.posture_at is None and full_posture(plan, self.settings):
@@ -472,6 +537,7 @@ class _Run:
             "finished_at": iso(datetime.now(timezone.utc)),
             "wall_seconds": round(time.monotonic() - self.wall_started, 1),
             "clock": {"name": clock_name, "note": clock_note},
+            "unproven_gates": self.unproven,
             "fleet_summary": self.fleet.summary(),
             "selected": self.fleet.before.count(),
             "groups": [{"name": g, "zones": list(z)} for g, z in self.fleet.groups],
@@ -533,26 +599,18 @@ def launch_event(*, drill_id: str, account: str, region: str, group: str, zone: 
 
 @contextmanager
 def quiet_controllers(err) -> Iterator[None]:
-    """The reconciler logs a JSON line per decision and prints EMF metrics on stdout, as
-    it should in Lambda; in the CLI stdout is the report. Its warnings go to stderr."""
-    logger = reconciler.logger
-    handler = logger.registered_handler
-    level, stream = logger.log_level, getattr(handler, "stream", None)
-    previous = os.environ.get("POWERTOOLS_METRICS_DISABLED")
-    logger.setLevel("WARNING")
+    """The reconciler's warnings go to stderr while the drill ticks it: in the CLI stdout
+    is the report. (Its decision lines and EMF metrics, which in Lambda go to stdout, are
+    off in the drill's runtime: Telemetry, holdfast.runtime.)"""
+    handler = reconciler.logger.registered_handler
+    stream = getattr(handler, "stream", None)
     if stream is not None:
         handler.setStream(err)
-    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
     try:
         yield
     finally:
-        logger.setLevel(level)
         if stream is not None:
             handler.setStream(stream)
-        if previous is None:
-            os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
-        else:
-            os.environ["POWERTOOLS_METRICS_DISABLED"] = previous
 
 
 class LocalDrill(_Run):
@@ -597,8 +655,9 @@ class LocalDrill(_Run):
                 self.problems.append(f"{o.action} {o.kind} {o.arn}: {o.error}")
 
     def run(self) -> dict[str, Any]:
+        self.clock_name = "drill clock"
         clock = FakeClock(self.start_time())
-        rt = self.runtime.but(clock=clock, controller_id=f"drill:{operator_name()}:{self.drill_id}")
+        rt = self.runtime.but(clock=clock, controller_id=f"drill:{operator_name()}:{self.drill_id}", telemetry=QUIET)
         collect = partial(fresh_verdict, resolver=answering_resolver)
         t0 = clock.now()
         end = t0 + self.duration

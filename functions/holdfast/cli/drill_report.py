@@ -173,6 +173,10 @@ def render_text(report: Mapping[str, Any], paths: tuple[Path, Path] | None) -> s
     ]
     for row in (report["restore"] or {}).get("not_restored", []):
         lines.append(f"    not back: {row['kind']} {row['arn']}: {row['problem']}")
+    for gate in report.get("unproven_gates") or []:
+        lines.append(f"  gate without evidence: {gate['stage']} (generation {gate['generation']}) passed with NO EVIDENCE: {gate['evidence'].removeprefix('no evidence: ')}")
+    if _drill_clock(report):
+        lines.append("  times are on the drill clock (simulated ticks), not wall-clock timestamps")
     for problem in report["problems"]:
         lines.append(f"  problem: {problem}")
     if paths:
@@ -180,10 +184,17 @@ def render_text(report: Mapping[str, Any], paths: tuple[Path, Path] | None) -> s
     return "\n".join(lines)
 
 
+def _drill_clock(report: Mapping[str, Any]) -> bool:
+    return report["clock"]["name"] == "drill clock"
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     posture, normal = figures_text(report)
     t, f, exp = report["target"], report["figures"], report["experiment"]
     restore = report["restore"]
+    # Drill-clock times are simulated: a timestamp that reads as wall time says so.
+    mark = " (drill clock)" if _drill_clock(report) else ""
+    at = lambda value, missing="-": f"{value}{mark}" if value else missing
     lines = [
         f"# Holdfast drill: {report['result']}",
         "",
@@ -200,11 +211,11 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
         "| measure | value |",
         "|---|---|",
-        f"| first injected failure | {f['first_failure_at'] or '-'} |",
-        f"| full posture (every engaging kind walked for hold generation {f['hold_generation'] or '-'}) | {f['full_posture_at'] or 'not reached'} |",
+        f"| first injected failure | {at(f['first_failure_at'])} |",
+        f"| full posture (every engaging kind walked for hold generation {f['hold_generation'] or '-'}) | {at(f['full_posture_at'], 'not reached')} |",
         f"| **first failure → full posture** | **{posture}** |",
-        f"| experiment ended | {f['experiment_end_at'] or '-'} |",
-        f"| plan back to normal | {f['normal_at'] or 'not reached'} |",
+        f"| experiment ended | {at(f['experiment_end_at'])} |",
+        f"| plan back to normal | {at(f['normal_at'], 'not reached')} |",
         f"| **experiment end → normal** | **{normal}** |",
         "",
         "## Restore",
@@ -216,7 +227,14 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += ["| kind | resource | what is different |", "|---|---|---|"]
         lines += [f"| {r['kind']} | `{r['arn']}` | {r['problem']} |" for r in restore["not_restored"]]
         lines.append("")
-    lines += ["## Timeline", "", "| time | stage | generation | note |", "|---|---|---|---|"]
+    unproven = report.get("unproven_gates") or []
+    if unproven:
+        lines += ["## Gates passed without evidence", "",
+                  "Nothing was there to judge: these stages advanced on their other checks only.", "",
+                  "| stage | generation | evidence |", "|---|---|---|"]
+        lines += [f"| {g['stage']} | {g['generation']} | **NO EVIDENCE**: {g['evidence'].removeprefix('no evidence: ')} |" for g in unproven]
+        lines.append("")
+    lines += ["## Timeline", "", f"| time{mark} | stage | generation | note |", "|---|---|---|---|"]
     lines += [f"| {e['at']} | {e['stage']} | {e['generation']} | {e['note']} |" for e in report["timeline"]]
     lines.append("")
     if report["problems"]:

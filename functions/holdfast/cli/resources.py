@@ -15,12 +15,25 @@ decides anything about a resource.
 
 and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
 original, applied, current, drift, recorded_in}], "drifted": [arn, ...], "stuck": [{kind, arn,
-operation, failures, error, first_failed_at, last_failed_at, generation, fix}], "api_calls_by_operation"}.
+operation, failures, error, first_failed_at, last_failed_at, generation, fix}],
+"held": {engaged, by, at, command} | null, "api_calls_by_operation"}.
 A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
 `fix` is the command (and what to do first) that gets it out of that state.
 
+The writing commands (ledger-init, engage, resume --now, release) ask first outside a
+loopback endpoint, or take --yes, and have --dry-run (holdfast.cli.confirm); engage,
+resume and release refuse where the deployed mode is recommend or off, unless
+--force-mode. A dry run's document is the walk's, with "dry_run": true and every
+resource that would change as "planned".
+
+After a manual engage the plan stays normal: the ledger's CONTROL/HELD item says who
+engaged and when, and `status` shows it ("held").
+
 Exit codes: 0 done, 1 some resources failed (each named on stderr), 2 usage or settings
-error (including a ledger table that does not exist: `holdfast ledger-init` creates it).
+error (including a ledger table that does not exist: `holdfast ledger-init` creates it,
+a write not confirmed, and a RESOURCE_ARN outside the partition, region and account the
+command acts in: `release` acts on exactly the resource its ARN names, or on nothing),
+3 AWS did not answer, 4 AWS refused the credentials.
 """
 
 from __future__ import annotations
@@ -33,14 +46,18 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from holdfast import engine
 from holdfast.core.kinds import kind_of
-from holdfast.core.model import ALREADY, DRIFT_KEPT, RESTORED, SKIPPED, VANISHED, Outcome
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, PLANNED, RESTORED, SKIPPED, VANISHED, Outcome
 from holdfast.iam import uses
 from holdfast.core.errors import LedgerUnavailable
+from holdfast.core import policy
+from holdfast.ledger import control as ledger_control
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import plan as ledger_plan
+from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
-from holdfast.cli import accounts
+from holdfast.cli import accounts, words
+from holdfast.cli.confirm import add_write_options, ask, caller, honour_mode
 from holdfast.cli.context import Context, UsageError, table
 
 from holdfast.cli import EXIT_FAILED, EXIT_OK
@@ -53,32 +70,47 @@ CREDENTIAL_ERRORS = frozenset({
 
 
 def register(sub) -> None:
-    p = sub.add_parser("ledger-init", help="create the ledger table if it is missing")
+    p = sub.add_parser("ledger-init", help="create the ledger table if it is missing (writes)")
+    add_write_options(p)
     p.set_defaults(func=ledger_init)
 
-    p = sub.add_parser("plan", help="show what `engage` would change, per selected resource (no writes)")
+    p = sub.add_parser("plan", help="show what `engage` would change, per selected resource (no writes); "
+                                    "with --all-accounts, in every account and region")
+    accounts.add_arguments(p, "plan")
     p.set_defaults(func=plan)
 
-    p = sub.add_parser("engage", help="put every selected resource into the protected posture now")
+    p = sub.add_parser("engage", help="put every selected resource into the protected posture now (writes); with "
+                                      "--all-accounts, ask each account's reconciler for a hold (control item only)")
+    p.add_argument("--reason", default="", help="with --all-accounts: why (shown by `stage` and the plan's reasons)")
+    add_write_options(p, mode=True)
+    accounts.add_arguments(p, "engage")
     p.set_defaults(func=engage)
 
-    p = sub.add_parser("resume", help="restore every engaged resource")
+    p = sub.add_parser("resume", help="restore every engaged resource (writes)")
     p.add_argument("--now", action="store_true", help="restore everything now, skipping the staged holds")
+    add_write_options(p, mode=True)
     p.set_defaults(func=resume)
 
-    p = sub.add_parser("release", help="restore one resource now and forget it")
+    p = sub.add_parser("release", help="restore one resource now and forget it (writes)")
     p.add_argument("resource_arn", metavar="RESOURCE_ARN")
+    add_write_options(p, mode=True)
     p.set_defaults(func=release)
 
     p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift; "
                                       "with --all-accounts, every account's and region's plan")
-    accounts.add_arguments(p)
+    accounts.add_arguments(p, "status")
     p.set_defaults(func=status)
 
 
 # ---- commands -------------------------------------------------------------------------
 
 def ledger_init(ctx: Context, args) -> int:
+    preview = lambda: (f"ledger-init: creates the DynamoDB table {ctx.ledger_table} if it is missing", 1)
+    if args.dry_run:
+        ctx.emit({"command": "ledger-init", "table": ctx.ledger_table, "region": ctx.clients.region, "dry_run": True},
+                 preview()[0] + " (dry run: nothing written)")
+        return EXIT_OK
+    ask(ctx, args, "ledger-init", "create the ledger table", preview)
     created = ensure_table(ctx.clients("dynamodb"), ctx.ledger_table)
     ctx.emit(
         {"command": "ledger-init", "table": ctx.ledger_table, "region": ctx.clients.region, "created": created},
@@ -87,18 +119,77 @@ def ledger_init(ctx: Context, args) -> int:
     return EXIT_OK
 
 
+
 def plan(ctx: Context, args) -> int:
+    fanned = accounts.fan_out(ctx, args, "plan")
+    if fanned is not None:
+        return fanned
     reachable = _check_ledger(ctx)
     queue = ctx.use_expired_queue()
+    ctx.use_own_resources()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
     return _finish(ctx, "plan", report, reachable, queue=queue)
 
 
 def engage(ctx: Context, args) -> int:
+    fanned = accounts.fan_out(ctx, args, "engage", writes=True)
+    if fanned is not None:
+        return fanned
     reachable = _check_ledger(ctx)
+    honour_mode(ctx, args, "engage")
     queue = ctx.use_expired_queue()
+    ctx.use_own_resources()
+    if args.dry_run:
+        report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
+        return _finish(ctx, "engage", report, reachable, queue=queue, dry_run=True)
+
+    def preview() -> tuple[str, int]:
+        planned = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
+        ctx.progress("")
+        if planned.refused:
+            raise UsageError(planned.refused)
+        changing = [o for o in planned.outcomes if o.action == PLANNED]
+        return _walk_text("engage (would)", planned.outcomes, dict(Counter(o.action for o in planned.outcomes)),
+                          reachable), len(changing)
+
+    ask(ctx, args, "engage", "engage the selected resources", preview)
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
+    if reachable and any(o.action == ENGAGED for o in report.outcomes):
+        _record_held(ctx, "holdfast engage")
     return _finish(ctx, "engage", report, reachable, queue=queue)
+
+
+def _record_held(ctx: Context, command: str) -> None:
+    try:
+        ledger_control.set_held(ctx.clients("dynamodb"), ctx.ledger_table, True, by=caller(ctx), command=command,
+                                now=ctx.runtime.clock.now())
+    except LedgerUnavailable as err:
+        ctx.warn(f"{err}; `holdfast status` will not say who engaged")
+
+
+def _restore_preview(ctx: Context, rows: list[dict[str, Any]], command: str) -> tuple[str, int, list[dict]]:
+    """What a restore of these engaged resources would write: each key from its current
+    value back to its original, except drift (the owner's change, kept)."""
+    out, planned = [], []
+    for r in rows:
+        changes = {k: {"from": (r.get("current") or {}).get(k), "to": v} for k, v in (r.get("original") or {}).items()
+                   if k not in (r.get("drift") or {}) and (r.get("current") or {}).get(k) != v}
+        said = "; ".join(words.change(r["kind"], k, c["from"], c["to"]) for k, c in changes.items())
+        said += "".join(f"; {words.drift(r['kind'], k, (r.get('current') or {}).get(k))}" for k in (r.get("drift") or {}))
+        action = "vanished" if r.get("vanished") else (PLANNED if changes else "forget record")
+        out.append((r["kind"], r["arn"], action, said.strip("; ") or "-"))
+        planned.append({"kind": r["kind"], "arn": r["arn"], "action": action, "changes": changes,
+                        "drift": sorted(r.get("drift") or {})})
+    text = table(("KIND", "ARN", "ACTION", "CHANGES"), out) if out else f"{command}: no engaged resources"
+    return text, len(rows), planned
+
+
+def _dry_restore(ctx: Context, command: str, rows: list[dict[str, Any]], reachable: bool) -> int:
+    text, _, planned = _restore_preview(ctx, rows, command)
+    ctx.emit({"command": command, "dry_run": True, "ledger_available": reachable, "resources": planned,
+              "summary": dict(Counter(p["action"] for p in planned))},
+             text + f"\n{command}: dry run, nothing written")
+    return EXIT_OK
 
 
 def resume(ctx: Context, args) -> int:
@@ -108,7 +199,17 @@ def resume(ctx: Context, args) -> int:
             "`holdfast resume --now` restores every engaged resource at once"
         )
     reachable = _check_ledger(ctx)
+    honour_mode(ctx, args, "resume --now")
+    if args.dry_run:
+        return _dry_restore(ctx, "resume", engine.Engine(ctx.runtime).status(), reachable)
+    ask(ctx, args, "resume --now", "restore every engaged resource",
+        lambda: _restore_preview(ctx, engine.Engine(ctx.runtime).status(), "resume")[:2])
     report = engine.Engine(ctx.runtime, progress=ctx.progress).relax()
+    if reachable and report.complete and not report.failed:
+        try:
+            ledger_control.set_held(ctx.clients("dynamodb"), ctx.ledger_table, False)
+        except LedgerUnavailable as err:
+            ctx.warn(str(err))
     return _finish(ctx, "resume", report, reachable)
 
 
@@ -118,7 +219,16 @@ def release(ctx: Context, args) -> int:
         kind = kind_of(arn)
     except ValueError as err:
         raise UsageError(str(err)) from err
+    ctx.require_here(arn)
     reachable = _check_ledger(ctx)
+    honour_mode(ctx, args, "release")
+    if args.dry_run or not (args.yes or ctx.local()):
+        rows = [r for r in engine.Engine(ctx.runtime, kinds=(kind,)).status() if r["arn"] == arn]
+        if args.dry_run:
+            return _dry_restore(ctx, "release", rows, reachable)
+        if rows:   # not engaged: nothing to write, and the release below says so
+            ask(ctx, args, "release", f"restore {arn} and forget its record",
+                lambda: _restore_preview(ctx, rows, "release")[:2])
     # Read before the release forgets it: a vanished resource with no record was never Holdfast's.
     recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
     before = Counter(ctx.clients.calls)
@@ -139,14 +249,15 @@ def release(ctx: Context, args) -> int:
 
 
 def status(ctx: Context, args) -> int:
-    if getattr(args, "all_accounts", False):
-        return accounts.status_all(ctx, args)
-    if getattr(args, "accounts", None) or getattr(args, "regions", None):
-        raise UsageError("--accounts and --regions go with --all-accounts")
+    fanned = accounts.fan_out(ctx, args, "status")
+    if fanned is not None:
+        return fanned
     ledger_available = _check_ledger(ctx)
     rows = engine.Engine(ctx.runtime).status()
     drifted = [r["arn"] for r in rows if r.get("drift")]
     stuck = _stuck(ctx) if ledger_available else []
+    hand = held(ctx, len(rows)) if ledger_available else None
+    ready = _readiness(ctx) if ledger_available else None
     ctx.emit(
         {
             "command": "status",
@@ -154,9 +265,11 @@ def status(ctx: Context, args) -> int:
             "resources": rows,
             "drifted": drifted,
             "stuck": stuck,
+            "held": hand,
+            "readiness": ready,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
-        _status_text(rows, ledger_available, stuck),
+        _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "") + "\n" + readiness_line(ready),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -164,6 +277,52 @@ def status(ctx: Context, args) -> int:
 
 
 # ---- the ledger -------------------------------------------------------------------------
+
+def _readiness(ctx: Context) -> dict[str, Any] | None:
+    """The last scheduled readiness result (holdfast.handlers.readiness), None before the first."""
+    try:
+        return ledger_readiness.read_result(ctx.clients("dynamodb"), ctx.ledger_table)
+    except LedgerUnavailable as err:
+        ctx.warn(f"readiness result unknown: {err}")
+        return None
+
+
+def readiness_line(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return "readiness   no scheduled check has run yet (`holdfast doctor` runs them now)"
+    if result.get("ok"):
+        selected = ", ".join(f"{k} {n}" for k, n in (result.get("selected") or {}).items()) or "no resources selected"
+        return f"readiness   ok at {result.get('at')} ({selected})"
+    failed = [c for c in result.get("checks", []) if not c.get("ok")]
+    lines = [f"readiness   {len(failed)} check(s) failed at {result.get('at')}: {', '.join(result.get('failed') or [])}"]
+    lines += [f"  {c['check']}: {c['detail']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else "") for c in failed]
+    return "\n".join(lines)
+
+
+def held(ctx: Context, engaged: int) -> dict[str, Any] | None:
+    """Resources engaged with no plan in force (normal, or none yet) are held by hand: the
+    reconciler does not restore them. Who engaged them, when, with what (CONTROL/HELD);
+    None when nothing is held that way."""
+    if not engaged:
+        return None
+    try:
+        current = ledger_plan.read(ctx.clients("dynamodb"), ctx.ledger_table)
+        control = ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table)
+    except LedgerUnavailable as err:
+        ctx.warn(f"who holds resources by hand is unknown: {err}")
+        return None
+    if current is not None and current.stage != policy.NORMAL:
+        return None
+    return {"engaged": engaged, "by": control.held_by, "at": control.held_at, "command": control.held_command}
+
+
+def held_text(hand: dict[str, Any]) -> str:
+    who = (f"by {hand['by']} at {hand['at']} ({hand['command']})" if hand.get("by")
+           else "by an earlier walk that left no record of who (a manual engage before this version, or an "
+                "interrupted one)")
+    return (f"held by hand: {hand['engaged']} resources engaged with no plan in force, {who}; the reconciler "
+            "leaves them engaged while the plan is normal; `holdfast resume --now` restores them")
+
 
 def _stuck(ctx: Context) -> list[dict[str, Any]]:
     """The stuck resources under the plan in force, each with the command that fixes it."""
@@ -203,7 +362,7 @@ def _check_ledger(ctx: Context) -> bool:
 
 # ---- output -----------------------------------------------------------------------------
 
-def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=None) -> int:
+def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=None, dry_run: bool = False) -> int:
     """Print the report, name every failure, and choose the exit code."""
     ctx.progress("")  # clears the progress line
     if report.refused:
@@ -214,6 +373,7 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=No
     ctx.emit(
         {
             "command": command,
+            **({"dry_run": True} if dry_run else {}),
             "ledger_available": ledger_available,
             "ledger_error": report.ledger_error,
             "complete": report.complete,
@@ -225,7 +385,8 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=No
             "api_calls_by_operation": dict(ctx.clients.calls),
             **({"expired_queue": {"arn": queue[0], "found_by": queue[1]}} if queue else {}),
         },
-        _walk_text(command, report.outcomes, summary, ledger_available),
+        _walk_text(command, report.outcomes, summary, ledger_available)
+        + (f"\n{command}: dry run, nothing written" if dry_run else ""),
     )
     if not ctx.json:
         for o in report.outcomes:
@@ -263,8 +424,8 @@ def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int]
 
 
 def _changes(o: Outcome) -> str:
-    parts = [f"{k}: {_fmt(v.get('from'))} -> {_fmt(v.get('to'))}" for k, v in o.changes.items()]
-    parts += [f"{k}: kept owner's {_fmt(v.get('current'))} (drift)" for k, v in o.drift.items()]
+    parts = [words.change(o.kind, k, v.get("from"), v.get("to")) for k, v in o.changes.items()]
+    parts += [words.drift(o.kind, k, v.get("current")) for k, v in o.drift.items()]
     return "; ".join(parts)
 
 

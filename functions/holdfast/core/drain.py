@@ -12,7 +12,7 @@ drain if the downstream keeps up (the controller's own forecast at the start of 
 A cap of k concurrent batches consumes at most min(C, k × P), where P is one batch's
 throughput in messages a minute; `steps` shows the drain at a few fixed caps. The model is linear in concurrency up to the consumers' full rate, which is
 all a queue's metrics can support. Unless told P, we assume C is what an uncapped
-mapping reaches at its full concurrency of about 1,000 batches (DESIGN.md), so
+mapping reaches at its full concurrency of about 1,000 batches (Lambda's SQS scaling limits), so
 P = C / 1,000: a pessimistic figure for consumers that reach C with fewer batches.
 Measure P as batch size / batch duration (10 messages in 1 s is 600/min) and pass it.
 """

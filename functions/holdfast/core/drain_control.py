@@ -115,6 +115,39 @@ class Constants:
     # measured at the new cap, plus CloudWatch's publication lag (1–3 minutes, 2 typical).
     raise_interval_seconds: float = 180.0
 
+    # ---- built-in evidence: what the consumer itself shows, no alarm needed ----
+    # Slow start: while every signal is at its baseline the cap is multiplied by this per
+    # datapoint measured at it. A closed pool of consumers past its downstream's knee
+    # takes concurrency ÷ knee times as long per message, so one step overshoots by at
+    # most this factor: 1.5 keeps a knee crossed in one step well short of a 1 s client
+    # timeout behind 0.8 s of work (2.0 did not in the recovery model).
+    slow_start_factor: float = 1.5
+    # Time per message (Duration's sum ÷ NumberOfMessagesReceived, so a full batch is not
+    # read as a slow one) against its baseline: a warning stops raises (and, persisting,
+    # steps back), critical cuts. Past a knee the ratio is concurrency ÷ knee, so 1.08 is
+    # 8 % past it and 1.20 is 20 %. Each is raised to 1 + 3 and 1 + 5 times the baseline's
+    # own spread (median absolute deviation ÷ median) for a consumer noisier than that.
+    duration_warning_ratio: float = 1.08
+    duration_critical_ratio: float = 1.20
+    # The mean invocation's Duration against the function's timeout: a consumer near its
+    # timeout fails whole batches.
+    timeout_warning_share: float = 0.5
+    timeout_critical_share: float = 0.8
+    # Messages received and not deleted (a failed item with ReportBatchItemFailures, a
+    # failed batch, a timeout), as a share of those received, this far above the baseline
+    # share: critical (a warning above it by `error_share_slack`).
+    failure_critical_slack: float = 0.05
+    # A warning on two datapoints measured at the same cap steps back by this share of it.
+    warning_step_back: float = 0.05
+    # The cut on the built-in evidence goes to the concurrency that would carry the
+    # measured goodput at the baseline time per message (Little's law: the knee when the
+    # downstream is saturated), times this margin; never below half the cap it measured.
+    knee_margin: float = 0.95
+    # A pre-event concurrency more than this many times what the baseline arrivals need
+    # (arrivals × time per message), plus two batches, is implausible (a retry storm in
+    # the window): the drain starts from the need instead, and searches.
+    plausible_start_factor: float = 2.0
+
     def __post_init__(self):
         checks = (
             (0 < self.raise_fraction <= 1, "raise_fraction must be in (0, 1]"),
@@ -131,6 +164,13 @@ class Constants:
             (self.remember_alarm_seconds >= 0, "remember_alarm_seconds must be ≥ 0"),
             (self.raise_interval_seconds > 0, "raise_interval_seconds must be > 0"),
             (0 <= self.error_share_slack <= 1, "error_share_slack must be in [0, 1]"),
+            (1 < self.slow_start_factor <= 4, "slow_start_factor must be in (1, 4]"),
+            (1 < self.duration_warning_ratio < self.duration_critical_ratio, "duration ratios must be 1 < warning < critical"),
+            (0 < self.timeout_warning_share < self.timeout_critical_share <= 1, "timeout shares must be 0 < warning < critical ≤ 1"),
+            (0 < self.failure_critical_slack <= 1, "failure_critical_slack must be in (0, 1]"),
+            (0 < self.warning_step_back < 1, "warning_step_back must be in (0, 1)"),
+            (0.5 <= self.knee_margin <= 1, "knee_margin must be in [0.5, 1]"),
+            (self.plausible_start_factor >= 1, "plausible_start_factor must be ≥ 1"),
         )
         for ok, message in checks:
             if not ok:
@@ -186,6 +226,18 @@ class Facts:
     # second before the event (None: unknown).
     arrival_per_second: float | None = None
     deleted_per_second: float | None = None
+    # The consumer's own baseline (holdfast.core.drain_control.baseline): seconds per
+    # message (Duration's sum ÷ NumberOfMessagesReceived, median of the window's minutes)
+    # and its spread (median absolute deviation ÷ median); the high percentile's per
+    # message (p90 Duration × Invocations ÷ NumberOfMessagesReceived); the share of
+    # received messages not deleted; the queue's visible messages; the function's timeout.
+    seconds_per_message: float | None = None
+    spread: float = 0.0
+    high_seconds_per_message: float | None = None
+    baseline_failure_share: float | None = None
+    baseline_visible: float | None = None
+    timeout_seconds: float | None = None
+    baseline_note: str = ""       # the window the baseline is from, and why it ends where it does
 
     def __post_init__(self):
         def bad(name, value, allowed):
@@ -207,10 +259,17 @@ class Facts:
             isinstance(self.baseline_error_share, (int, float)) and 0 <= self.baseline_error_share <= 1
         ):
             bad("baseline_error_share", self.baseline_error_share, "must be a number from 0 to 1 or None")
-        for name in ("arrival_per_second", "deleted_per_second"):
+        for name in ("arrival_per_second", "deleted_per_second", "seconds_per_message", "high_seconds_per_message",
+                     "baseline_visible", "timeout_seconds"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 bad(name, value, "must be a number ≥ 0 or None")
+        if not (isinstance(self.spread, (int, float)) and math.isfinite(self.spread) and self.spread >= 0):
+            bad("spread", self.spread, "must be a number ≥ 0")
+        if self.baseline_failure_share is not None and not (
+            isinstance(self.baseline_failure_share, (int, float)) and 0 <= self.baseline_failure_share <= 1
+        ):
+            bad("baseline_failure_share", self.baseline_failure_share, "must be a number from 0 to 1 or None")
 
     def to_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in _FACT_FIELDS}
@@ -225,7 +284,8 @@ class Facts:
 
 _FACT_FIELDS = ("pre_event_concurrency", "reserved_concurrency", "owner_cap", "baseline_age_seconds", "baseline_errors",
                 "baseline_error_share",
-                "arrival_per_second", "deleted_per_second")
+                "arrival_per_second", "deleted_per_second", "seconds_per_message", "spread", "high_seconds_per_message",
+                "baseline_failure_share", "baseline_visible", "timeout_seconds", "baseline_note")
 
 
 @dataclass(frozen=True)
@@ -250,6 +310,12 @@ class Reading:
     invocations: Datapoint | None = None
     # The queue does not exist (deleted): there is nothing to drain.
     queue_missing: bool = False
+    # The built-in downstream evidence, one minute each: the function's Duration (Sum and
+    # p90, milliseconds) and the queue's NumberOfMessagesReceived (Sum). With `deleted` and
+    # `invocations` of the same minute they give the time per message and the failure share.
+    duration: Datapoint | None = None
+    duration_high: Datapoint | None = None
+    received: Datapoint | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +332,8 @@ class CapState:
     restored: bool = False
     alarmed_cap: int | None = None          # the lowest cap an alarm was attributed to ...
     alarmed_at: datetime | None = None      # ... and when that cut was made
+    additive: bool = False                  # False: slow start (multiplicative) until the first warning or cut
+    warned_at: datetime | None = None       # the datapoint of the first warning measured at the cap in force
 
     def __post_init__(self):
         if not self.history:
@@ -302,6 +370,8 @@ class CapState:
             "restored": self.restored,
             "alarmed_cap": self.alarmed_cap,
             "alarmed_at": iso(self.alarmed_at),
+            "additive": self.additive,
+            "warned_at": iso(self.warned_at),
         }
 
     @classmethod
@@ -318,6 +388,8 @@ class CapState:
                 restored=bool(raw.get("restored", False)),
                 alarmed_cap=None if raw.get("alarmed_cap") is None else int(raw["alarmed_cap"]),
                 alarmed_at=when(raw.get("alarmed_at")),
+                additive=bool(raw.get("additive", False)),
+                warned_at=when(raw.get("warned_at")),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"cap state is malformed: {err}") from err
@@ -332,6 +404,271 @@ class CapDecision:
     state: CapState
     ceiling: int
     waiting_on: tuple[str, ...] = field(default=())   # what a hold waits for, for `holdfast stage`
+
+
+# ---- the one raise rule ------------------------------------------------------------
+
+
+def raise_to(cap: int, step: int, additive: bool, top: int, constants: Constants = DEFAULTS) -> int:
+    """The next cap after a raise: the one rule `decide`, the forecast (`ramp_forecast`) and
+    `start`'s description use. Slow start (while every signal is at its baseline):
+    × `slow_start_factor`, at least `step` more; after the first warning or cut: + the larger
+    of `step` and `raise_share_of_cap` of the cap. Never above `top`."""
+    c = constants
+    if additive:
+        new = cap + max(step, math.floor(c.raise_share_of_cap * cap))
+    else:
+        new = max(cap + step, math.ceil(cap * c.slow_start_factor))
+    return max(cap, min(top, new))
+
+
+def describe_raises(step: int, top: int, constants: Constants = DEFAULTS) -> str:
+    """`raise_to` in words, for start()'s reasons and `holdfast stage`."""
+    c = constants
+    return (f"raised × {c.slow_start_factor:g} per datapoint measured at the cap with every signal at its baseline "
+            f"(slow start), then by the larger of {step} and {c.raise_share_of_cap:.0%} of the cap after the first "
+            f"warning or cut, up to {top}")
+
+
+# ---- the consumer's own evidence of its downstream ---------------------------------
+
+GOOD, UNKNOWN = "ok", "unknown"          # Health.level, besides WARNING and CRITICAL
+_RANK = {GOOD: 0, UNKNOWN: 1, WARNING: 2, CRITICAL: 3}
+
+
+@dataclass(frozen=True)
+class Health:
+    """What one minute of the consumer's own metrics says about its downstream.
+    `complete`: the time per message was judged (a function without Duration data is
+    judged on its failure share alone, and never slow-starts on it)."""
+
+    at: datetime | None
+    level: str
+    reasons: tuple[str, ...]
+    ratio: float | None = None
+    failure_share: float | None = None
+    knee_estimate: int | None = None
+    complete: bool = False
+
+
+def duration_thresholds(facts: Facts, constants: Constants = DEFAULTS) -> tuple[float, float]:
+    """(warning, critical) ratios of the time per message to its baseline, widened for a
+    consumer whose baseline is noisier than the settings allow for."""
+    c = constants
+    warn = max(c.duration_warning_ratio, 1 + 3 * facts.spread)
+    crit = max(c.duration_critical_ratio, warn + (c.duration_critical_ratio - c.duration_warning_ratio), 1 + 5 * facts.spread)
+    return warn, crit
+
+
+def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> Health:
+    """Judge the newest minute with messages received, from the consumer's own metrics:
+
+    - failure share: NumberOfMessagesReceived not deleted ÷ received (a batch item failed
+      with ReportBatchItemFailures leaves Errors at 0 and is seen here), and Errors ÷
+      Invocations, each against its baseline share;
+    - time per message: Duration's sum ÷ NumberOfMessagesReceived (a full batch is not a
+      slow one) against the baseline, and p90 Duration × Invocations ÷ received;
+    - the mean invocation's Duration against the function's timeout.
+
+    Every figure is of the minute of `received`; a metric without a datapoint for that
+    minute is left out and said so. No receives, or none fresh: UNKNOWN (never a raise)."""
+    c = constants
+    period = timedelta(seconds=c.period_seconds)
+    received = reading.received
+    if received is None:
+        return Health(None, UNKNOWN, ("no NumberOfMessagesReceived datapoint: the consumer's downstream cannot be judged",))
+    if received.at + period + timedelta(seconds=c.stale_seconds) < now:
+        return Health(None, UNKNOWN, (f"NumberOfMessagesReceived is stale (from {received.at.isoformat()}): "
+                                      f"the consumer's downstream cannot be judged",))
+    at = received.at
+    if received.value <= 0:
+        return Health(at, UNKNOWN, (f"no messages received in the minute of {at.isoformat()}: nothing to judge the "
+                                    f"downstream by",))
+
+    def same(dp: Datapoint | None) -> Datapoint | None:
+        return dp if dp is not None and dp.at == at else None
+
+    deleted, duration, high = same(reading.deleted), same(reading.duration), same(reading.duration_high)
+    invocations, errors = same(reading.invocations), same(reading.errors)
+    level, reasons = GOOD, []
+
+    def seen(new: str, why: str) -> None:
+        nonlocal level
+        if _RANK[new] > _RANK[level]:
+            level = new
+        reasons.append(why)
+
+    share = None
+    if deleted is not None:
+        share = max(0.0, received.value - deleted.value) / received.value
+        base = facts.baseline_failure_share or 0.0
+        said = (f"{share:.1%} of {received.value:,.0f} messages received not deleted (baseline {base:.1%})")
+        if share > base + c.failure_critical_slack:
+            seen(CRITICAL, said + f": more than {c.failure_critical_slack:.0%} above it")
+        elif share > base + c.error_share_slack:
+            seen(WARNING, said + f": more than {c.error_share_slack:.0%} above it")
+    else:
+        reasons.append("no NumberOfMessagesDeleted datapoint for the minute: failure share unknown")
+    if errors is not None and invocations is not None and invocations.value > 0:
+        e_share = errors.value / invocations.value
+        base = facts.baseline_error_share or 0.0
+        said = f"function Errors {e_share:.1%} of {invocations.value:,.0f} invocations (baseline {base:.1%})"
+        if e_share > base + c.failure_critical_slack:
+            seen(CRITICAL, said)
+        elif e_share > base + c.error_share_slack:
+            seen(WARNING, said)
+        share = e_share if share is None else max(share, e_share)
+
+    ratio = estimate = None
+    complete = False
+    if duration is None:
+        reasons.append("no Duration datapoint for the minute: judged on the failure share alone")
+    elif not facts.seconds_per_message:
+        reasons.append("no baseline time per message: Duration cannot be judged")
+    else:
+        complete = True
+        spm = duration.value / 1000.0 / received.value
+        ratio = spm / facts.seconds_per_message
+        warn, crit = duration_thresholds(facts, c)
+        said = (f"{spm * 1000:,.0f} ms per message, {ratio:.2f}× its baseline {facts.seconds_per_message * 1000:,.0f} ms "
+                f"(warning {warn:.2f}×, critical {crit:.2f}×)")
+        seen(CRITICAL if ratio >= crit else WARNING if ratio >= warn else GOOD, said)
+        if deleted is not None:
+            estimate = math.floor(deleted.value / c.period_seconds * facts.seconds_per_message)
+        if high is not None and invocations is not None and invocations.value > 0 and facts.high_seconds_per_message:
+            high_ratio = high.value / 1000.0 * invocations.value / received.value / facts.high_seconds_per_message
+            if high_ratio >= warn:
+                seen(CRITICAL if high_ratio >= crit else WARNING,
+                     f"p90 Duration per message {high_ratio:.2f}× its baseline")
+        if invocations is not None and invocations.value > 0 and facts.timeout_seconds:
+            used = duration.value / 1000.0 / invocations.value / facts.timeout_seconds
+            if used >= c.timeout_warning_share:
+                seen(CRITICAL if used >= c.timeout_critical_share else WARNING,
+                     f"mean invocation {used:.0%} of the function's {facts.timeout_seconds:g} s timeout")
+    if share is None and not complete:
+        return Health(at, UNKNOWN, tuple(reasons + ["neither the time per message nor the failure share can be judged"]))
+    return Health(at, level, tuple(reasons), ratio, share, estimate, complete)
+
+
+# ---- the baseline: from before the earliest sign of trouble -------------------------
+
+
+@dataclass(frozen=True)
+class Minute:
+    """One minute of a consumer's metrics before the event (None: no datapoint)."""
+
+    at: datetime
+    concurrency: float | None = None
+    age: float | None = None
+    visible: float | None = None
+    sent: float | None = None
+    deleted: float | None = None
+    received: float | None = None
+    duration: float | None = None         # Sum, ms
+    duration_high: float | None = None    # p90, ms
+    invocations: float | None = None
+    errors: float | None = None
+
+    @property
+    def seconds_per_message(self) -> float | None:
+        if self.duration is None or not self.received:
+            return None
+        return self.duration / 1000.0 / self.received
+
+    @property
+    def failure_share(self) -> float | None:
+        if not self.received or self.deleted is None:
+            return None
+        return max(0.0, self.received - self.deleted) / self.received
+
+
+def median(values) -> float | None:
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def _quartile(values) -> float | None:
+    v = sorted(x for x in values if x is not None)
+    return v[len(v) // 4] if v else None
+
+
+def first_anomaly(minutes, constants: Constants = DEFAULTS) -> datetime | None:
+    """The start of the consumer's own trouble that runs into the newest of `minutes`: the
+    oldest minute of the last run of anomalous minutes (time per message at the warning
+    ratio of the lower quartile, or a failure share above the lower quartile's by the
+    critical slack), a minute without data neither breaking nor starting a run. The lower
+    quartile stands for the consumer's usual level however long the storm (up to three
+    quarters of the minutes); None: no anomaly at the end."""
+    c = constants
+    minutes = sorted(minutes, key=lambda x: x.at)
+    spm_ref = _quartile(m.seconds_per_message for m in minutes)
+    fail_ref = _quartile(m.failure_share for m in minutes)
+
+    def anomalous(m: Minute) -> bool | None:
+        spm, fail = m.seconds_per_message, m.failure_share
+        if spm is None and fail is None:
+            return None
+        return bool((spm is not None and spm_ref and spm >= spm_ref * c.duration_warning_ratio)
+                    or (fail is not None and fail_ref is not None and fail > fail_ref + c.failure_critical_slack))
+
+    start = None
+    for m in reversed(minutes):
+        bad = anomalous(m)
+        if bad is None:
+            continue
+        if not bad:
+            break
+        start = m.at
+    return start
+
+
+def baseline_end(signals) -> tuple[datetime, str]:
+    """The earliest of the named times (name -> time or None): where the baseline ends."""
+    known = [(t, name) for name, t in signals.items() if t is not None]
+    if not known:
+        raise ValueError("baseline: no time to end the window at")
+    t, name = min(known)
+    return t, name
+
+
+def baseline(minutes, until: datetime, why: str, window_minutes: int, constants: Constants = DEFAULTS) -> dict[str, Any]:
+    """The pre-event figures (Facts fields) from the `window_minutes` before the earliest of
+    `until` (the earliest impairment signal or the plan's engagement: `why` names it) and
+    the consumer's own first anomaly, by medians of the minutes: a retry storm in part of
+    the window moves no figure. Rates and shares are per minute, then the median."""
+    c = constants
+    minutes = [m for m in minutes if m.at < until]
+    anomaly = first_anomaly(minutes, c)
+    end, what = (anomaly, "the consumer's own first anomaly") if anomaly is not None and anomaly < until else (until, why)
+    start = end - timedelta(minutes=window_minutes)
+    used = [m for m in minutes if start <= m.at and m.at + timedelta(seconds=c.period_seconds) <= end]
+    note = f"baseline from {len(used)} minutes, {start.isoformat()} to {end.isoformat()} (ending at {what})"
+    spm = median(m.seconds_per_message for m in used)
+    spread = 0.0
+    if spm:
+        spread = median(abs(m.seconds_per_message - spm) for m in used if m.seconds_per_message is not None) / spm
+    per_second = lambda v: None if v is None else v / c.period_seconds
+    errors = [m.errors for m in used if m.errors is not None]
+    invoked = sum(m.invocations or 0.0 for m in used)
+    highs = [m.duration_high / 1000.0 * m.invocations / m.received for m in used
+             if m.duration_high is not None and m.invocations and m.received]
+    return dict(
+        pre_event_concurrency=median(m.concurrency for m in used),
+        baseline_age_seconds=median(m.age for m in used),
+        baseline_errors=median(errors) or 0.0,
+        baseline_error_share=min(1.0, sum(errors) / invoked) if invoked > 0 else None,
+        arrival_per_second=per_second(median(m.sent for m in used)),
+        deleted_per_second=per_second(median(m.deleted for m in used)),
+        seconds_per_message=spm,
+        spread=spread,
+        high_seconds_per_message=median(highs),
+        baseline_failure_share=median(m.failure_share for m in used),
+        baseline_visible=median(m.visible for m in used),
+        baseline_note=note,
+    )
 
 
 def ceiling(facts: Facts, constants: Constants = DEFAULTS) -> tuple[int, str]:
@@ -355,30 +692,88 @@ def _floor(facts: Facts, constants: Constants) -> int:
     return low
 
 
-def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = DEFAULTS) -> CapDecision:
-    """The first decision of a drain: the cap to start from and the state to carry."""
+def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = DEFAULTS, *,
+          arriving_per_second: float | None = None) -> CapDecision:
+    """The first decision of a drain: the cap to start from and the state to carry.
+
+    From the pre-event concurrency, checked against what the baseline arrivals need
+    (arrivals × time per message, Little's law). Missing, or implausibly far above that
+    need (a retry storm read as the baseline), the drain starts from the need — or from
+    the cap in force when that is unknown too — and searches; never at the ceiling.
+    When messages arrive faster now (`arriving_per_second`, the queue's newest
+    NumberOfMessagesSent) than the start would consume, it starts as high as keeps the
+    backlog from growing, but never more than one slow-start step above the pre-event
+    level: the bound every raise keeps."""
+    c = constants
     if not (isinstance(current_cap, int) and current_cap >= 1):
         raise ValueError(f"current cap {current_cap!r} must be a positive integer")
-    top, top_why = ceiling(facts, constants)
+    top, top_why = ceiling(facts, c)
+    low = _floor(facts, c)
     reasons = []
-    if facts.pre_event_concurrency is None:
-        begin = current_cap
-        reasons.append(f"no pre-event ConcurrentExecutions: starting from the cap in force ({current_cap})")
-        step = max(constants.raise_min, math.ceil(constants.raise_fraction * current_cap))
+    need = None
+    if facts.arrival_per_second is not None and facts.seconds_per_message:
+        need = facts.arrival_per_second * facts.seconds_per_message
+    pre = facts.pre_event_concurrency
+    searching = True
+    if pre is None and need is None:
+        base = current_cap
+        reasons.append(f"no pre-event ConcurrentExecutions: starting from the cap in force ({current_cap}) and searching")
+    elif pre is None:
+        base = max(current_cap, math.ceil(need))
+        reasons.append(f"no pre-event ConcurrentExecutions: starting from what the baseline arrivals need "
+                       f"({need:.1f} = arrivals × time per message) and searching")
+    elif need is not None and pre > c.plausible_start_factor * need + 2:
+        base = max(current_cap, math.ceil(need))
+        reasons.append(f"pre-event concurrency {pre:g} is implausible, more than {c.plausible_start_factor:g}× what the "
+                       f"baseline arrivals need ({need:.1f}): starting from the need and searching")
     else:
-        pre = math.ceil(facts.pre_event_concurrency)
-        step = max(constants.raise_min, math.ceil(constants.raise_fraction * max(pre, current_cap)))
-        above = constants.start_steps_above * step
-        begin = max(current_cap, pre + above)
-        reasons.append(f"starting from the consumer's pre-event concurrency ({facts.pre_event_concurrency:g})"
-                       + (f", {constants.start_steps_above} step(s) of {step} above it" if above else ""))
-    low = _floor(facts, constants)
+        searching = False
+        base = math.ceil(pre)
+        reasons.append(f"starting from the consumer's pre-event concurrency ({pre:g})")
+    step = max(c.raise_min, math.ceil(c.raise_fraction * max(base, current_cap)))
+    above = 0 if searching and pre is None and need is None else c.start_steps_above * step
+    begin = max(current_cap, base + above)
+    if above:
+        reasons[-1] += f", {c.start_steps_above} step(s) of {step} above it"
+    if not searching and arriving_per_second is not None and facts.seconds_per_message:
+        need_now = arriving_per_second * facts.seconds_per_message
+        higher = min(math.ceil(need_now), math.ceil(base * c.slow_start_factor))
+        if higher > begin:
+            begin = higher
+            reasons.append(f"arrivals now ({arriving_per_second:g}/s) need {need_now:.1f} batches: from {begin}, at most "
+                           f"one slow-start step above the pre-event level")
     if begin > top:
         reasons.append(f"held to the {top_why} ({top})")
-    begin = max(low, min(begin, top))
+    begin = min(begin, top)
+    if searching and begin >= top and top > low:
+        begin = max(low, top // 2)
+        reasons.append(f"never at the ceiling on a missing or implausible baseline: from half of it ({begin})")
+    begin = max(low, begin)
+    if facts.baseline_note:
+        reasons.append(facts.baseline_note)
     state = CapState(cap=begin, step=step, history=((now, begin),), prior_cap=current_cap)
-    reasons.append(f"cap {begin}, raised by {step} per fresh OK datapoint up to {top}")
+    reasons.append(f"cap {begin}, " + describe_raises(step, top, c))
     return CapDecision(START, begin, False, tuple(reasons), state, top)
+
+
+def cut_target(then: int, low: int, alarmed: bool, health: Health | None, constants: Constants = DEFAULTS) -> tuple[int, str]:
+    """The cap after a cut from `then` (the cap the bad datapoint measured): × `cut_factor`
+    for an owner's alarm; for the built-in evidence, the concurrency that carried the
+    minute's goodput at the baseline time per message (the knee, when the downstream is
+    saturated) × `knee_margin`, never below half of `then`. Both: the lower."""
+    c = constants
+    targets = []
+    if alarmed:
+        targets.append((int(then * c.cut_factor), f"× {c.cut_factor:g}"))
+    if health is not None:
+        if health.knee_estimate is not None and health.knee_estimate < then:
+            est = max(math.ceil(then * 0.5), math.floor(health.knee_estimate * c.knee_margin))
+            targets.append((est, f"the goodput's concurrency at baseline speed ({health.knee_estimate}) × {c.knee_margin:g}, "
+                                 f"at least half"))
+        else:
+            targets.append((int(then * c.cut_factor), f"× {c.cut_factor:g}"))
+    value, how = min(targets)
+    return max(low, value), how
 
 
 def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> CapDecision:
@@ -397,7 +792,7 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
             while len(history) > 1 and history[1][0] <= horizon:
                 prior = history[0][1]
                 history = history[1:]
-            new = replace(new, cap=cap, history=history, prior_cap=prior)
+            new = replace(new, cap=cap, history=history, prior_cap=prior, warned_at=None)
         if changes:
             new = replace(new, **changes)
         return CapDecision(action, cap, restore, tuple(reasons), new, top, tuple(waiting))
@@ -416,24 +811,35 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
             return None
         return dp
 
-    # 1. A downstream alarm on a datapoint not yet acted on: cut, from the cap of then.
+    health = consumer_health(facts, reading, now, c)
+    since = state.in_force_since
+
+    def new_datapoint(at: datetime | None) -> bool:
+        return at is not None and (state.acted_through is None or at > state.acted_through)
+
+    # 1. A downstream alarm, or the consumer's own evidence, critical on a datapoint not yet
+    # acted on: cut, from the cap in force when it was measured.
     critical = [a for a in reading.downstream if a.severity == CRITICAL and a.state == ALARM]
-    new_alarms = [a for a in critical if a.measured_at is not None and (state.acted_through is None or a.measured_at > state.acted_through)]
-    if new_alarms:
-        newest = max(a.measured_at for a in new_alarms)
-        then = max(state.cap_during(a.measured_at, a.measured_at + period) for a in new_alarms)
-        target = max(low, int(then * c.cut_factor))
-        names = ", ".join(sorted(a.name for a in new_alarms))
+    bad = [(a.measured_at, a.name) for a in critical if new_datapoint(a.measured_at)]
+    own = health.level == CRITICAL and new_datapoint(health.at)
+    if own:
+        bad.append((health.at, "the consumer's own evidence (" + "; ".join(health.reasons) + ")"))
+    if bad:
+        newest = max(t for t, _ in bad)
+        then = max(state.cap_during(t, t + period) for t, _ in bad)
+        target, how = cut_target(then, low, any(name == a.name for _, name in bad for a in critical), health if own else None, c)
+        names = ", ".join(sorted(name for _, name in bad))
         stamp = newest.isoformat()
         remembered = then if state.alarmed_cap is None or _forgotten(state, now, c) else min(then, state.alarmed_cap)
         if target < cap:
             return out(CUT, target, clamp + [
-                f"{names} in ALARM on the datapoint of {stamp}, measured at cap {then}: cut to {target} (× {c.cut_factor:g}); "
+                f"{names} critical on the datapoint of {stamp}, measured at cap {then}: cut to {target} ({how}); "
                 f"raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
-            ], acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=now)
+            ], acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=now, additive=True)
         return out(CUT if clamp else HOLD, cap, clamp + [
-            f"{names} in ALARM on the datapoint of {stamp}, measured at cap {then}: the cut from it ({target}) is already in force (cap {cap}); no second cut"
-        ], waiting=["a datapoint measured at the current cap"], acted_through=newest, caught_up_since=None)
+            f"{names} critical on the datapoint of {stamp}, measured at cap {then}: the cut from it ({target}) is already "
+            f"in force (cap {cap}); no second cut"
+        ], waiting=["a datapoint measured at the current cap"], acted_through=newest, caught_up_since=None, additive=True)
     if clamp:
         return out(CUT, cap, clamp, caught_up_since=None)
     if reading.queue_missing:
@@ -448,6 +854,10 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         else:
             holds.append(f"{a.name} still in ALARM on the datapoint of {a.measured_at.isoformat()}, already acted on")
         waiting.append(f"a newer datapoint of {a.name}")
+    if health.level == CRITICAL:
+        holds.append("the consumer's own evidence still critical on the datapoint of "
+                     f"{health.at.isoformat()}, already acted on: not raising")
+        waiting.append("the consumer's own evidence back at its baseline")
 
     # 3. Missing or stale inputs: hold, saying which. An alarm that does not exist, or has
     # had no data for longer than a datapoint may be late, can tell nothing: it is
@@ -473,10 +883,10 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
             holds.append(f"ApproximateAgeOfOldestMessage is {what}: not raising, not restoring")
             waiting.append("an ApproximateAgeOfOldestMessage datapoint")
     notes = list(ignored.values())
-    if holds and (critical or age is None):
+    if holds and (critical or age is None or health.level == CRITICAL):
         return out(HOLD, cap, holds + notes, waiting=waiting)
 
-    # 4. The queue: caught up, and for how long.
+    # 4. Warnings, errors, throttles; then the queue: caught up, and for how long.
     limit = (facts.baseline_age_seconds or 0.0) + c.caught_up_slack_seconds
     visible = fresh(reading.visible)
     backlog = f", {visible.value:,.0f} visible" if visible is not None else ""
@@ -486,7 +896,7 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
     errors_high, errors_said = errors_above(facts, errors, reading.invocations, c)
     throttled = throttles is not None and throttles.value > 0
     missing = len(holds)   # holds so far are missing alarms: they stop a raise, not a restore
-    if errors_high:
+    if errors_high and health.level not in (WARNING, CRITICAL):
         holds.append(f"{errors_said}: not raising")
         waiting.append("Errors back at the pre-event level")
     if throttled:
@@ -495,34 +905,62 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
     for a in warnings:
         holds.append(f"warning {a.name} in ALARM: not raising")
         waiting.append(f"{a.name} back to OK")
+    if health.level == WARNING:
+        holds.append("the consumer's own evidence at a warning: " + "; ".join(health.reasons) + ": not raising")
+        waiting.append("the consumer's own evidence back at its baseline")
+    # A warning measured wholly at the cap in force: the first stops raises (and ends the
+    # slow start); one on a later datapoint at the same cap steps back by a small share.
+    warned = [a.measured_at for a in warnings if a.measured_at is not None and a.measured_at >= since]
+    if health.level == WARNING and health.at is not None and health.at >= since:
+        warned.append(health.at)
+    if warned:
+        newest_warning = max(warned)
+        if state.warned_at is not None and newest_warning > state.warned_at:
+            back = max(low, cap - max(1, math.ceil(c.warning_step_back * cap)))
+            if back < cap:
+                remembered = cap if state.alarmed_cap is None or _forgotten(state, now, c) else min(cap, state.alarmed_cap)
+                return out(CUT, back, holds + notes + [
+                    f"a warning on a second datapoint measured at cap {cap} (of {newest_warning.isoformat()}): stepped back "
+                    f"by {c.warning_step_back:.0%} to {back}; raises stop below {cap} for {c.remember_alarm_seconds / 60:g} min"
+                ], waiting=waiting, caught_up_since=None, additive=True, alarmed_cap=remembered, alarmed_at=now)
+        elif state.warned_at is None:
+            state = replace(state, warned_at=newest_warning, additive=True)
 
-    if not unknown_age_behind and age.value <= limit:
-        since = state.caught_up_since or age.at
-        caught = (age.at + period - since).total_seconds()
+    caught_visible = True
+    if visible is not None and facts.baseline_visible is not None:
+        room = facts.baseline_visible * 2 + (facts.arrival_per_second or 0.0) * c.caught_up_slack_seconds + 10
+        caught_visible = visible.value <= room
+    if not unknown_age_behind and age.value <= limit and not caught_visible:
+        notes.append(f"oldest message {age.value:g} s old but {visible.value:,.0f} visible, more than the baseline "
+                     f"{facts.baseline_visible:,.0f} allows (messages received three times or more leave the age): behind")
+    if not unknown_age_behind and age.value <= limit and caught_visible:
+        since_caught = state.caught_up_since or age.at
+        caught = (age.at + period - since_caught).total_seconds()
         # A missing alarm does not stop the restore: caught up at this cap, the consumer
         # needs no more than it ran at before the event. A warning or errors do.
         if caught >= c.restore_after_seconds and len(holds) == missing:
             return out(RESTORE, cap, holds + notes + [
                 f"oldest message {age.value:g} s old, within {c.caught_up_slack_seconds:g} s of its baseline for {caught:g} s: the owner's original comes back"
-            ], restore=True, caught_up_since=since, restored=True)
+            ], restore=True, caught_up_since=since_caught, restored=True)
         return out(HOLD, cap, holds + notes + [
             f"caught up: oldest message {age.value:g} s old{backlog}, at baseline for {caught:g} of {c.restore_after_seconds:g} s before the owner's original"
-        ], waiting=waiting + ["the age at baseline for the restore period"], caught_up_since=since)
+        ], waiting=waiting + ["the age at baseline for the restore period"], caught_up_since=since_caught)
     behind = (f"queue behind: {reading.visible_now:,} messages visible, age unknown" if unknown_age_behind
               else f"queue behind: oldest message {age.value:g} s old{backlog}")
     if holds:
         return out(HOLD, cap, holds + notes + [behind], waiting=waiting, caught_up_since=None)
 
-    # 5. Raise on fresh OK evidence measured at the current cap.
-    since = state.in_force_since
+    # 5. Raise on fresh evidence measured wholly at the current cap: the consumer's own
+    # (every minute's signals at baseline) and every downstream alarm's OK. The slowest
+    # input sets when: each step is held until it has a datapoint of the cap.
+    if health.level == UNKNOWN:
+        return out(HOLD, cap, notes + [behind, "; ".join(health.reasons) + ": not raising"],
+                   waiting=["NumberOfMessagesReceived and Duration of a minute with messages"], caught_up_since=None)
     counted = [a for a in reading.downstream if a.name not in ignored]
-    if counted:
-        stale = [a.name for a in counted if a.measured_at is None or a.measured_at < since]
-        evidence = "every downstream alarm OK"
-    else:
-        stale = [] if errors is not None and errors.at >= since else ["Errors"]
-        evidence = ("no downstream alarm named" if not reading.downstream else "no downstream alarm that can tell") + \
-            ": the function's Errors at the pre-event level"
+    stale = [a.name for a in counted if a.measured_at is None or a.measured_at < since]
+    if health.at is None or health.at < since:
+        stale.append("the consumer's own metrics")
+    evidence = ("every downstream alarm OK and " if counted else "") + "the consumer's own evidence at its baseline"
     if stale:
         return out(HOLD, cap, notes + [behind, f"waiting for {', '.join(stale)} on a datapoint measured at cap {cap} (in force since {since.isoformat()})"],
                    waiting=[f"a datapoint of {', '.join(stale)} measured at cap {cap}"], caught_up_since=None)
@@ -533,8 +971,12 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         left = c.remember_alarm_seconds - (now - state.alarmed_at).total_seconds()
         return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, one below the cap {state.alarmed_cap} that alarmed: "
                                f"not probing it again for {left / 60:.0f} min"], waiting=["the alarm to be forgotten"], caught_up_since=None)
-    new = min(top, cap + max(state.step, math.floor(c.raise_share_of_cap * cap)), below if below is not None else top)
-    return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}: raise to {new}"], caught_up_since=None)
+    additive = state.additive or not health.complete
+    new = min(raise_to(cap, state.step, additive, top, c), below if below is not None else top)
+    how = "additive" if additive else "slow start"
+    detail = "; ".join(r for r in health.reasons if "ms per message" in r)
+    return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}" + (f" ({detail})" if detail else "")
+                                    + f": raise to {new} ({how})"], caught_up_since=None)
 
 
 def _ignored(downstream: tuple[Alarm, ...], now: datetime, c: Constants) -> dict[str, str]:
@@ -604,12 +1046,21 @@ def dependency_back(facts: Facts, reading: Reading, since: datetime, now: dateti
             missing.append(f"alarm {a.name} OK only on a datapoint from before the hold")
         else:
             counted += 1
+    health = consumer_health(facts, reading, now, constants)
+    own = health.at is not None and health.at >= since and health.level != UNKNOWN
+    if own and health.level == CRITICAL:
+        back = False
+        reasons.append("the consumer's own evidence is critical: " + "; ".join(health.reasons))
+    elif own:
+        counted += 1
     errors = reading.errors
     if errors is None or errors.at < since or errors.at < stale_before:
         if not counted and not missing:
-            missing.append("no downstream alarm to judge by and no Errors datapoint since the hold: no evidence the dependency is back")
+            missing.append("no downstream alarm to judge by, no NumberOfMessagesReceived with messages and no Errors "
+                           "datapoint since the hold: no evidence the dependency is back")
         else:
-            reasons.append("no Errors datapoint since the hold (no invocations): judged on the downstream alarms")
+            reasons.append("no Errors datapoint since the hold (no invocations): judged on "
+                           + ("the consumer's own evidence" if own else "the downstream alarms"))
     elif errors_above(facts, errors, reading.invocations, constants)[0]:
         back = False
         reasons.append(errors_above(facts, errors, reading.invocations, constants)[1])
@@ -623,8 +1074,10 @@ def dependency_back(facts: Facts, reading: Reading, since: datetime, now: dateti
     if missing:
         return False, tuple(missing + reasons)
     if back:
-        reasons.insert(0, "dependency back: " + ("downstream alarms OK" if any(a.state == OK for a in reading.downstream)
-                                                 else "function Errors at the pre-event level"))
+        reasons.insert(0, "dependency back: " + ", ".join(
+            ([] if not any(a.state == OK for a in reading.downstream) else ["downstream alarms OK"])
+            + (["the consumer's own evidence at its baseline (" + "; ".join(health.reasons) + ")"] if own else [])
+            + ([] if own else ["function Errors at the pre-event level"])))
     return back, tuple(reasons)
 
 
@@ -663,8 +1116,9 @@ def forecast(backlog: float | None, arrival_per_second: float | None, consumer_p
 def ramp_forecast(backlog: float | None, arrival_per_second: float | None, per_batch: float | None, start_cap: int,
                   step: int, top: int, constants: Constants = DEFAULTS, horizon_seconds: float = 14 * 86400) -> Forecast:
     """Time to drain if the controller raises as it would with the downstream keeping up:
-    from `start_cap`, one `step` every `raise_interval_seconds`, up to the ceiling `top`,
-    each batch consuming `per_batch` messages a second. An upper bound on the speed: a
+    from `start_cap`, one raise by `raise_to` (the rule `decide` uses: slow start, every
+    signal at its baseline) every `raise_interval_seconds`, up to the ceiling `top`, each
+    batch consuming `per_batch` messages a second. An upper bound on the speed: a
     downstream with a knee below the ceiling stops the raises earlier, and the measured
     forecast (`measured_forecast`) then tells the truth."""
     for name, value in (("backlog", backlog), ("arrival rate", arrival_per_second), ("per-batch throughput", per_batch)):
@@ -687,12 +1141,13 @@ def ramp_forecast(backlog: float | None, arrival_per_second: float | None, per_b
         left -= spare * dt
         t += dt
         if cap < top and t >= next_raise:
-            cap = min(top, cap + step)
+            cap = raise_to(cap, step, False, top, constants)
             next_raise += constants.raise_interval_seconds
     if left > 0:
         return Forecast(None, f"does not drain within {horizon_seconds / 86400:g} days at up to {top} batches")
-    return Forecast(t, f"{backlog:,.0f} messages, raising from {start_cap} by {step} every "
-                       f"{constants.raise_interval_seconds / 60:g} min to at most {top} at {per_batch:.3g}/s a batch, "
+    return Forecast(t, f"{backlog:,.0f} messages from cap {start_cap}, one raise every "
+                       f"{constants.raise_interval_seconds / 60:g} min ({describe_raises(step, top, constants)}) "
+                       f"at {per_batch:.3g}/s a batch, "
                        f"arrivals {arrival_per_second:g}/s: {t / 60:,.1f} min if the downstream keeps up")
 
 
@@ -831,7 +1286,9 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
         if not back:
             return step(WAIT, None, ("drain not started: " + "; ".join(why),), ("evidence that the dependency is back",), drain)
         begin = current_cap if isinstance(current_cap, int) and current_cap >= 1 else constants.floor
-        d = start(drain.facts, begin, now, constants)
+        sent = reading.sent
+        arriving = None if sent is None or sent.at < drain.since else sent.value / constants.period_seconds
+        d = start(drain.facts, begin, now, constants, arriving_per_second=arriving)
         per_batch = per_batch_rate(drain.facts.deleted_per_second, drain.facts.pre_event_concurrency)
         visible = None if reading.visible is None else reading.visible.value
         f = ramp_forecast(visible, drain.facts.arrival_per_second, per_batch, d.cap, d.state.step, d.ceiling, constants)
@@ -855,4 +1312,11 @@ def constants_from(settings) -> Constants:
         restore_after_seconds=60.0 * settings.drain_restore_after_minutes,
         remember_alarm_seconds=60.0 * settings.drain_remember_alarm_minutes,
         stale_seconds=60.0 * settings.drain_stale_minutes,
+        slow_start_factor=float(settings.drain_slow_start_factor),
+        duration_warning_ratio=float(settings.drain_duration_warning_ratio),
+        duration_critical_ratio=float(settings.drain_duration_critical_ratio),
+        timeout_warning_share=float(settings.drain_timeout_warning_share),
+        timeout_critical_share=float(settings.drain_timeout_critical_share),
+        failure_critical_slack=float(settings.drain_failure_critical_share),
+        warning_step_back=float(settings.drain_warning_step_back),
     )

@@ -1,6 +1,8 @@
 """Holdfast's errors, each saying whether retrying helps (as Kopf's Permanent and
-Temporary errors do). Pure: AWS error codes become these at one boundary only,
-`holdfast.aws.translate`, so nothing above the shell ever looks at a botocore code.
+Temporary errors do). Pure: AWS error codes become these in the shell that makes the
+call (holdfast.ledger, the actuators), through the helpers of holdfast/aws.py
+(`failure_kind`, `condition_failed`, `contended`), so nothing above the shell ever looks
+at a botocore code.
 
 | error              | retry helps?                | raised when                                       |
 |--------------------|-----------------------------|---------------------------------------------------|

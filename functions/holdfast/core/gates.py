@@ -107,7 +107,12 @@ def routing_gate(evidence: RoutingEvidence | None, verdict, now: datetime, setti
                 t, before, after = flaps[-1]
                 blocking.append(f"target group {name_of(tg.target_group)}: unhealthy hosts rose {before:g} -> {after:g} "
                                 f"at {_hm(t)} ({len(flaps)} rises in {settings.hold_minutes} min)")
-        if not blocking:
+        if not blocking and judged == 0:
+            # Not a pass on evidence: nothing was there to judge. Said so, for the stage's
+            # record and the drill report; the gate still rests on its other checks.
+            seen.append(f"no evidence: 0 target groups judged in {settings.hold_minutes} min (no target health "
+                        "datapoints); target health not confirmed stable")
+        elif not blocking:
             seen.append(f"target health stable for {settings.hold_minutes} min: {judged} target groups, no unhealthy-host "
                         f"rise" + (f" since {_hm(last_rise)}" if last_rise else ""))
         if unjudged:

@@ -22,12 +22,14 @@ Shape:
   partial relax (for an event source mapping, `{"MaximumConcurrency": n}`: raise the
   cap to n, never above the original). `guard()` is called immediately before each
   relaxing write, AWS or ledger, and raises `StalePlan` when the plan generation has
-  moved on; the actuator then stops and returns `refused-stale` (invariant 4).
+  moved on; the actuator then stops and returns `refused-stale` (a relaxing write
+  needs the plan current at the moment of the write).
 
-The record of what Holdfast applied only grows during an engagement: every value
-Holdfast wrote or may write (for a mapping, the floor and every cap step) is in it
-from the first write-ahead on, so no late or retried write can make one of Holdfast's
-own values look like the owner's (holdfast.core.restore.grow).
+The record of what Holdfast applied holds, before each write, every value that can be
+Holdfast's on the resource once the write is made (for a mapping: the floor, the cap on
+it now and the cap about to be written), so no crash between record and write and no
+late write can make one of Holdfast's own values look like the owner's
+(holdfast.core.restore.grow and advance).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class Resource:
     # whose index AWS updates asynchronously: a record seen there may be gone, and one
     # just written may not show yet. True when read from the service's own tag API.
     confirmed: bool = True
+    # Whether it carries the selector tag, for kinds whose restore writes the reconciler's
+    # IAM policy allows only on the selector or Holdfast's record tag; None: not read.
+    selected: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,10 @@ class Record:
     arn: str
     original: Mapping[str, Any]
     applied: Mapping[str, Any]
+    # What tells the engaged resource from another one created later at the same ARN (a
+    # function deleted and recreated under its name), as its actuator recorded it after
+    # writing; the ledger's copy only (the tag goes with the resource). None: not recorded.
+    identity: Mapping[str, Any] | None = None
 
 
 @dataclass

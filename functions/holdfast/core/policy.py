@@ -4,7 +4,7 @@ Pure: no boto3, no clock. `decide(verdict, plan, alarms, now, settings)` returns
 next plan and the reasons for it; the reconciler writes that plan (a new generation)
 only when it differs, and moves the resources toward `posture(plan, settings)`.
 
-Stages follow the recovery order (DESIGN.md, "Default recovery plan"):
+Stages follow the recovery order:
 
     normal -> hold -> drain -> replay -> fresh-work -> routing -> capacity -> normal
 
@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping
 
 from holdfast.core import gates as builtin
 from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE, ROUTING as ROUTING_EVIDENCE, DrainEvidence, Evidence
-from holdfast.core.kinds import KINDS, RELAXED_IN
+from holdfast.core.kinds import CONTROLLED, KINDS, RELAXED_IN
 
 NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
 REPLAY = "replay"
@@ -75,7 +75,7 @@ class Plan:
     drain_step: int = 0            # unused since the drain is a controller; kept for plans already written
     verdict: str = "normal"        # the verdict state the plan was decided on
     reasons: tuple[str, ...] = ()
-    mode: str = "auto"             # settings.mode it was decided under
+    mode: str = "recommend"        # settings.mode it was decided under (the settings default)
     impaired_at: datetime | None = None  # when the latest hold began
     stepped_back: bool = False     # entered by a regression: re-engage before relaxing
     done: frozenset[str] = frozenset()   # kinds whose walk finished for this generation
@@ -168,12 +168,14 @@ def decide(
     advance_generation: int | None = None,
     evidence: Evidence | None = None,
     drain: DrainController | None = None,
+    operator_engage: str | None = None,
 ) -> Decision:
     """The next plan. `verdict` is a holdfast.core.detector.Verdict (its state, since,
     reasons and the last times of each criterion); `alarms` maps each gating alarm name
     to its state (None when the alarm does not exist); `evidence` is what the shell read
     for the gates (`evidence_needed`); `drain` is the drain stage's exit gate
-    (`consumers_healthy` when None)."""
+    (`consumers_healthy` when None); `operator_engage` is why an operator asked for a hold
+    of this plan (holdfast.ledger.control.Control.engage_requested), None when none did."""
     plan = plan or Plan(mode=settings.mode)
     drain = drain or consumers_healthy
     state = verdict.state
@@ -205,6 +207,12 @@ def decide(
             return stay(why + ["holding"], ["verdict is impaired"])
         origin = "impairment detected" if plan.stage == NORMAL else f"new impairment during {plan.label}"
         return new(HOLD, why + [f"{origin}: back to hold"], impaired_at=now)
+
+    if operator_engage is not None:
+        if plan.stage == HOLD:
+            return stay([operator_engage, "holding"])
+        origin = "operator engage" if plan.stage == NORMAL else f"operator engage during {plan.label}"
+        return new(HOLD, [operator_engage, f"{origin}: to hold"], impaired_at=now)
 
     if plan.stage == NORMAL:
         return stay([f"verdict {state}: nothing engaged"])
@@ -311,7 +319,7 @@ def _minutes(delta: timedelta) -> str:
     return f"{max(delta.total_seconds(), 0) / 60:.1f} min"
 
 
-# ---- the drain and the replay (issue 15) ------------------------------------------------
+# ---- the drain and the replay ----------------------------------------------------------
 #
 # Event source mappings are lifted by a feedback controller each (holdfast.core.drain_control),
 # not by a stage's hold. Their posture is CONTROL in hold and in drain: the reconciler
@@ -330,8 +338,8 @@ def _minutes(delta: timedelta) -> str:
 #   verdict and the gating alarms; no hold of its own: a replay is watched while it runs
 #   (cancelled when its downstream alarms), and a finished move leaves nothing relaxed.
 
-# Kinds relaxed in the drain are the controlled ones (today: SQS event source mappings).
-CONTROLLED = frozenset(kind for kind in KINDS if RELAXED_IN[kind] == DRAIN)
+# The controlled kinds (holdfast.core.kinds.CONTROLLED: a kind's `controlled` declaration,
+# today SQS event source mappings) are imported above.
 
 
 def starts_hold(plan: Plan) -> bool:

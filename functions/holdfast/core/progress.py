@@ -34,6 +34,35 @@ from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True)
+class Marker:
+    """The name a walk's progress is kept under in the plan (`done`, `cursor`, the walks):
+    a kind's own walk (`asg`), or the engage of a controlled kind when a hold begins
+    (`esm/engaged`), after which its drain's controller drives it."""
+
+    kind: str
+    hold_engage: bool = False
+
+    SEPARATOR = "/"
+    ENGAGED = "engaged"
+
+    def __str__(self) -> str:
+        return f"{self.kind}{self.SEPARATOR}{self.ENGAGED}" if self.hold_engage else self.kind
+
+    @classmethod
+    def parse(cls, marker: str) -> "Marker":
+        kind, sep, rest = marker.partition(cls.SEPARATOR)
+        if sep and rest != cls.ENGAGED:
+            raise ValueError(f"not a walk marker: {marker!r}")
+        return cls(kind, bool(sep))
+
+
+def held_marker(kind: str, engaged_by_walk: bool) -> str:
+    """The marker of a held kind's engage: its own (`kind`) when the walk keeps it engaged,
+    its hold engage (`kind/engaged`) when a controller drives it after that."""
+    return str(Marker(kind, hold_engage=not engaged_by_walk))
+
+
+@dataclass(frozen=True)
 class Walked:
     """What one kind's walk reported."""
 

@@ -27,6 +27,7 @@ reach a DLQ after its replay finished stay there, reported, for the owner.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
@@ -43,6 +44,8 @@ EXPIRED, DLQ = "expired-events", "dead-letter queue"
 TASK_RUNNING, TASK_COMPLETED, TASK_CANCELLING, TASK_CANCELLED, TASK_FAILED = (
     "RUNNING", "COMPLETED", "CANCELLING", "CANCELLED", "FAILED")
 MAX_RATE = 500   # MaxNumberOfMessagesPerSecond's maximum
+AWS_MANAGED_SQS_KEY = "alias/aws/sqs"
+KEY_TAG = ("holdfast:replay", "true")
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Seen:
     caught_up_reason: str = ""
     alarming: tuple[str, ...] = ()        # downstream alarms of its consumers in ALARM
     problem: str | None = None            # bad input the shell found (e.g. no destination configured)
+    kms_keys: tuple[str, ...] = ()        # customer-managed KMS keys of the source and its destinations
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,8 @@ def decide(r: Replay, seen: Seen, now: datetime, limits: Limits) -> Action:
             return keep(DONE, f"replayed: {moved:,} messages moved{left}", note="completed", moved=moved, handle=None)
         if newest.status == TASK_FAILED:
             return keep(SKIPPED, f"the move task failed ({newest.failure or 'no reason given'}) after {moved:,} messages; "
-                                 f"the rest stay in the queue", note="failed", moved=moved, handle=None)
+                                 f"the rest stay in the queue{key_needs(r.source_arn, seen.kms_keys)}",
+                        note="failed", moved=moved, handle=None)
         return keep(CANCELLED, f"the move task was cancelled ({newest.status}) after {moved:,} messages",
                     note="cancelled by someone else", moved=moved, handle=None, cancelled_at=now,
                     task_started=newest.started)
@@ -230,13 +235,50 @@ def decide(r: Replay, seen: Seen, now: datetime, limits: Limits) -> Action:
     rate = limits.rate if r.rate is None else max(1, r.rate // 2 if r.status == CANCELLED else r.rate)
     count = "" if seen.visible is None else f" {seen.visible:,} messages"
     where = "their source queue" if r.destination_arn is None else r.destination_arn
-    return keep(RUNNING, f"starting to move{count} to {where} at {rate}/s", action=START, rate=rate,
+    return keep(RUNNING, f"starting to move{count} to {where} at {rate}/s{key_needs(r.source_arn, seen.kms_keys)}",
+                action=START, rate=rate,
                 attempts=r.attempts + 1, note=f"started at {rate}/s", handle=None)
+
+
+def key_policy_statement(source_arn: str) -> dict[str, Any]:
+    """The key-policy statement that lets the account's IAM policies (Holdfast's reconciler
+    role among them) use a key through SQS in the source's region: the key policy decides
+    first, and a key whose policy does not delegate to IAM ignores the role's grant (AWS
+    KMS Developer Guide, "Key policies"; "kms:ViaService")."""
+    partition, region, account = source_arn.split(":")[1], source_arn.split(":")[3], source_arn.split(":")[4]
+    return {
+        "Sid": "HoldfastReplayThroughSqs",
+        "Effect": "Allow",
+        "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        "Resource": "*",
+        "Condition": {"StringEquals": {"kms:ViaService": f"sqs.{region}.amazonaws.com", "kms:CallerAccount": account}},
+    }
+
+
+def key_needs(source_arn: str, keys: tuple[str, ...]) -> str:
+    """What a move through customer-managed KMS keys needs, for the reason an operator
+    reads. A move task reads the source and sends to the destination with the caller's
+    permissions: kms:Decrypt on the source's key, kms:GenerateDataKey on the
+    destination's (SQS Developer Guide, dead-letter queue redrive). Holdfast's role may
+    use, through SQS, the keys tagged holdfast:replay=true (policies/reconciler.json)."""
+    if not keys:
+        return ""
+    statement = json.dumps(key_policy_statement(source_arn), separators=(",", ":"))
+    return (f"; the move uses the KMS key(s) {', '.join(keys)}: each needs the tag {KEY_TAG[0]}={KEY_TAG[1]} "
+            f"and, in its key policy, {statement}")
 
 
 def started(a: Action, handle: str, now: datetime) -> Replay:
     """The replay once StartMessageMoveTask answered with `handle`."""
     return replace(a.replay, handle=handle, task_started=now)
+
+
+def opted_out(a: Action, why: str, now: datetime) -> Replay:
+    """The replay once a queue's own tags, read just before the start, show the opt-in
+    gone (the tagging index that listed it lags): it ends, nothing moved."""
+    return replace(a.replay, status=SKIPPED, reason=f"{why}; nothing replayed",
+                   history=a.replay.history + (f"{_stamp(now)} opted out",))
 
 
 def start_refused(a: Action, error: str, now: datetime, *, already_running: bool) -> Replay:

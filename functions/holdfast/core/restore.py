@@ -6,13 +6,20 @@
 | what Holdfast applied     | WRITE         | put the original back                        |
 | anything else             | KEEP_DRIFT    | the owner changed it while engaged: theirs   |
 
-`applied` for a key is the value Holdfast wrote, or a set (a list) of values it may
-have written. It only grows during an engagement (`grow`): at the first write-ahead it
-holds every value Holdfast may write to the key in this engagement (for a mapping, the
-floor and every cap step), and any later value is added before it is written. So a
-late or retried write of an older record, a crash between a tag write and the resource
-write, or two overlapping ticks can never make a value Holdfast wrote look like the
-owner's (which would then be kept for good and blamed on the owner).
+`applied` for a key is the value Holdfast wrote, or a set (a list) of values that may
+be Holdfast's on the resource now. An engage grows it (`grow`): the first write-ahead
+holds every value an engage may write to the key (for a mapping, the floor), and a
+re-engage only adds. A partial relax moves it (`advance`), before it writes: the set
+becomes the value on the resource now (Holdfast's: a relax never moves an owner's
+value), the value about to be written, and what an engage may write. So the set stays
+bounded however many caps a drain writes (it fits in a tag, and the tag's copy is as
+exact as the ledger's), while a crash between the record and the write, a late tag
+write from a controller whose plan moved on (it is guarded, and at most re-engages to
+the floor) or two ticks raising together can never make a value Holdfast wrote look
+like the owner's (which would then be kept for good and blamed on the owner). And an
+owner's value equal to one of the drain's earlier caps is the owner's: only the cap
+before the latest write is ambiguous (a crash may have left it), and it counts as
+Holdfast's.
 
 Two copies of a record exist, the tag on the resource and the ledger's; `merge` makes
 one from both: each original from the ledger's copy when it has the key (written once,
@@ -70,6 +77,24 @@ def grow_applied(applied: Mapping[str, Any], more: Mapping[str, Any]) -> dict[st
     return out
 
 
+def advance(applied: Mapping[str, Any], current: Mapping[str, Any], values: Mapping[str, Any],
+            may_write: Callable[[str, Any], Iterable[Any]]) -> dict[str, Any]:
+    """`applied` as a partial relax records it before writing `values`: per written key,
+    the value on the resource now if it is Holdfast's, the value to write, and every value
+    an engage may write to the key (`may_write`); the keys not written stay as they are."""
+    out = dict(applied)
+    for key, value in values.items():
+        now = current.get(key)
+        before = [now] if key in applied and _keys(now) <= _keys(applied[key]) else []
+        out[key] = union(before, value, list(may_write(key, value)))
+    return out
+
+
+def same(first: Record, second: Record) -> bool:
+    """Whether two records say the same: each covers the other."""
+    return covers(first, second) and covers(second, first)
+
+
 def _keys(entry: Any) -> set[tuple]:
     return {(type(v).__name__, v) for v in holdfast_values(entry)}
 
@@ -97,7 +122,7 @@ def merge(tag: Record | None, ledger: Record | None) -> Record | None:
         return tag or ledger
     original = {**tag.original, **ledger.original}
     applied = grow_applied(ledger.applied, tag.applied)
-    return Record(ledger.kind, ledger.arn, original, applied)
+    return Record(ledger.kind, ledger.arn, original, applied, ledger.identity)
 
 
 def grow(record: Record | None, kind: str, arn: str, current: Mapping[str, Any], changes: Mapping[str, Any],
@@ -143,3 +168,14 @@ def drift(decisions: Mapping[str, Decision]) -> dict[str, dict[str, Any]]:
         for k, d in decisions.items()
         if d.action == KEEP_DRIFT
     }
+
+
+def without_drift(changes: Mapping[str, Any], record, current: Mapping[str, Any]
+                  ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The posture changes an engage still has to make, and the owner's drift it leaves
+    alone: a key the owner changed while engaged (`record`: its original and applied
+    values; None: no record, so no drift) is theirs, kept and reported, never engaged again."""
+    if record is None:
+        return dict(changes), {}
+    owner = drift(decide(record.original, record.applied, current))
+    return {k: v for k, v in changes.items() if k not in owner}, owner

@@ -40,6 +40,16 @@ from typing import Any, Mapping, NamedTuple
 
 from holdfast.core.classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
 
+# The API probes (holdfast.observation.probes): one cheap read-only call per service,
+# (client method, arguments). settings.probe_api_services may name these services only.
+PROBE_API_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dynamodb": ("list_tables", {"Limit": 1}),
+    "ec2": ("describe_availability_zones", {}),
+    "autoscaling": ("describe_auto_scaling_groups", {"MaxRecords": 1}),
+    "lambda": ("list_functions", {"MaxItems": 1}),
+    "sqs": ("list_queues", {"MaxResults": 1}),
+}
+
 # Signal classes.
 LAUNCHED = "launch"
 ELB_TERMINATION = "elb-termination"   # an instance replaced after failing its ELB health check

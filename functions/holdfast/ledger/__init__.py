@@ -11,13 +11,13 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `PLAN`                      | `CURRENT` / `GEN#<gen:012>`| ledger.plan         |
 | `PLAN`                      | `LEASE#<controller>`       | ledger.leases       |
 | `PLAN`                      | `ENGAGE-WALK` / `TICK-TRIGGER` | ledger.claims   |
-| `CONTROL`                   | `PAUSE`                    | ledger.plan         |
+| `CONTROL`                   | `PAUSE` / `ADVANCE` / `HELD` | ledger.control    |
 | `BUDGET`                    | `<budget>#<controller>`    | ledger.budget_board |
 | `STUCK`                     | `<arn>`                    | ledger.failures     |
 | `WALK`                      | `<gen:012>#<marker>`       | ledger.walks        |
 
 Old plans and signals leave by TTL only; nothing deletes the active plan or the
-original record of an engaged resource (DESIGN.md invariant 5).
+original record of an engaged resource.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ controller's lease (a new or lapsed lease starts a new `joined`). Every controll
 renews each budget about once a second, so a walk adds about two DynamoDB requests a
 second per budget, far inside the table's on-demand throughput. Any DynamoDB error is
 `BoardUnavailable`: the budget then assumes a conservative share and carries on, since
-engaging must never wait for the ledger (invariant 3).
+engaging must never wait for the ledger (it must go on when the ledger is unreachable).
 
 Times are wall-clock seconds (`clock`), the only clock two Lambda hosts share; their
 skew (milliseconds) is small against the one-second renewal.

@@ -3,15 +3,29 @@
 Items: pk `PLAN`, sk `ENGAGE-WALK` and `TICK-TRIGGER` (TTL one day).
 
 - The engage walk (`take_engage_walk`): a tick that engages with the long engage budget
-  (holdfast.reconciler, issue 12) may walk for many minutes, while the schedule starts
-  another tick every minute. Those later ticks would walk the same resources again from
-  the same cursor (the walk is idempotent, so this is safe) and split the account's rate
-  budgets with it (so it is slow: every extra walker is reads that protect nothing). So
-  the engage walk is claimed: the claim holds until its holder's Lambda time is up
-  (`until`), and a tick that finds a live claim of the same or a newer generation leaves
-  the engage to its holder. A newer generation takes a claim over (the holder's own
-  deadline sees the plan move on and stops it). A holder that crashes holds it only
-  until `until`: at most one Lambda timeout. The holder releases it when its walk ends.
+  (holdfast.reconciler) may walk for many minutes, while the schedule starts another
+  tick every period. Those later ticks would walk the same resources again from the same
+  cursor (the walk is idempotent, so this is safe) and split the account's rate budgets
+  with it (so it is slow: every extra walker is reads that protect nothing). So the
+  engage walk is claimed, and a tick that finds a live claim of the same or a newer
+  generation leaves the engage to its holder. The claim is a lease: it lasts
+  `lease_seconds` (one schedule period less one renewal interval) and its holder renews
+  it every RENEW_SECONDS while it walks, with the same conditional put. A holder killed
+  outright (out of memory, a runtime crash, a sandbox reset) runs no `finally` and
+  gives nothing back: its claim lapses within one schedule period of its last renewal,
+  so at most one scheduled tick finds it held, and the next engages. A renewal that
+  finds the claim taken over (its lease had lapsed, or a newer generation's walk took
+  it) fails, and the holder stops walking: the new holder walks instead. The holder
+  releases the claim when its walk ends.
+
+  Timeline, schedule period P = 60 s, lease L = P - RENEW_SECONDS = 45 s:
+
+      t=0   A claims until 45     t=15, 30, 45 ... A renews: until = now + 45
+      t=50  A is killed (last renewal at 45: until 90)
+      t=60  B's tick: 60 < 90, held by A        t=120  C's tick: 120 >= 90, C claims
+
+  The condition compares `until` with the taker's clock: Lambda hosts keep NTP time,
+  far inside the 15 s between a lease's end and the tick after it.
 - The tick trigger (`claim_tick_trigger`): the detector starts a tick when the verdict
   turns impaired (handlers/detector.py). A burst of launch failures, or several detector
   instances at once, must start one extra tick, not hundreds: the trigger is claimed per
@@ -34,6 +48,8 @@ from holdfast.ledger import PK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import PLAN_PK, key
 
 ENGAGE_WALK, TICK_TRIGGER = "ENGAGE-WALK", "TICK-TRIGGER"
+# How often the holder of the engage walk renews its claim (and re-reads the plan).
+RENEW_SECONDS = 15
 
 # FREE_OR_OURS_TO_TAKE: nobody holds the claim, its holder's time is up, it is this
 # controller's own, or it was taken under an older generation (a newer plan's walk wins).
@@ -45,6 +61,14 @@ NOT_YET_TRIGGERED = f"attribute_not_exists({PK}) OR #generation <> :generation O
 
 def _epoch(when: datetime) -> int:
     return int(when.timestamp())
+
+
+def lease_seconds(schedule_minutes: int) -> int:
+    """How long an engage-walk claim lasts unless renewed: one schedule period less one
+    renewal interval (so the tick after a dead holder's lease finds it lapsed, with a
+    renewal interval to spare for the ticks' start-up), never less than two renewal
+    intervals (a renewal may be late by one)."""
+    return max(2 * RENEW_SECONDS, schedule_minutes * 60 - RENEW_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,8 @@ class Claim:
 @uses("dynamodb:PutItem", by=("reconciler",))
 def take_engage_walk(dynamodb, table: str, *, generation: int, controller_id: str, now: datetime,
                      until: datetime) -> Claim:
+    """Take the claim, or renew it (the same put: its holder may always put its own again).
+    Not taken: another controller's lease is live and of the same or a newer generation."""
     item = {
         **key(PLAN_PK, ENGAGE_WALK),
         "holder": {"S": controller_id},

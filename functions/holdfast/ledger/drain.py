@@ -7,14 +7,14 @@ source queue (pk `REPLAY`), sk the resource's ARN, the document a JSON string.
 | `REPLAY` | `<queue arn>`       | holdfast.core.replay.Replay.to_dict()               |
 
 What the controller raises a cap from is what it wrote here, so every write follows the
-rule of every relaxing write (invariant 4): in one transaction with the check that the
+rule of every relaxing write (the plan current at the moment of the write): in one transaction with the check that the
 plan is still generation g, at the moment of the write. A write also holds only over the
 version its writer read (conditions.UNCHANGED_SINCE_READ), so two controllers of one
 generation cannot both step a drain from the same read: the second is refused (Conflict)
 and acts next tick on what the first wrote. A refused plan check is StalePlan.
 
 Records leave by TTL (`RECORD_DAYS` after their last write) and are ignored once the
-hold they belong to (`since`) is not the plan's: nothing deletes them (invariant 5).
+hold they belong to (`since`) is not the plan's: nothing deletes them (never delete what is in use).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Guards and leases: the check, at the moment of every relaxing write, that the plan is
-still the one the tick read (invariant 4), and the lease that closes the window between
+still the one the tick read (checked at the moment of the write), and the lease that closes the window between
 that check and the AWS write it protects.
 
 Items: pk `PLAN`, sk `LEASE#<controller>` — the generation a controller last relaxed

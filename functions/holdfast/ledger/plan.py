@@ -16,7 +16,7 @@ control (`control.py`), the last verdict (`verdict.py`); every condition comes f
 Rules:
 - A plan is written only as generation current+1, in one transaction with its history
   item (`write`). Nothing here deletes a plan: `CURRENT` is overwritten only by its
-  successor, history leaves by TTL (invariant 5).
+  successor, history leaves by TTL (nothing deletes the active plan).
 - Progress (`mark_done`, `set_cursor`) and notification (`mark_notified`) are
   conditional on the generation, so a stale controller cannot mark a newer plan's work
   done or move its cursor. A cursor is an attribute `cursor:<marker>` of CURRENT; `write`
@@ -26,7 +26,7 @@ Rules:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -86,13 +86,18 @@ def from_item(item: dict[str, Any]) -> Plan:
     )
 
 
-@uses("dynamodb:GetItem", by=("reconciler", "cli", "detector"))
+@uses("dynamodb:GetItem", by=("reconciler", "cli", "detector", "readiness", "operator"))
 def read_item(dynamodb, table: str) -> dict[str, Any] | None:
     """The raw CURRENT item (with written_by, notified), strongly consistent."""
     try:
         return dynamodb.get_item(TableName=table, Key=key(PLAN_PK, CURRENT), ConsistentRead=True).get("Item")
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot read the plan from {table}: {failure_kind(err)}") from err
+
+
+def is_notified(item: Mapping[str, Any] | None) -> bool:
+    """Whether the plan item's new generation was announced (its `notified` flag)."""
+    return bool((item or {}).get("notified", {}).get("BOOL", False))
 
 
 def read(dynamodb, table: str) -> Plan | None:

@@ -15,7 +15,9 @@ that must know whether it saw every record (a relax walk) checks `available` aft
 A recorded original is never overwritten. `put_original` writes a record once
 (conditionally); when one is there already it grows it (a new key's original, more
 applied values: holdfast.core.restore.covers) and raises `Conflict` when the two name a
-different original for the same key: the ledger's stays, and the caller reports it.
+different original for the same key: the ledger's stays, and the caller reports it. A
+partial relax moves the applied values instead (`advance=True`, holdfast.core.restore.advance),
+the original still never replaced.
 
 One Query per run (an Engine is built per tick or command) answers `holds` and `cached`
 for every resource of the walk.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -91,9 +94,11 @@ class ResourceLedger:
             self.error = self.error or f"{type(err).__name__}: {err}"
 
     @uses("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", by=("reconciler", "cli"))
-    def put_original(self, record: Record, name: str) -> bool:
+    def put_original(self, record: Record, name: str, *, advance: bool = False) -> bool:
         """Record an original, or grow the record already there. False when the ledger is
-        unreachable; raises Conflict when the ledger holds a different original for a key."""
+        unreachable; raises Conflict when the ledger holds a different original for a key.
+        `advance`: the applied values of `record`'s keys replace the ledger's (a partial
+        relax moving its record, holdfast.core.restore.advance) instead of joining them."""
         if not self.available:
             return False
         item = {
@@ -111,15 +116,15 @@ class ResourceLedger:
             if not condition_failed(err):
                 self._failed(err)
                 return False
-        return self._grow(record, name)
+        return self._grow(record, name, advance)
 
-    def _grow(self, record: Record, name: str) -> bool:
+    def _grow(self, record: Record, name: str, advance: bool = False) -> bool:
         for _ in range(GROW_ATTEMPTS):
             existing = self.get(record.arn)
             if existing is None:
                 if not self.available:
                     return False
-                return self.put_original(record, name)  # forgotten meanwhile: write it afresh
+                return self.put_original(record, name, advance=advance)  # forgotten meanwhile: write it afresh
             differ = restore.conflicts(existing.original, record.original)
             if differ:
                 self._remember(record.arn, existing)
@@ -128,10 +133,14 @@ class ResourceLedger:
                     + "; ".join(f"{k}: ledger {a!r}, this write {b!r}" for k, (a, b) in sorted(differ.items()))
                     + " (the ledger's is kept)"
                 )
-            if restore.covers(existing, record):
+            if restore.same(existing, record) if advance else restore.covers(existing, record):
                 self._remember(record.arn, existing)
                 return True
-            grown = restore.merge(record, existing)
+            if advance:
+                grown = Record(existing.kind, existing.arn, {**record.original, **existing.original},
+                               {**existing.applied, **record.applied}, existing.identity)
+            else:
+                grown = restore.merge(record, existing)
             try:
                 self._db.update_item(
                     TableName=self.table,
@@ -155,7 +164,29 @@ class ResourceLedger:
         self._failed(RuntimeError(f"the record of {record.arn} kept changing while it was grown"))
         return False
 
-    @uses("dynamodb:GetItem", by=("reconciler", "cli"))
+    @uses("dynamodb:UpdateItem", by=("reconciler", "cli"))
+    def put_identity(self, arn: str, identity: dict[str, Any]) -> bool:
+        """Keep what tells the engaged resource from a later one at the same ARN with its
+        record (holdfast.core.model.Record.identity), once the record is there. False when
+        unreachable or the record is gone."""
+        if not self.available:
+            return False
+        try:
+            self._db.update_item(TableName=self.table, Key=_key(arn), UpdateExpression="SET #identity = :identity",
+                                 ConditionExpression=f"attribute_exists({PK})",
+                                 ExpressionAttributeNames={"#identity": "identity"},
+                                 ExpressionAttributeValues={":identity": {"S": _json(identity)}})
+        except (ClientError, BotoCoreError) as err:
+            if not condition_failed(err):
+                self._failed(err)
+            return False
+        with self._lock:
+            known = self._known.get(arn) if self._known is not None else None
+        if known is not None:
+            self._remember(arn, replace(known, identity=dict(identity)))
+        return True
+
+    @uses("dynamodb:GetItem", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Record | None:
         """The record for one resource; None when absent or the ledger is unreachable."""
         if not self.available:
@@ -180,7 +211,7 @@ class ResourceLedger:
         self._remember(arn, None)
         return True
 
-    @uses("dynamodb:Query", by=("reconciler", "cli"))
+    @uses("dynamodb:Query", by=("reconciler", "cli", "readonly", "readiness"))
     def records(self) -> list[Record]:
         """Every original record; empty when the ledger is unreachable (then `available`
         is False: the answer is incomplete, not empty)."""
@@ -214,4 +245,5 @@ def _record(item: dict[str, Any]) -> Record:
         arn=item[SK]["S"],
         original=json.loads(item["original"]["S"]),
         applied=json.loads(item["applied"]["S"]),
+        identity=json.loads(item["identity"]["S"]) if "identity" in item else None,
     )

@@ -102,7 +102,7 @@ class Observation:
 
     @property
     def notified(self) -> bool:
-        return bool((self.item or {}).get("notified", {}).get("BOOL", False))
+        return ledger_plan.is_notified(self.item)
 
     def decide(self, now: datetime, settings) -> policy.Decision:
         """The stage policy over what was seen; without a verdict, the plan stays."""
@@ -111,13 +111,14 @@ class Observation:
             why = self.verdict_error or "no verdict recorded yet"
             return policy.Decision(plan, False, (f"no verdict: {why}",), ("no verdict",))
         return policy.decide(self.verdict, self.plan, self.alarms, now, settings,
-                             advance_generation=self.control.advance_generation, evidence=self.evidence)
+                             advance_generation=self.control.advance_generation, evidence=self.evidence,
+                             operator_engage=self.control.engage_requested(self.plan.generation if self.plan else 0))
 
 
 def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observation:
     """Control, plan, verdict and alarms. With `collect` (the tick), the verdict is fresh:
     collect(runtime, now, previous); a detection failure is the observation's
-    `verdict_error`, never an exception (invariant 8). Without it (`holdfast stage`),
+    `verdict_error`, never an exception (bad input never stops the controller). Without it (`holdfast stage`),
     the verdict is the last one recorded. Paused, the tick asks for no verdict.
     Raises LedgerUnavailable when the control or the plan cannot be read."""
     dynamodb = runtime.clients("dynamodb")
@@ -130,7 +131,7 @@ def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observ
         raw = ledger_verdict.read_verdict(dynamodb, runtime.table)
         previous = Verdict.from_dict(raw) if raw else None
         verdict = collect(runtime, now, previous) if collect is not None else previous
-    except Exception as err:  # detection failing must not stop the walk (invariant 8)
+    except Exception as err:  # detection failing must not stop the walk
         logger.exception("verdict unavailable: keeping the plan")
         return Observation(control, plan, item, None, verdict_error=str(err))
     alarms = gating_alarms(runtime.clients, runtime.settings.gating_alarms) if verdict is not None else {}

@@ -8,12 +8,19 @@
   `drain_warning_alarms` by function name, queue name, mapping UUID or `*`, and the tags
   `holdfast:downstream-alarms` / `holdfast:downstream-warnings` on the mapping or its
   function: names separated by spaces, as Lambda tag values allow no comma).
-- `pre_event(...)`: the facts from before the hold (ConcurrentExecutions, the oldest-message
-  age, Errors and their share of Invocations, the queue's sent and deleted rates), over
-  `drain_pre_event_minutes`.
+- `pre_event(...)`: the facts from before the event (ConcurrentExecutions, the time per
+  message and its spread, the failure share, the oldest-message age, visible messages,
+  Errors and their share of Invocations, the queue's sent and deleted rates): medians over
+  `drain_pre_event_minutes` ending before the earliest sign of trouble
+  (holdfast.core.drain_control.baseline).
 - `alarms(...)`: each downstream alarm's state and the time of the datapoint it was decided
   on (holdfast.core.drain_control.Alarm).
-- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping.
+- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping, with the
+  consumer's own evidence of one minute: NumberOfMessagesReceived and NumberOfMessagesDeleted
+  of the queue, Duration (Sum and p90), Invocations and Errors of the function.
+
+Every read ends where CloudWatch's datapoints are complete
+(holdfast.observation.cloudwatch.complete_until).
 
 Metrics come from GetMetricData, at most 500 queries a call (its limit), one-minute
 periods, newest first. CloudWatch's StateReasonData names the datapoints of the last state
@@ -31,7 +38,7 @@ in the same GetMetricData calls), or of its evaluated datapoints if that is newe
 | missing                                  | state None: ignored, and said so                 |
 
 A read that fails leaves that input missing (None): the controller holds with the reason,
-it never crashes the tick (invariant 8).
+it never crashes the tick.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import error_code, error_text
 from holdfast.core import drain_control as dc
 from holdfast.iam import uses
+from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +66,6 @@ EVERY = "*"
 QUERIES_PER_CALL = 500        # GetMetricData's limit
 ALARM_NAMES_PER_CALL = 100    # DescribeAlarms' limit
 PERIOD = 60
-CLOUDWATCH_LAG = timedelta(minutes=2)
 
 # metric key -> (namespace, metric name, statistic, dimension)
 QUEUE_METRICS = {
@@ -66,13 +73,18 @@ QUEUE_METRICS = {
     "visible": ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "Maximum"),
     "sent": ("AWS/SQS", "NumberOfMessagesSent", "Sum"),
     "deleted": ("AWS/SQS", "NumberOfMessagesDeleted", "Sum"),
+    "received": ("AWS/SQS", "NumberOfMessagesReceived", "Sum"),
 }
 FUNCTION_METRICS = {
     "errors": ("AWS/Lambda", "Errors", "Sum"),
     "invocations": ("AWS/Lambda", "Invocations", "Sum"),
     "throttles": ("AWS/Lambda", "Throttles", "Sum"),
     "concurrency": ("AWS/Lambda", "ConcurrentExecutions", "Maximum"),
+    "duration": ("AWS/Lambda", "Duration", "Sum"),
+    "duration_high": ("AWS/Lambda", "Duration", "p90"),
 }
+# The built-in downstream evidence of a minute: read together, judged on one minute.
+MINUTE_METRICS = ("received", "deleted", "duration", "duration_high", "invocations", "errors")
 
 
 def _name(arn: str) -> str:
@@ -109,6 +121,7 @@ class Consumer:
     alarms: tuple[str, ...] = ()        # downstream: an ALARM cuts
     warnings: tuple[str, ...] = ()      # an ALARM stops raises
     notes: tuple[str, ...] = ()         # what could not be read, for the operator
+    timeout: float | None = None        # the function's timeout, seconds
 
     @property
     def function(self) -> str:
@@ -121,12 +134,13 @@ class Consumer:
     def to_dict(self) -> dict[str, Any]:
         return {"arn": self.arn, "uuid": self.uuid, "function_arn": self.function_arn, "queue_arn": self.queue_arn,
                 "reserved": self.reserved, "alarms": list(self.alarms), "warnings": list(self.warnings),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "timeout": self.timeout}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> "Consumer":
         return cls(raw["arn"], raw["uuid"], raw["function_arn"], raw["queue_arn"], raw.get("reserved"),
-                   tuple(raw.get("alarms", ())), tuple(raw.get("warnings", ())), tuple(raw.get("notes", ())))
+                   tuple(raw.get("alarms", ())), tuple(raw.get("warnings", ())), tuple(raw.get("notes", ())),
+                   raw.get("timeout"))
 
 
 def _mapping_arn(m: Mapping[str, Any]) -> str:
@@ -175,19 +189,22 @@ def consumer(clients, settings, m: Listed) -> Consumer:
     """The consumer facts of one mapping: reserved concurrency and the alarms named for it.
     A read that fails is a note, never an exception: the drain goes on without it."""
     client = clients("lambda")
-    notes, tags, reserved = [], {}, None
+    notes, tags, reserved, timeout = [], {}, None, None
     try:
-        reserved = (client.get_function(FunctionName=m.function_arn).get("Concurrency") or {}).get(
-            "ReservedConcurrentExecutions")
+        got = client.get_function(FunctionName=m.function_arn)
+        reserved = (got.get("Concurrency") or {}).get("ReservedConcurrentExecutions")
+        timeout = (got.get("Configuration") or {}).get("Timeout")
     except (ClientError, BotoCoreError) as err:
-        notes.append(f"reserved concurrency unreadable ({error_text(err)}): the drain's ceiling is Lambda's")
+        notes.append(f"reserved concurrency and timeout unreadable ({error_text(err)}): the drain's ceiling is "
+                     f"Lambda's, and Duration is not judged against the timeout")
     for arn in (unqualified(m.function_arn), m.arn):
         try:
             tags.update(client.list_tags(Resource=arn).get("Tags", {}))
         except (ClientError, BotoCoreError) as err:
             notes.append(f"tags of {arn} unreadable ({error_text(err)}): alarms named by tag there are not known")
     alarms, warnings = named_alarms(settings, m, tags)
-    return Consumer(m.arn, m.uuid, m.function_arn, m.queue_arn, reserved, alarms, warnings, tuple(notes))
+    return Consumer(m.arn, m.uuid, m.function_arn, m.queue_arn, reserved, alarms, warnings, tuple(notes),
+                    float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None)
 
 
 def unqualified(function_arn: str) -> str:
@@ -247,38 +264,34 @@ def _function_dims(function_arn: str) -> list[dict]:
     return [{"Name": "FunctionName", "Value": function_name(function_arn)}]
 
 
-def pre_event(clients, consumers: Iterable[Consumer], since: datetime, minutes: int,
+def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str, minutes: int,
               owner_caps: Mapping[str, int | None]) -> dict[str, dc.Facts]:
-    """Each mapping's facts from the `minutes` before `since`: the most ConcurrentExecutions
-    it ran at, the most its oldest message aged (the baseline a caught-up queue returns to),
-    its Errors a minute (mean), and its queue's sent and deleted rates (for the forecast)."""
+    """Each mapping's facts from before the event (holdfast.core.drain_control.baseline):
+    the minutes of the `minutes` before the earliest of `until` (`why` names it: the first
+    impairment signal or the plan's engagement) and the consumer's own first anomaly, read
+    over twice that so the anomaly can be found; medians, so a storm in part of the window
+    moves no figure."""
     consumers = list(consumers)
-    batch = _Batch(since - timedelta(minutes=minutes), since)
+    batch = _Batch(until - timedelta(minutes=2 * minutes), until)
     for c in consumers:
-        for metric in ("age", "sent", "deleted"):
+        for metric in ("age", "visible", "sent", "deleted", "received"):
             ns, name, stat = QUEUE_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "invocations", "concurrency"):
+        for metric in ("errors", "invocations", "concurrency", "duration", "duration_high"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     data = batch.run(clients)
-    window = minutes * 60.0
     out = {}
     for c in consumers:
-        values = lambda metric: [p.value for p in data[(c.arn, metric)]]
-        concurrency, age, errors, invoked = values("concurrency"), values("age"), values("errors"), values("invocations")
-        sent, deleted = values("sent"), values("deleted")
-        out[c.arn] = dc.Facts(
-            pre_event_concurrency=max(concurrency) if concurrency else None,
-            reserved_concurrency=c.reserved,
-            owner_cap=owner_caps.get(c.arn),
-            baseline_age_seconds=max(age) if age else None,
-            baseline_errors=sum(errors) / len(errors) if errors else 0.0,
-            baseline_error_share=min(1.0, sum(errors) / sum(invoked)) if sum(invoked) > 0 else None,
-            # A period without a datapoint had no messages: the rates are over the whole window.
-            arrival_per_second=sum(sent) / window if sent else None,
-            deleted_per_second=sum(deleted) / window if deleted else None,
-        )
+        by_minute: dict[datetime, dict[str, float]] = {}
+        for metric in ("age", "visible", "sent", "deleted", "received", "errors", "invocations", "concurrency",
+                       "duration", "duration_high"):
+            for p in data[(c.arn, metric)]:
+                by_minute.setdefault(p.at, {})[metric] = p.value
+        series = [dc.Minute(at, **values) for at, values in sorted(by_minute.items())]
+        fields = dc.baseline(series, until, why, minutes)
+        out[c.arn] = dc.Facts(reserved_concurrency=c.reserved, owner_cap=owner_caps.get(c.arn),
+                              timeout_seconds=c.timeout, **fields)
     return out
 
 
@@ -347,7 +360,7 @@ def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> date
         return max(times)
     if info.state == dc.OK:
         period = (info.metric or {}).get("Period", PERIOD)
-        return now - timedelta(seconds=period) - CLOUDWATCH_LAG
+        return complete_until(now) - timedelta(seconds=period)
     return info.transitioned
 
 
@@ -364,11 +377,12 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
     names = {n for c in consumers for n in c.alarms + c.warnings}
     infos = describe(clients, names)
     lookback = timedelta(seconds=stale_seconds + 2 * PERIOD)
-    batch = _Batch(now - lookback, now)
+    end = complete_until(now)
+    batch = _Batch(end - lookback, end)
     for c in consumers:
         for metric, (ns, name, stat) in QUEUE_METRICS.items():
             batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "throttles", "invocations"):
+        for metric in ("errors", "throttles", "invocations", "duration", "duration_high"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     for info in infos.values():
@@ -388,13 +402,28 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
             info = infos.get(name, AlarmInfo(name, None))
             point = newest("alarm:" + name, "metric")
             downstream.append(dc.Alarm(name, info.state, measured_at(info, point.at if point else None, now), severity))
+        judged = _judged_minute(data, c.arn)
         out[c.arn] = dc.Reading(
-            oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), errors=newest(c.arn, "errors"),
-            throttles=newest(c.arn, "throttles"), downstream=tuple(downstream),
-            sent=newest(c.arn, "sent"), deleted=newest(c.arn, "deleted"), visible_now=live, queue_missing=missing,
-            invocations=newest(c.arn, "invocations"),
+            oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), throttles=newest(c.arn, "throttles"),
+            downstream=tuple(downstream), sent=newest(c.arn, "sent"), visible_now=live, queue_missing=missing,
+            **judged,
         )
     return out
+
+
+def _judged_minute(data: Mapping[tuple[str, str], list[dc.Datapoint]], owner: str) -> dict[str, dc.Datapoint | None]:
+    """The datapoints of the minute the consumer's own evidence is judged on: the newest
+    minute with both NumberOfMessagesReceived and Duration (SQS and Lambda publish on their
+    own schedules; judging one minute's receives by another's Duration would misread both),
+    else the newest with receives. None where a metric has no datapoint for that minute."""
+    points = {metric: {p.at: p for p in data.get((owner, metric), [])} for metric in MINUTE_METRICS}
+    received = sorted(points["received"], reverse=True)
+    both = [t for t in received if t in points["duration"]]
+    minute = both[0] if both else received[0] if received else None
+    if minute is None:
+        newest = lambda metric: (data.get((owner, metric)) or [None])[0]
+        return {metric: newest(metric) for metric in MINUTE_METRICS}
+    return {metric: points[metric].get(minute) for metric in MINUTE_METRICS}
 
 
 @uses("sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
@@ -422,7 +451,8 @@ def queue_ages(clients, queue_arns: Iterable[str], now: datetime, *, since: date
     baseline (the most it aged in the window before the hold)."""
     arns = sorted(set(queue_arns))
     ns, name, stat = QUEUE_METRICS["age"]
-    now_batch = _Batch(now - timedelta(seconds=stale_seconds + 2 * PERIOD), now)
+    end = complete_until(now)
+    now_batch = _Batch(end - timedelta(seconds=stale_seconds + 2 * PERIOD), end)
     before = _Batch(since - timedelta(minutes=pre_event_minutes), since)
     for arn in arns:
         now_batch.add(arn, "age", ns, name, stat, _queue_dims(arn))

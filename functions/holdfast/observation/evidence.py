@@ -13,10 +13,11 @@
 
 Every metric comes from GetMetricData, up to 500 queries a call (its limit), over the
 last hold plus two minutes (a rise at the hold's first minute needs the minute before),
-a 60-second period, ending at the last whole minute (EndTime is exclusive, and the
-current minute is still being reported). Pages follow NextToken.
+a 60-second period, ending where CloudWatch's datapoints are complete
+(holdfast.observation.cloudwatch.complete_until: the minutes of the last two are still
+being reported, and a partial minute reads healthier than it was). Pages follow NextToken.
 
-A read that fails is the evidence's `error`, never an exception (invariant 8): the gate
+A read that fails is the evidence's `error`, never an exception: the gate
 it feeds stays closed and the next tick reads again. IAM: cloudwatch:GetMetricData takes
 no resource-level permission (`Resource: *`).
 """
@@ -28,11 +29,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
 from holdfast.aws import AWS_ERRORS, error_text
+from holdfast.core import kinds
 from holdfast.core.evidence import (
     DRAIN, ROUTING, Consumer, DrainEvidence, Evidence, Points, RoutingEvidence, TargetHealth,
 )
 from holdfast.iam import uses
 from holdfast.ledger.resources import ResourceLedger
+from holdfast.observation.cloudwatch import complete_until
 
 logger = logging.getLogger(__name__)
 
@@ -49,13 +52,14 @@ def read(runtime, now: datetime, needed: Iterable[str]) -> Evidence:
     needed = set(needed)
     if not needed:
         return Evidence()
-    end = now.replace(second=0, microsecond=0)
+    end = complete_until(now)
     start = end - timedelta(minutes=runtime.settings.hold_minutes) - MARGIN
     try:
         held = _held(runtime)
-        drain = _drain(runtime, start, end, held.get("esm", set())) if DRAIN in needed else None
-        routing = _routing(runtime, start, end, held.get("nlb", set())) if ROUTING in needed else None
-    except Exception as err:  # noqa: BLE001 - an answer of an unexpected shape: the gates stay shut (invariant 8)
+        # The held resources of the kinds that declare they feed each evidence (core.kinds).
+        drain = _drain(runtime, start, end, kinds.held_by_evidence(held, DRAIN)) if DRAIN in needed else None
+        routing = _routing(runtime, start, end, kinds.held_by_evidence(held, ROUTING)) if ROUTING in needed else None
+    except Exception as err:  # noqa: BLE001 - an answer of an unexpected shape: the gates stay shut
         logger.exception("built-in evidence unreadable")
         text = f"{type(err).__name__}: {err}"
         drain = DrainEvidence(start, end, error=text) if DRAIN in needed else None

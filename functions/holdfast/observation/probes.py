@@ -28,18 +28,13 @@ from botocore.config import Config
 from holdfast.iam import uses
 from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 
-from holdfast.core.signals import PROBE_OK, ProbeOutcome, Signal, probe_round
+from holdfast.core.signals import PROBE_API_CALLS, PROBE_OK, ProbeOutcome, Signal, probe_round
 
 Resolver = Callable[[str], Any]
 
-# One cheap read-only call per service: (method, arguments).
-API_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "dynamodb": ("list_tables", {"Limit": 1}),
-    "ec2": ("describe_availability_zones", {}),
-    "autoscaling": ("describe_auto_scaling_groups", {"MaxRecords": 1}),
-    "lambda": ("list_functions", {"MaxItems": 1}),
-    "sqs": ("list_queues", {"MaxResults": 1}),
-}
+# One cheap read-only call per service: (method, arguments), declared in the core so the
+# settings can name the services without importing the probes.
+API_CALLS: dict[str, tuple[str, dict[str, Any]]] = PROBE_API_CALLS
 
 
 def system_resolver(host: str) -> list:

@@ -1,4 +1,4 @@
-"""Start a tick now: the detector's half of time to safe posture (issue 12, item 5).
+"""Start a tick now: the detector's half of time to safe posture.
 
 The reconciler ticks on a schedule (every `schedule_minutes`), so without this the first
 protective write waits up to a period after the verdict could have turned. After the

@@ -8,7 +8,8 @@ with an original in the resource ledger):
 
 1. Read in bulk: ListEventSourceMappings (the caps in force), the drain records (one ledger
    Query); for a mapping new to this hold, once, its consumer facts (GetFunction, ListTags)
-   and its pre-event metrics; then, for all, DescribeAlarms and GetMetricData
+   and its pre-event metrics (a baseline that ends before the first impairment signal, the
+   plan's engagement and the consumer's own first anomaly); then, for all, DescribeAlarms and GetMetricData
    (holdfast.observation.drain_inputs).
 2. Decide: holdfast.core.drain_control.advance — wait for the dependency, start from the
    pre-event concurrency, raise, hold, cut, and give the owner's original back.
@@ -30,11 +31,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from holdfast.core import drain_control as dc
-from holdfast.core import policy
+from holdfast.core import kinds, policy
 from holdfast.core.errors import Conflict
 from holdfast.core.model import LEAVE, Resource
 from holdfast.ledger import drain as records
@@ -43,7 +44,8 @@ from holdfast.observation import drain_inputs
 
 logger = logging.getLogger(__name__)
 
-KIND = "esm"
+# The kind this controller drives: the one kind declared `controlled` (holdfast.core.kinds).
+(KIND,) = sorted(kinds.CONTROLLED)
 KEY = "MaximumConcurrency"
 
 
@@ -80,6 +82,17 @@ class Decided:
         for s in self.steps.values():
             out[s.action] = out.get(s.action, 0) + 1
         return out
+
+
+def baseline_until(plan: policy.Plan, settings) -> tuple[datetime, str]:
+    """Where the pre-event window ends, before the consumer's own anomaly is looked for:
+    the earliest of the first impairment signal (the signals that made the verdict lie in
+    the detector's window before the hold began) and the plan's engagement."""
+    since = hold_started(plan)
+    return dc.baseline_end({
+        "the first impairment signal": since - timedelta(minutes=settings.detect_window_minutes),
+        "the plan's engagement": since,
+    })
 
 
 def current_records(dynamodb, table: str, plan: policy.Plan,
@@ -145,7 +158,8 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) 
             versions[arn] = every[arn].version if arn in every else 0   # a record of an older hold is overwritten
     if fresh:
         caps = {c.arn: engaged[c.arn].original.get(KEY) for c in fresh}
-        facts = drain_inputs.pre_event(clients, fresh, since, settings.drain_pre_event_minutes, caps)
+        until, why = baseline_until(plan, settings)
+        facts = drain_inputs.pre_event(clients, fresh, until, why, settings.drain_pre_event_minutes, caps)
         for c in fresh:
             drains[c.arn] = dc.Drain(since=since, facts=facts[c.arn])
 

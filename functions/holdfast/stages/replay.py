@@ -17,8 +17,11 @@ Per source: GetQueueUrl, GetQueueAttributes (visible messages), ListDeadLetterSo
 the live queues' consumers (the drain's records of this hold, and the settings by queue
 name). Then the pure decision, and:
 
-- START: the guard (a start adds load: it is relaxing, invariant 4), StartMessageMoveTask
-  with MaxNumberOfMessagesPerSecond, then the record. A crash between the two leaves a
+- START: the guard (a start adds load: it is relaxing, so it needs the current plan), the opt-in confirmed
+  on the queues' own tags (ListQueueTags on the source DLQ and each destination: the
+  tagging index that found them lags, and may still list a queue whose owner just removed
+  `holdfast:replay`; a queue without it ends the replay, reported, nothing moved), then
+  StartMessageMoveTask with MaxNumberOfMessagesPerSecond, then the record. A crash between the two leaves a
   task that ListMessageMoveTasks shows the next tick, which adopts it.
 - CANCEL: CancelMessageMoveTask (protective: no guard), then the record.
 Every record write is conditional on the plan generation (holdfast.ledger.drain).
@@ -106,6 +109,7 @@ class _Queue:
     exists: bool = True
     visible: int | None = None
     redrive_target: str | None = None          # its RedrivePolicy's DLQ
+    kms_key: str | None = None                 # its customer-managed KMS key (KmsMasterKeyId), if any
     sources: tuple[str, ...] | None = None     # queues whose RedrivePolicy names it
     error: str | None = None
     refused: bool = False                      # the error is an answer (4xx), not an outage: it will not pass
@@ -118,8 +122,13 @@ def read_queue(clients, arn: str, *, sources: bool) -> _Queue:
     q = _Queue(arn)
     try:
         q.url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
-        attrs = sqs.get_queue_attributes(QueueUrl=q.url, AttributeNames=["ApproximateNumberOfMessages", "RedrivePolicy"])["Attributes"]
+        attrs = sqs.get_queue_attributes(QueueUrl=q.url, AttributeNames=[
+            "ApproximateNumberOfMessages", "RedrivePolicy", "KmsMasterKeyId"])["Attributes"]
         q.visible = int(attrs.get("ApproximateNumberOfMessages", 0))
+        # SSE-SQS has no key; alias/aws/sqs is the AWS managed key, whose key policy lets
+        # any principal of the account use it through SQS: neither needs a grant.
+        if attrs.get("KmsMasterKeyId") and attrs["KmsMasterKeyId"] != rp.AWS_MANAGED_SQS_KEY:
+            q.kms_key = attrs["KmsMasterKeyId"]
         if attrs.get("RedrivePolicy"):
             try:
                 q.redrive_target = json.loads(attrs["RedrivePolicy"]).get("deadLetterTargetArn")
@@ -146,6 +155,26 @@ def refused(err: Exception) -> bool:
     return 400 <= status < 500 and status != 429 and "Throttl" not in (error_code(err) or "")
 
 
+@uses("sqs:GetQueueUrl", "sqs:ListQueueTags", by=("reconciler",))
+def not_opted_in(clients, arns) -> list[str]:
+    """Those of `arns` whose own tags (ListQueueTags, current where the tagging index lags)
+    lack holdfast:replay=true; a queue gone counts as lacking it."""
+    sqs = clients("sqs")
+    out = []
+    for arn in arns:
+        parts = arn.split(":")
+        try:
+            url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+            tags = sqs.list_queue_tags(QueueUrl=url).get("Tags") or {}
+        except ClientError as err:
+            if error_code(err) not in MISSING_QUEUE:
+                raise
+            tags = {}
+        if tags.get(TAG) != TAG_VALUE:
+            out.append(arn)
+    return out
+
+
 @uses("sqs:ListMessageMoveTasks", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", by=("reconciler",))
 def move_tasks(clients, source_arn: str) -> tuple[rp.Task, ...]:
     """The newest move tasks of a source, newest first (ListMessageMoveTasks' order)."""
@@ -159,7 +188,7 @@ def move_tasks(clients, source_arn: str) -> tuple[rp.Task, ...]:
 
 
 @uses("sqs:StartMessageMoveTask", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
-      "sqs:SendMessage", by=("reconciler",))
+      "sqs:SendMessage", "kms:Decrypt", "kms:GenerateDataKey", by=("reconciler",))
 def start_move(clients, source_arn: str, destination_arn: str | None, rate: int) -> str:
     kwargs: dict[str, Any] = {"SourceArn": source_arn, "MaxNumberOfMessagesPerSecond": rate}
     if destination_arn is not None:
@@ -233,8 +262,9 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
                 else:
                     logger.warning("move tasks of %s unreadable this tick: %s", arn, error_text(err))
                     continue
+        keys = tuple(dict.fromkeys(k for k in [q.kms_key] + [queues[d].kms_key for d in live if d in queues] if k))
         seen_by_source[arn] = rp.Seen(exists=q.exists, visible=q.visible, redrive_sources=q.sources if kind == rp.DLQ else None,
-                                      tasks=tasks, problem=problem)
+                                      tasks=tasks, problem=problem, kms_keys=keys)
 
     # The live queues: caught up, and their consumers' alarms.
     live_all = sorted({lq for lqs in live_by_source.values() for lq in lqs if lq})
@@ -255,7 +285,8 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
         kind, destination = sources[arn]
         caught, why = _caught_up(clients, live_by_source[arn], ages, constants)
         alarming = tuple(sorted(n for lq in live_by_source[arn] for n in names_for.get(lq, ()) if n in alarming_names))
-        seen = rp.Seen(seen.exists, seen.visible, seen.redrive_sources, seen.tasks, caught, why, alarming, seen.problem)
+        seen = rp.Seen(seen.exists, seen.visible, seen.redrive_sources, seen.tasks, caught, why, alarming, seen.problem,
+                       seen.kms_keys)
         item = every.get(arn)
         replay = None
         if item is not None:
@@ -274,8 +305,14 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
         if action.action == rp.START:
             guard()
             try:
-                handle = start_move(clients, arn, new.destination_arn, action.rate)
-                new = rp.started(action, handle, now)
+                confirm = ([arn] if kind == rp.DLQ else []) + [lq for lq in live_by_source[arn] if lq]
+                lacking = not_opted_in(clients, confirm)
+                if lacking:
+                    new = rp.opted_out(action, f"{', '.join(lacking)} no longer tagged {TAG}={TAG_VALUE} (its own tags, "
+                                               "read just before the move; the tagging index still listed it)", now)
+                else:
+                    handle = start_move(clients, arn, new.destination_arn, action.rate)
+                    new = rp.started(action, handle, now)
             except (ClientError, BotoCoreError) as err:
                 code, text = error_code(err), error_text(err)
                 if code in FINAL_REFUSALS or ALREADY_RUNNING in text:

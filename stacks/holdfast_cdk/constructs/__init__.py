@@ -7,6 +7,7 @@ from holdfast_cdk.constructs.ledger import Ledger
 from holdfast_cdk.constructs.monitoring import Monitoring
 from holdfast_cdk.constructs.notifications import Notifications
 from holdfast_cdk.constructs.queues import Queues
+from holdfast_cdk.constructs.readiness import Readiness
 from holdfast_cdk.constructs.signals import Signals
 
-__all__ = ["Controllers", "Ledger", "Monitoring", "Notifications", "Queues", "Signals"]
+__all__ = ["Controllers", "Ledger", "Monitoring", "Notifications", "Queues", "Readiness", "Signals"]

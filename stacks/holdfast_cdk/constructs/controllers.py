@@ -1,10 +1,12 @@
-"""The two controller functions, each with its own role, log group and failure path.
+"""The controller functions, each with its own role, log group and failure path.
 
 - detector: invoked by the EventBridge signal rules; records signals in the ledger, and
   starts a tick at once (an asynchronous invoke of the reconciler) when they turn the
   verdict impaired.
 - reconciler: invoked by the schedule (and by the detector); moves the account toward the
   desired posture. An engaging tick walks for as long as its invocation has time.
+- readiness: invoked by its schedule (holdfast_cdk.constructs.readiness), every few
+  hours; runs doctor's read-only checks and records the result (handlers/readiness.py).
 
 Both run the installed `holdfast` package (`holdfast_cdk.code`: no Docker, no bundling:
 the package has no dependency the runtime and the Powertools layer do not bring). Each
@@ -48,9 +50,11 @@ POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.13/{
 
 MEMORY_MB = 256
 DETECTOR_TIMEOUT = Duration.seconds(30)
+# A plan walk of every selected resource plus one policy simulation per write of each kind.
+READINESS_TIMEOUT = Duration.minutes(5)
 # Time after the tick's budget to write progress and log before Lambda kills it.
 RECONCILER_MARGIN_SECONDS = 30
-# An engaging tick keeps walking while it has engage work and Lambda time left (issue 12):
+# An engaging tick keeps walking while it has engage work and Lambda time left:
 # the handler gives it its remaining time less RECONCILER_MARGIN_SECONDS, so the timeout
 # is Lambda's maximum, 15 minutes. Relaxing ticks keep `tick_budget_seconds`; a tick with
 # nothing to engage ends as soon as it is done, so the long timeout costs nothing then.
@@ -69,6 +73,7 @@ class Controllers(Construct):
         policy_values: Mapping[str, str],
         dead_letters: sqs.IQueue,
         policies_dir: Path | None = None,
+        settings_parameter_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -106,7 +111,28 @@ class Controllers(Construct):
             environment={"HOLDFAST_TICK_FUNCTION_ARN": self.reconciler.function_arn},
             policy_values={"ReconcilerFunctionArn": self.reconciler.function_arn},
         )
-        self.functions = (self.detector, self.reconciler)
+        self.readiness = None
+        if settings_parameter_name is not None:
+            self.readiness = self._function(
+                "Readiness",
+                role_name="readiness",
+                handler="holdfast.handlers.readiness.handler",
+                description="Holdfast: doctor's read-only checks, on a schedule; the result in the ledger and a metric",
+                timeout=READINESS_TIMEOUT,
+                retry_attempts=0,
+                max_event_age=Duration.minutes(10),
+                environment={
+                    "HOLDFAST_RECONCILER_ROLE_ARN": self.reconciler.role.role_arn,
+                    "HOLDFAST_RECONCILER_FUNCTION_ARN": self.reconciler.function_arn,
+                    "HOLDFAST_SETTINGS_PARAMETER": settings_parameter_name,
+                },
+                policy_values={
+                    "ReconcilerRoleArn": self.reconciler.role.role_arn,
+                    "ReconcilerFunctionArn": self.reconciler.function_arn,
+                    "SettingsParameterName": settings_parameter_name,
+                },
+            )
+        self.functions = tuple(f for f in (self.detector, self.reconciler, self.readiness) if f is not None)
 
     def _function(
         self,

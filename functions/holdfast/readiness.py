@@ -1,0 +1,236 @@
+"""Readiness: what a deploy and an event need, checked in an account, each with a fix.
+`holdfast doctor` runs them on an operator's credentials; the readiness function
+(holdfast.handlers.readiness) runs them on a schedule in every account and region the
+stack is in, and records the result where `holdfast status` shows it.
+
+Read-only. Every check returns Checks (name, ok, detail, fix); a check that cannot be
+made (its read is denied) is not ok, and says which permission it needs:
+
+- `powertools-layer <region>`: the public SSM parameter the stack resolves the Powertools
+  layer from, in each target region (Powertools has gone without a parameter for some
+  versions before, and a missing one fails the deploy).
+- `controller-role <kind>`: the reconciler's role may make each write that kind needs, on
+  one selected resource of it (or a sample ARN in this account and region), with the
+  selector tag and Holdfast's tag keys in the request context: IAM's own policy
+  simulation (iam:SimulatePrincipalPolicy), so permission boundaries count too.
+- `health-rule`: an enabled EventBridge rule for AWS Health issues matching this region
+  on `detail.eventRegion`.
+- `expired-events-queue`: the queue exists (found as `engage` finds it).
+- `settings-drift`: the settings the stack published (its SSM settings parameter) are
+  the ones the reconciler runs with (its HOLDFAST_SETTINGS), so a partial deploy or a hand
+  edit of either is seen.
+- `resources`: selected resources Holdfast could not act on (a plan walk: failed or
+  skipped, each with its note's fix), and selected functions whose role may not deliver
+  expired events (as `holdfast audit` lists them; `doctor` only).
+
+The CLI's own credentials need: ssm:GetParameter, lambda:ListFunctions,
+iam:SimulatePrincipalPolicy, events:ListRules, sqs:GetQueueUrl/GetQueueAttributes,
+ssm:GetParametersByPath, and the read actions of `holdfast plan`; the readiness
+function's are policies/readiness.json.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from botocore.exceptions import ClientError
+
+from holdfast.aws import AWS_ERRORS, error_code, error_text
+from holdfast import iam
+from holdfast.actuators import REGISTRY
+from holdfast.core.kinds import BY_NAME
+from holdfast.iam import uses
+
+# The layer the stack deploys with (holdfast_cdk.constructs.controllers; a test keeps the
+# two equal: holdfast may not import holdfast_cdk).
+POWERTOOLS_VERSION = "3.37.0"
+POWERTOOLS_LAYER_PARAMETER = f"/aws/service/powertools/python/arm64/python3.13/{POWERTOOLS_VERSION}"
+RECONCILER_HANDLER = "holdfast.handlers.reconciler.handler"
+TAG_KEYS = ["holdfast:original", "holdfast:applied"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+@uses("ssm:GetParameter", by=("cli", "readiness"))
+def powertools_layer(clients_for: Callable[[str], Any], regions: Iterable[str]) -> list[Check]:
+    checks = []
+    for region in regions:
+        name = f"powertools-layer {region}"
+        try:
+            value = clients_for(region)("ssm").get_parameter(Name=POWERTOOLS_LAYER_PARAMETER)["Parameter"]["Value"]
+            checks.append(Check(name, True, f"{POWERTOOLS_LAYER_PARAMETER} = {value}"))
+        except ClientError as err:
+            missing = error_code(err) == "ParameterNotFound"
+            checks.append(Check(name, False, f"{POWERTOOLS_LAYER_PARAMETER}: {error_text(err)}",
+                                (f"Powertools publishes no layer {POWERTOOLS_VERSION} for python3.13 arm64 in {region}: "
+                                 "pin a release that has one (requirements.txt and holdfast_cdk.constructs.controllers."
+                                 "POWERTOOLS_VERSION) or deploy elsewhere") if missing else
+                                "the CLI's credentials need ssm:GetParameter on the public /aws/service/powertools/* parameters"))
+        except AWS_ERRORS as err:   # no answer, or one that is not AWS's
+            checks.append(Check(name, False, f"{POWERTOOLS_LAYER_PARAMETER}: {error_text(err)}", "check the region's endpoint"))
+    return checks
+
+
+@uses("lambda:ListFunctions", by=("cli",))
+def reconciler_role(clients, ledger_table: str) -> tuple[str | None, str]:
+    """The deployed reconciler's execution role: the function running Holdfast's reconciler
+    handler on this ledger table. (None, why) when there is none."""
+    try:
+        for page in clients("lambda").get_paginator("list_functions").paginate():
+            for function in page.get("Functions", []):
+                env = ((function.get("Environment") or {}).get("Variables") or {})
+                if function.get("Handler") == RECONCILER_HANDLER and env.get("HOLDFAST_LEDGER_TABLE", ledger_table) == ledger_table:
+                    return function["Role"], function["FunctionName"]
+    except AWS_ERRORS as err:
+        return None, f"cannot list functions ({error_text(err)}; needs lambda:ListFunctions)"
+    return None, f"no function runs {RECONCILER_HANDLER} with ledger {ledger_table} in {clients.region}: not deployed here"
+
+
+# The write actions that change a resource's tags: evaluated with the keys they write.
+TAG_WRITES = frozenset({"TagResource", "UntagResource", "CreateOrUpdateTags", "DeleteTags", "AddTags", "RemoveTags"})
+READ_VERBS = ("Describe", "List", "Get")
+
+
+def kind_writes(kind: str) -> list[str]:
+    """The writes on the kind's own service its actuator declares (@uses on its methods
+    and its bases'): what engaging and restoring it call on the resource. (A write of
+    another service a call needs, such as ecs:UpdateService behind RegisterScalableTarget,
+    is on another resource: simulating it on this ARN would say nothing.)"""
+    service = BY_NAME[kind].service.name + ":"
+    actions: dict[str, None] = {}
+    for klass in REGISTRY[kind].__mro__:
+        prefix = f"{klass.__module__}.{klass.__qualname__}."
+        for site, declared in iam.SITES.items():
+            if site.startswith(prefix):
+                actions.update(dict.fromkeys(sorted(a for a in declared if a.startswith(service)
+                                                    and not a.split(":")[1].startswith(READ_VERBS))))
+    return list(actions)
+
+
+def kind_requests(kind: str, arn: str, settings) -> list[tuple[str, dict[str, Any]]]:
+    """(action, request context) of every write engaging and restoring `kind` makes, on a
+    resource carrying the selector: the actuator's declared writes, each in the context its
+    kind declares (holdfast.core.kinds: tag_condition_prefixes, write_context)."""
+    spec = BY_NAME[kind]
+    key, value = settings.selector_key, settings.selector_value
+    tagged = {f"{prefix}:ResourceTag/{key}": value for prefix in spec.tag_condition_prefixes}
+    return [(action, {**tagged, "aws:TagKeys": TAG_KEYS} if action.split(":")[1] in TAG_WRITES
+             else {**tagged, **dict(spec.write_context)})
+            for action in kind_writes(kind)]
+
+
+def sample_arn(kind: str, partition: str, region: str, account: str) -> str:
+    return BY_NAME[kind].sample_arn.format(partition=partition, region=region, account=account)
+
+
+def _context_entries(context: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"ContextKeyName": k, "ContextKeyValues": v if isinstance(v, list) else [v],
+             "ContextKeyType": "stringList" if isinstance(v, list) else "string"} for k, v in context.items()]
+
+
+@uses("iam:SimulatePrincipalPolicy", by=("cli", "readiness"))
+def controller_permissions(clients, role_arn: str, kinds: Mapping[str, str], settings) -> list[Check]:
+    """One check per kind: every write it needs is `allowed` for the role, by IAM's simulation."""
+    checks = []
+    for kind, arn in kinds.items():
+        denied = []
+        for action, context in kind_requests(kind, arn, settings):
+            try:
+                answer = clients("iam").simulate_principal_policy(
+                    PolicySourceArn=role_arn, ActionNames=[action], ResourceArns=[arn],
+                    ContextEntries=_context_entries(context))
+                decision = answer["EvaluationResults"][0]["EvalDecision"]
+            except AWS_ERRORS as err:
+                checks.append(Check(f"controller-role {kind}", False, f"cannot simulate {role_arn}: {error_text(err)}",
+                                    "the CLI's credentials need iam:SimulatePrincipalPolicy on the reconciler's role"))
+                break
+            if decision != "allowed":
+                denied.append(f"{action} ({decision})")
+        else:
+            if denied:
+                checks.append(Check(f"controller-role {kind}", False, f"{role_arn} may not: {', '.join(denied)} on {arn}",
+                                    "deploy the stack's policy (policies/reconciler.json) unchanged, "
+                                    "or find the permission boundary or SCP that denies it"))
+            else:
+                checks.append(Check(f"controller-role {kind}", True, f"{role_arn} may make every {kind} write on {arn}"))
+    return checks
+
+
+@uses("events:ListRules", by=("cli", "readiness"))
+def health_rule(clients, region: str, settings) -> Check:
+    try:
+        rules = [r for page in clients("events").get_paginator("list_rules").paginate() for r in page.get("Rules", [])]
+    except AWS_ERRORS as err:
+        return Check("health-rule", False, f"cannot list rules ({error_text(err)})", "the CLI's credentials need events:ListRules")
+    for rule in rules:
+        try:
+            pattern = json.loads(rule.get("EventPattern") or "{}")
+        except json.JSONDecodeError:
+            continue
+        if "aws.health" not in (pattern.get("source") or []):
+            continue
+        detail = pattern.get("detail") or {}
+        if region not in (detail.get("eventRegion") or []):
+            continue
+        if rule.get("State") != "ENABLED":
+            return Check("health-rule", False, f"rule {rule['Name']} matches AWS Health issues for {region} but is {rule.get('State')}",
+                         f"aws events enable-rule --name {rule['Name']} --region {region}")
+        missing = [s for s in settings.health_services if s not in (detail.get("service") or [])]
+        if missing:
+            return Check("health-rule", False, f"rule {rule['Name']} does not match services {missing}",
+                         "deploy the stack again with the current health_services setting")
+        return Check("health-rule", True, f"rule {rule['Name']} matches AWS Health issues for {region} on detail.eventRegion")
+    return Check("health-rule", False, f"no enabled EventBridge rule matches AWS Health issues with detail.eventRegion {region}",
+                 "deploy Holdfast's stack in this region (npx cdk deploy), or redeploy it: the rule matches detail.eventRegion")
+
+
+@uses("sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("cli", "readiness"))
+def expired_queue(clients, arn: str | None, found_by: str) -> Check:
+    if arn is None:
+        return Check("expired-events-queue", False, found_by,
+                     "deploy Holdfast's stack (it publishes /holdfast/<stack>/expired-queue-arn), or pass --expired-queue-arn")
+    parts = arn.split(":")
+    try:
+        sqs = clients("sqs")
+        url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MessageRetentionPeriod"]).get("Attributes", {})
+    except AWS_ERRORS as err:
+        return Check("expired-events-queue", False, f"{arn} ({found_by}): {error_text(err)}",
+                     "the parameter names a queue that is gone: redeploy the stack, or pass --expired-queue-arn")
+    days = int(attributes.get("MessageRetentionPeriod", 345600)) // 86400
+    return Check("expired-events-queue", True, f"{arn} ({found_by}), keeps messages {days} days")
+
+
+@uses("ssm:GetParameter", "lambda:GetFunctionConfiguration", by=("readiness",))
+def settings_drift(clients, parameter_name: str, reconciler_arn: str) -> Check:
+    """The published settings against the reconciler's own (both canonical JSON, as the stack writes them)."""
+    from holdfast.settings import ENV_VAR, Settings, SettingsError
+
+    try:
+        published = clients("ssm").get_parameter(Name=parameter_name)["Parameter"]["Value"]
+        env = clients("lambda").get_function_configuration(FunctionName=reconciler_arn).get("Environment") or {}
+        running = (env.get("Variables") or {}).get(ENV_VAR)
+    except AWS_ERRORS as err:
+        return Check("settings-drift", False, f"cannot read {parameter_name} or {reconciler_arn}: {error_text(err)}",
+                     "the readiness role needs ssm:GetParameter on the settings parameter and "
+                     "lambda:GetFunctionConfiguration on the reconciler")
+    try:
+        a, b = Settings.from_json(published).to_mapping(), Settings.from_json(running).to_mapping()
+    except SettingsError as err:
+        return Check("settings-drift", False, f"settings unreadable: {err}", "deploy the stack again")
+    differ = sorted(k for k in a if a[k] != b.get(k))
+    if differ:
+        return Check("settings-drift", False, f"{parameter_name} and the reconciler differ in: {', '.join(differ)}",
+                     "deploy the stack again (`npx cdk deploy`): one of them was changed outside it")
+    return Check("settings-drift", True, f"the reconciler runs the settings {parameter_name} publishes")

@@ -1,0 +1,371 @@
+"""The drain's built-in downstream evidence, its baseline and its raise rule, as pure
+decisions (holdfast.core.drain_control), and the shell's reads of them against an
+emulation of GetMetricData (holdfast.observation.drain_inputs)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from holdfast.core import drain_control as dc
+from holdfast.core.drain_control import CRITICAL, CUT, HOLD, RAISE, START, WARNING
+from holdfast.observation import drain_inputs
+from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
+from holdfast.observation import evidence as gate_evidence
+
+T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
+FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2, seconds_per_message=0.8, baseline_failure_share=0.0,
+                 arrival_per_second=20.0, timeout_seconds=30.0)
+
+
+def m(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def dp(minute: float, value: float) -> dc.Datapoint:
+    return dc.Datapoint(m(minute), value)
+
+
+def reading(minute=1, *, received=600.0, deleted=None, ms=800.0, duration=True, invocations=None, errors=None,
+            downstream=(), age=9000.0):
+    return dc.Reading(dp(minute, age), dp(minute, 100000.0), None if errors is None else dp(minute, errors), dp(minute, 0.0),
+                      downstream, received=dp(minute, received), deleted=dp(minute, received if deleted is None else deleted),
+                      duration=dp(minute, received * ms) if duration else None,
+                      invocations=None if invocations is None else dp(minute, invocations))
+
+
+def state(cap=16, *, additive=False, since=0, **kw):
+    return dc.CapState(cap=cap, step=2, history=((m(since), cap),), prior_cap=2, additive=additive, **kw)
+
+
+# ---- the consumer's own evidence ------------------------------------------------------
+
+
+@pytest.mark.parametrize("r, level, why", [
+    (reading(), dc.GOOD, "800 ms per message, 1.00×"),
+    # A full batch takes ten times as long as a partial one: per message it is the same.
+    (reading(received=600, invocations=60), dc.GOOD, "1.00×"),
+    (reading(ms=900), WARNING, "1.12× its baseline"),
+    (reading(ms=1000), CRITICAL, "1.25× its baseline"),
+    # ReportBatchItemFailures: every message fails, the invocations succeed (Errors 0).
+    (reading(deleted=0, errors=0, invocations=60), CRITICAL, "100.0% of 600 messages received not deleted"),
+    (reading(deleted=588), WARNING, "2.0% of 600"),
+    (reading(errors=6, invocations=60), CRITICAL, "function Errors 10.0% of 60 invocations"),
+    # Whole batches near the function's timeout (30 s): 600 × 4 s over 60 invocations = 40 s.
+    (reading(ms=800, invocations=20), CRITICAL, "80% of the function's 30 s timeout"),
+    # A function without Duration data: judged on the failure share alone, said so.
+    (reading(duration=False), dc.GOOD, "no Duration datapoint for the minute"),
+    (reading(received=0), dc.UNKNOWN, "no messages received"),
+])
+def test_consumer_health(r, level, why):
+    h = dc.consumer_health(FACTS, r, m(4))
+    assert h.level == level and any(why in x for x in h.reasons), h.reasons
+
+
+def test_health_is_unknown_without_receives_or_when_stale_and_incomplete_without_duration():
+    assert dc.consumer_health(FACTS, dc.Reading(None, None, None, None), m(4)).level == dc.UNKNOWN
+    assert dc.consumer_health(FACTS, reading(-30), m(4)).level == dc.UNKNOWN
+    assert not dc.consumer_health(FACTS, reading(duration=False), m(4)).complete
+    assert dc.consumer_health(FACTS, reading(), m(4)).complete
+
+
+def test_a_noisy_baseline_widens_the_thresholds():
+    assert dc.duration_thresholds(FACTS) == (1.08, 1.2)
+    warn, crit = dc.duration_thresholds(dc.Facts(16, seconds_per_message=0.8, spread=0.05))
+    assert warn == pytest.approx(1.15) and crit == pytest.approx(1.27)
+
+
+# ---- the controller, as a table of decisions ------------------------------------------
+
+
+def test_slow_start_multiplies_while_every_signal_is_at_baseline():
+    d = dc.decide(state(16), FACTS, reading(1), m(3))
+    assert (d.action, d.cap) == (RAISE, 24) and "slow start" in d.reasons[-1]
+
+
+def test_the_first_warning_holds_and_ends_the_slow_start_a_persisting_one_steps_back():
+    d = dc.decide(state(40), FACTS, reading(1, ms=900), m(3))
+    assert (d.action, d.cap) == (HOLD, 40) and d.state.additive and d.state.warned_at == m(1)
+    same = dc.decide(d.state, FACTS, reading(1, ms=900), m(4))          # the same datapoint: no second step
+    assert (same.action, same.cap) == (HOLD, 40)
+    back = dc.decide(same.state, FACTS, reading(2, ms=900), m(5))       # a second datapoint at 40
+    assert (back.action, back.cap) == (CUT, 38) and "stepped back by 5% to 38" in back.reasons[-1]
+    ok = dc.decide(back.state, FACTS, reading(6), m(8))                  # at baseline at 38: additive, below 40
+    assert (ok.action, ok.cap) == (RAISE, 39) and "additive" in ok.reasons[-1]
+
+
+def test_after_the_slow_start_raises_are_additive():
+    d = dc.decide(state(40, additive=True), FACTS, reading(1), m(3))
+    assert (d.action, d.cap) == (RAISE, 44) and "additive" in d.reasons[-1]   # max(2, 11 % of 40)
+
+
+def test_a_step_is_judged_only_on_a_datapoint_measured_wholly_at_it():
+    # The cap took effect at minute 2: the minute-1 datapoint measured the cap before it.
+    d = dc.decide(state(24, since=2), FACTS, reading(1), m(4))
+    assert d.action == HOLD and any("measured at cap 24" in r for r in d.reasons)
+    # However late the minute-2 datapoint comes, the step waits for it (the slowest input's lag).
+    d = dc.decide(d.state, FACTS, reading(1), m(9))
+    assert d.action == HOLD
+    assert dc.decide(d.state, FACTS, reading(2), m(10)).action == RAISE
+
+
+def test_a_critical_datapoint_cuts_from_the_cap_it_measured_to_the_goodput_concurrency_once():
+    # 36 was in force during minute 1, 24 since minute 2. Minute 1: 1.5× slower, 1,620 deleted
+    # (27/s × 0.8 s = 21.6 batches carry it at baseline speed; × 0.95 = 19).
+    s = dc.CapState(cap=24, step=2, history=((m(0), 36), (m(2), 24)), prior_cap=2)
+    r = reading(1, received=1620, ms=1200)
+    d = dc.decide(s, FACTS, r, m(4))
+    assert (d.action, d.cap) == (CUT, 19) and "measured at cap 36" in d.reasons[0] and d.state.additive
+    again = dc.decide(d.state, FACTS, r, m(5))
+    assert (again.action, again.cap) == (HOLD, 19)   # never twice for one datapoint
+
+
+def test_batch_item_failures_cut_though_errors_are_zero():
+    d = dc.decide(state(30), FACTS, reading(1, deleted=0, errors=0, invocations=60), m(3))
+    assert d.action == CUT and d.cap == 15 and "not deleted" in d.reasons[0]   # no goodput: half, at most
+
+
+@pytest.mark.parametrize("r, why", [
+    (dc.Reading(dp(1, 9000), None, None, None), "no NumberOfMessagesReceived datapoint"),    # a metric that never arrives
+    (reading(received=0), "no messages received"),                                          # a queue with no traffic
+    (dc.Reading(dp(1, 9000), None, None, None, received=dp(1, 600), deleted=dp(1, 600)), "Duration"),  # a deleted function
+])
+def test_bad_input_holds_with_a_clear_reason_never_raises(r, why):
+    d = dc.decide(state(16), FACTS, r, m(3))
+    assert d.action in (HOLD, RAISE) and not d.restore
+    if d.action == RAISE:   # no Duration, the failure share at baseline: additive only, never slow start
+        assert d.cap == 18 and "additive" in d.reasons[-1]
+    else:
+        assert any(why in x for x in d.reasons), d.reasons
+
+
+def test_a_queue_with_no_traffic_still_restores():
+    s = state(16)
+    for minute in range(1, 17):
+        d = dc.decide(s, FACTS, reading(minute, received=0, age=0), m(minute + 2))
+        s = d.state
+        if d.restore:
+            break
+    assert d.restore, d.reasons
+
+
+# ---- one raise rule --------------------------------------------------------------------
+
+
+def test_the_forecast_raises_by_the_rule_decide_uses():
+    c = dc.DEFAULTS
+    f = dc.ramp_forecast(50_000, 20.0, 1.25, 18, 2, 200, c)
+    # The same drain, stepped with raise_to: one raise every raise interval.
+    left, t, cap = 50_000.0, 0.0, 18
+    while left > 0:
+        spare = 1.25 * cap - 20.0
+        if spare > 0 and left <= spare * 60:
+            t += left / spare
+            break
+        left -= spare * 60
+        t += 60
+        if t % c.raise_interval_seconds == 0:
+            cap = dc.raise_to(cap, 2, False, 200, c)
+    assert f.seconds == pytest.approx(t)
+    assert dc.describe_raises(2, 200, c) in f.reason
+    d = dc.decide(state(18), FACTS, reading(1), m(3))
+    assert d.cap == dc.raise_to(18, 2, False, 1000, c)
+    assert dc.describe_raises(d.state.step, 1000, c) in dc.start(FACTS, 2, m(0)).reasons[-1]
+
+
+# ---- the baseline ----------------------------------------------------------------------
+
+
+def minutes(n_before, *, storm_from=None, until=m(0), concurrency=16.0, storm_concurrency=900.0):
+    out = []
+    for i in range(n_before, 0, -1):
+        at = until - timedelta(minutes=i)
+        storm = storm_from is not None and at >= storm_from
+        out.append(dc.Minute(at, concurrency=storm_concurrency if storm else concurrency, age=2.0, visible=20.0,
+                             sent=1200.0, deleted=0.0 if storm else 1200.0, received=1200.0,
+                             duration=1200 * (2700.0 if storm else 800.0), invocations=240.0, errors=0.0))
+    return out
+
+
+def test_a_baseline_ends_at_the_first_signal_when_the_consumer_was_fine_until_then():
+    b = dc.baseline(minutes(60), m(-10), "the first impairment signal", 30)
+    assert b["pre_event_concurrency"] == 16 and b["seconds_per_message"] == pytest.approx(0.8)
+    assert "ending at the first impairment signal" in b["baseline_note"] and "20 minutes" not in b["baseline_note"]
+
+
+def test_a_baseline_ends_at_the_consumers_own_anomaly_when_it_came_first():
+    b = dc.baseline(minutes(60, storm_from=m(-20)), m(-10), "the first impairment signal", 30)
+    assert b["pre_event_concurrency"] == 16 and b["baseline_failure_share"] == 0.0
+    assert "ending at the consumer's own first anomaly" in b["baseline_note"]
+    assert dc.first_anomaly(minutes(60, storm_from=m(-20))) == m(-20)
+    assert dc.first_anomaly(minutes(60)) is None
+
+
+def test_a_storm_in_part_of_the_window_moves_no_median():
+    # The anomaly is not found (a storm in the middle, ended): the median ignores it.
+    ms = minutes(60)
+    ms = [dc.Minute(x.at, concurrency=900.0, age=x.age, visible=x.visible, sent=x.sent, deleted=x.deleted,
+                    received=x.received, duration=x.duration, invocations=x.invocations, errors=x.errors)
+          if m(-30) <= x.at < m(-22) else x for x in ms]
+    b = dc.baseline(ms, m(-10), "signal", 30)
+    assert b["pre_event_concurrency"] == 16
+
+
+def test_no_data_gives_no_figures_and_the_drain_starts_low_and_searches():
+    b = dc.baseline([], m(-10), "signal", 30)
+    assert b["pre_event_concurrency"] is None and b["seconds_per_message"] is None
+    d = dc.start(dc.Facts(**b), 2, m(0))
+    assert d.cap == 2 and any("searching" in r for r in d.reasons)
+
+
+def test_an_implausible_baseline_starts_from_what_the_arrivals_need_never_at_the_ceiling():
+    storm = dc.Facts(pre_event_concurrency=909, seconds_per_message=0.8, arrival_per_second=20.0)
+    d = dc.start(storm, 2, m(0))
+    assert d.action == START and d.cap == 18 and any("implausible" in r for r in d.reasons)
+    capped = dc.Facts(pre_event_concurrency=None, seconds_per_message=0.8, arrival_per_second=100.0, reserved_concurrency=60)
+    d = dc.start(capped, 2, m(0))
+    assert d.cap == 30 and any("never at the ceiling" in r for r in d.reasons)
+
+
+def test_baseline_end_is_the_earliest_named_time():
+    assert dc.baseline_end({"signal": m(-10), "engagement": m(0), "unknown": None}) == (m(-10), "signal")
+    with pytest.raises(ValueError):
+        dc.baseline_end({"x": None})
+
+
+# ---- the shell's reads against an emulation of GetMetricData ------------------------------
+
+
+class FakeCloudWatch:
+    """GetMetricData as AWS documents it: datapoints with StartTime <= Timestamp < EndTime,
+    one result per query (empty Timestamps/Values for a metric with no data), newest first
+    with ScanBy=TimestampDescending. Records every call's window."""
+
+    def __init__(self, data):
+        self.data = data   # (namespace, metric, stat, dimension value) -> {time: value}
+        self.windows = []
+
+    def get_paginator(self, name):
+        assert name == "get_metric_data"
+        return self
+
+    def paginate(self, MetricDataQueries, StartTime, EndTime, ScanBy):
+        self.windows.append((StartTime, EndTime))
+        results = []
+        for q in MetricDataQueries:
+            stat = q["MetricStat"]
+            metric = stat["Metric"]
+            key = (metric["Namespace"], metric["MetricName"], stat["Stat"], metric["Dimensions"][0]["Value"])
+            points = sorted(((t, v) for t, v in self.data.get(key, {}).items() if StartTime <= t < EndTime),
+                            reverse=ScanBy == "TimestampDescending")
+            results.append({"Id": q["Id"], "Label": metric["MetricName"], "Timestamps": [t for t, _ in points],
+                            "Values": [v for _, v in points], "StatusCode": "Complete"})
+        return [{"MetricDataResults": results}]
+
+
+def consumer_of(queue="orders", function="consumer"):
+    arn = "arn:aws:lambda:us-east-1:123456789012:event-source-mapping:u1"
+    return drain_inputs.Consumer(arn, "u1", f"arn:aws:lambda:us-east-1:123456789012:function:{function}",
+                                 f"arn:aws:sqs:us-east-1:123456789012:{queue}")
+
+
+def series(values: dict[int, float]) -> dict[datetime, float]:
+    return {m(k): v for k, v in values.items()}
+
+
+def test_readings_end_where_datapoints_are_complete_and_judge_one_minute():
+    now = m(6) + timedelta(seconds=30)
+    cw = FakeCloudWatch({
+        ("AWS/SQS", "NumberOfMessagesReceived", "Sum", "orders"): series({2: 600, 3: 600, 5: 40}),   # 5: partial
+        ("AWS/SQS", "NumberOfMessagesDeleted", "Sum", "orders"): series({2: 600, 3: 600, 5: 40}),
+        ("AWS/Lambda", "Duration", "Sum", "consumer"): series({2: 480_000, 5: 1_000}),               # none for 3 yet
+        ("AWS/SQS", "ApproximateAgeOfOldestMessage", "Maximum", "orders"): series({3: 900, 5: 10}),
+    })
+    r = drain_inputs.readings(lambda _: cw, [consumer_of()], now, stale_seconds=600, live_for=())
+    [(start, end)] = cw.windows
+    assert end == complete_until(now) == m(4) and now - end >= COMPLETE_AFTER
+    got = r[consumer_of().arn]
+    # The newest minute with both receives and Duration: 2, all of its figures from it.
+    assert (got.received.at, got.duration.at, got.deleted.at) == (m(2), m(2), m(2))
+    assert got.oldest_age == dc.Datapoint(m(3), 900.0)   # the partial minute 5 is not read
+    assert got.invocations is None and got.errors is None   # missing metrics: None, not zero
+
+
+def test_readings_of_a_function_without_duration_and_a_queue_without_receives():
+    now = m(10)
+    cw = FakeCloudWatch({
+        ("AWS/SQS", "NumberOfMessagesReceived", "Sum", "orders"): series({6: 600, 7: 600}),
+        ("AWS/SQS", "NumberOfMessagesDeleted", "Sum", "orders"): series({7: 600}),
+    })
+    got = drain_inputs.readings(lambda _: cw, [consumer_of(), consumer_of("idle", "idle-fn")], now,
+                                stale_seconds=600, live_for=())
+    a = got[consumer_of().arn]
+    assert (a.received.at, a.duration) == (m(7), None)
+    h = dc.consumer_health(FACTS, a, now)
+    assert h.level == dc.GOOD and not h.complete and any("no Duration datapoint" in x for x in h.reasons)
+
+
+def test_pre_event_reads_twice_the_window_before_the_earliest_signal():
+    until = m(-10)
+    data = {}
+    for k in range(-70, -10):
+        storm = k >= -20
+        for key, v in ((("AWS/Lambda", "ConcurrentExecutions", "Maximum", "consumer"), 900.0 if storm else 16.0),
+                       (("AWS/SQS", "NumberOfMessagesReceived", "Sum", "orders"), 1200.0),
+                       (("AWS/SQS", "NumberOfMessagesDeleted", "Sum", "orders"), 0.0 if storm else 1200.0),
+                       (("AWS/Lambda", "Duration", "Sum", "consumer"), 1200 * (2700.0 if storm else 800.0)),
+                       (("AWS/SQS", "NumberOfMessagesSent", "Sum", "orders"), 1200.0)):
+            data.setdefault(key, {})[m(k)] = v
+    cw = FakeCloudWatch(data)
+    facts = drain_inputs.pre_event(lambda _: cw, [consumer_of()], until, "the first impairment signal", 30, {})
+    [(start, end)] = cw.windows
+    assert (start, end) == (until - timedelta(minutes=60), until)
+    f = facts[consumer_of().arn]
+    assert f.pre_event_concurrency == 16 and f.seconds_per_message == pytest.approx(0.8)
+    assert "the consumer's own first anomaly" in f.baseline_note
+    assert dc.start(f, 2, m(0)).cap == 18
+
+
+def test_one_cloudwatch_lag_for_every_evidence_reader():
+    """The drain's inputs and the stage gates' evidence use the same window end."""
+    import inspect
+
+    assert "complete_until" in inspect.getsource(gate_evidence.read)
+    assert not hasattr(drain_inputs, "CLOUDWATCH_LAG") and not hasattr(gate_evidence, "LAG")
+    assert complete_until(datetime(2025, 1, 1, 10, 5, 0, tzinfo=timezone.utc)) == datetime(2025, 1, 1, 10, 3, tzinfo=timezone.utc)
+    assert complete_until(datetime(2025, 1, 1, 10, 5, 59, tzinfo=timezone.utc)) == datetime(2025, 1, 1, 10, 3, tzinfo=timezone.utc)
+
+
+# ---- invariants over arbitrary consumer evidence ---------------------------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+
+@st.composite
+def own_readings(draw):
+    minute = draw(st.integers(-20, 40))
+    received = draw(st.sampled_from([0.0, 60.0, 600.0]))
+    deleted = draw(st.sampled_from([0.0, 0.5, 0.97, 1.0])) * received
+    ms = draw(st.sampled_from([700.0, 800.0, 860.0, 900.0, 1000.0, 2000.0]))
+    duration = draw(st.booleans())
+    return reading(minute, received=received, deleted=deleted, ms=ms, duration=duration, age=draw(st.sampled_from([1.0, 9000.0])))
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(own_readings(), min_size=1, max_size=15))
+def test_a_raise_only_on_the_consumers_own_evidence_at_baseline_measured_at_the_cap(seq):
+    d = dc.start(FACTS, 2, m(0))
+    cut_for: set[datetime] = set()
+    for i, r in enumerate(seq):
+        now = m(3 * (i + 1))
+        before = d.state
+        d = dc.decide(before, FACTS, r, now)
+        assert d.reasons and dc.CapState.from_dict(d.state.to_dict()) == d.state
+        h = dc.consumer_health(FACTS, r, now)
+        if d.cap > before.cap:
+            assert d.action == RAISE and h.level == dc.GOOD and h.at >= before.in_force_since
+            assert d.cap <= dc.raise_to(before.cap, before.step, before.additive or not h.complete, 1000)
+        if d.action == CUT and h.level == CRITICAL and d.cap < before.cap and not before.warned_at:
+            assert h.at not in cut_for   # never twice for one datapoint
+            cut_for.add(h.at)
