@@ -8,6 +8,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_REGION ?= us-east-1
 CDK := node_modules/.bin/cdk
+# pytest-xdist workers for `make test`: each test file runs whole on one worker, the files
+# that share a synthesized CDK app on one (tests/conftest.py). 2 for a 2-core machine.
+TEST_WORKERS ?= 2
 
 .PHONY: test demo serve synth bench e2e clean
 
@@ -23,7 +26,7 @@ node_modules/.installed: package.json package-lock.json
 
 test: $(VENV)/.installed
 	PYTHONPATH=functions:stacks:dev $(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 demo: $(VENV)/.installed
 	PYTHONPATH=dev $(PY) -m holdfast_demo

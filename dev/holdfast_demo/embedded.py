@@ -11,9 +11,29 @@ import logging
 from contextlib import contextmanager
 from typing import Iterator
 
-from holdfast_fixtures.moto_patches import aws_semantics
+from holdfast_fixtures import fast_moto
+
+fast_moto.install()  # before moto is imported: EC2 with the fleet's one AMI, one botocore loader
+
+from holdfast.iam import uses  # noqa: E402
+from holdfast_fixtures.moto_patches import aws_semantics  # noqa: E402
 
 REGION = "us-east-1"
+
+# One cheap read per service the demo and the controllers call, made before anything else.
+# The first request for a service makes the server import moto's module for it, build its
+# routes and load its model: up to seconds of CPU, past the clients' 10 s read timeout on a
+# busy machine when a dozen builder threads make their first calls at once (and a timed-out
+# CreateFunction, retried, answers that the function already exists).
+WARM_UP = {
+    "dynamodb": ("list_tables", {}), "sqs": ("list_queues", {}), "sns": ("list_topics", {}),
+    "sts": ("get_caller_identity", {}), "ec2": ("describe_availability_zones", {}),
+    "autoscaling": ("describe_auto_scaling_groups", {}), "lambda": ("list_functions", {}),
+    "elbv2": ("describe_load_balancers", {}), "ecs": ("list_clusters", {}),
+    "application-autoscaling": ("describe_scalable_targets", {"ServiceNamespace": "ecs"}),
+    "cloudwatch": ("list_metrics", {}), "iam": ("list_roles", {}),
+    "resourcegroupstaggingapi": ("get_resources", {}),
+}
 
 
 @contextmanager
@@ -34,10 +54,26 @@ def moto_server(*, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     try:
         with aws_semantics():
             host, port = server.get_host_and_port()
-            yield f"http://{host}:{port}"
+            url = f"http://{host}:{port}"
+            warm_up(url)
+            yield url
     finally:
         server.stop()
         _internal.moto_api_backend.reset()
+
+
+@uses("dynamodb:ListTables", "sqs:ListQueues", "sns:ListTopics", "sts:GetCallerIdentity",
+      "ec2:DescribeAvailabilityZones", "autoscaling:DescribeAutoScalingGroups", "lambda:ListFunctions",
+      "elasticloadbalancing:DescribeLoadBalancers", "ecs:ListClusters", "application-autoscaling:DescribeScalableTargets",
+      "cloudwatch:ListMetrics", "iam:ListRoles", "tag:GetResources", by=("cli",))
+def warm_up(url: str) -> None:
+    """Each service's first request, one at a time, with all the time it needs."""
+    from botocore.config import Config
+
+    patient = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=60, read_timeout=300)
+    own = session()
+    for service, (method, kwargs) in WARM_UP.items():
+        getattr(own.client(service, endpoint_url=url, config=patient), method)(**kwargs)
 
 
 def session():

@@ -90,10 +90,13 @@ One place holds every departure from moto that Holdfast depends on; the tests
   `publish_service_metrics(account, region, namespace, data)` writes datapoints as the
   service itself would, for tests and the demo to emulate what AWS emits.
 
-And two costs. moto's DynamoDB answers go through its generic, shape-walking response
+And three costs. moto's DynamoDB answers go through its generic, shape-walking response
 serializer, about 3 ms an item: a Query of the few hundred signals the reconciler reads
 each tick took most of a second. The patch answers Query and Scan with moto's own result
 as JSON, as moto's DynamoDB did before that serializer (the result is the same document).
+A base-table Query in moto reads every item of the table, sorted, and keeps those of
+the partition; the patch hands it only the partition's items (the same ones, in the
+same order), so a Query of one controller's leases no longer sorts the night's signals.
 And moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
 and the ledger holds thousands of signal items by the recovery, so each guard cost
@@ -341,6 +344,7 @@ def aws_semantics() -> Iterator[None]:
         stack.enter_context(mock.patch.object(lambda_models.LambdaFunction, "get_code", get_code))
         _cheap_transactions(stack)
         _cheap_query_answers(stack)
+        _partition_queries(stack)
         _metric_data(stack)
         _load_balancer_arns(stack)
         stack.enter_context(mock.patch.object(IamResponse, "simulate_principal_policy", simulate_principal_policy, create=True))
@@ -427,6 +431,36 @@ def _cheap_query_answers(stack: ExitStack) -> None:
             return json.dumps(_original(self).result, default=as_json)
 
         stack.enter_context(mock.patch.object(DynamoHandler, name, answer))
+
+
+def _partition_queries(stack: ExitStack) -> None:
+    from moto.dynamodb.models.table import Table
+
+    query, all_items = Table.query, Table.all_items
+    only = threading.local()
+
+    def partition_query(self, hash_key, *args, **kwargs):
+        if kwargs.get("index_name") or hash_key is None:
+            return query(self, hash_key, *args, **kwargs)
+        only.partition = (self, hash_key)
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            only.partition = None
+
+    def items_of(self):
+        table, hash_key = getattr(only, "partition", None) or (None, None)
+        if table is not self:
+            return all_items(self)
+        # The items a base-table Query keeps (`item.hash_key == hash_key`): the partition's.
+        # moto keys `items` by the same DynamoType, whose hash and equality agree.
+        held = self.items.get(hash_key)
+        if held is None:
+            return []
+        return sorted(held.values(), key=lambda item: item.range_key) if self.range_key_attr else [held]
+
+    stack.enter_context(mock.patch.object(Table, "query", partition_query))
+    stack.enter_context(mock.patch.object(Table, "all_items", items_of))
 
 
 def _cheap_transactions(stack: ExitStack) -> None:
