@@ -121,7 +121,7 @@ def serve(*, host: str, port: int, out: TextIO, stop: threading.Event) -> int:
     with moto_server(host=host, port=port) as url:
         clients = Clients(session(), endpoint_url=url)
         ensure_table(clients("dynamodb"), DEFAULT_TABLE)
-        stack_resources(clients, Settings())
+        stack_resources(clients, Settings(mode="auto"))   # a sandbox: nothing there is real
         fleet = build_fleet(clients, **SAMPLE, prefix="sample")
         counts = ", ".join(f"{len(arns)} {kind}" for kind, arns in fleet.selected.items())
         lines = [

@@ -491,9 +491,14 @@ def test_invariants(seq, reserved, owner):
             assert d.action == RAISE and all(a.state == OK and a.measured_at >= before.in_force_since for a in counted)
             assert not d.restore
         if d.action == CUT and d.cap < min(before.cap, top):
-            stamp = max(a.measured_at for a in r.downstream if a.state == ALARM and a.severity == CRITICAL and a.measured_at)
-            assert stamp not in cut_for   # never twice for one datapoint
-            cut_for.add(stamp)
+            # A cut is for a critical datapoint (an alarm's or the consumer's own evidence) not
+            # acted on before, or a persisting warning's step back.
+            if d.state.acted_through != before.acted_through:
+                stamp = d.state.acted_through
+                assert stamp not in cut_for   # never twice for one datapoint
+                cut_for.add(stamp)
+            else:
+                assert any("stepped back" in reason for reason in d.reasons), d.reasons
         assert dc.CapState.from_dict(d.state.to_dict()) == d.state
 
 

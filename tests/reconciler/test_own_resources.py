@@ -19,6 +19,7 @@ from holdfast.core.model import ENGAGED, SKIPPED
 from holdfast.core.own import LOGICAL_ID_TAG, STACK_ID_TAG
 from holdfast.handlers.shell import runtime_from_env
 from holdfast.reconciler import tick
+from holdfast.settings import Settings
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.actuators.fleet import make_function, make_mapping
 from tests.reconciler.conftest import T0
@@ -56,7 +57,8 @@ def test_the_tick_never_engages_holdfasts_own_functions_or_their_mappings(client
     arns = stack_of_the_users(clients)
     env = {"HOLDFAST_LEDGER_TABLE": ledger_table, "HOLDFAST_STACK_ID": STACK_ID,
            "HOLDFAST_OWN_LOGICAL_IDS": ",".join(OWN.values()),
-           "AWS_LAMBDA_FUNCTION_NAME": arns["reconciler"].split(":")[6]}
+           "AWS_LAMBDA_FUNCTION_NAME": arns["reconciler"].split(":")[6],
+           "HOLDFAST_SETTINGS": Settings(mode="auto").to_json()}   # a stack that acts
     runtime = runtime_from_env("reconciler", env).but(clients=clients, clock=FakeClock(T0))
     script = Script()
     script.set("impaired", runtime.clock.now())

@@ -129,8 +129,11 @@ def test_the_expired_events_queue_is_the_dead_letter_queue_of_an_anchor_queue_an
     assert allowed == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
                                          f":sqs:{synthesized.region}:{synthesized.account}:holdfast-anchor-", stack_uuid]]}
     assert "AWS::StackId" in json.dumps(anchor["QueueName"])   # new on every create: never clashes
-    # Nothing reads the anchor: only its own TLS-only queue policy names it (a Deny).
-    naming = {r["Type"]: r for k, r in template["Resources"].items() if k != anchor_id and anchor_id in json.dumps(r)}
+    # Nothing reads the anchor: only its own TLS-only queue policy refers to it (a Deny). (The
+    # controllers' list of Holdfast's own logical IDs names it as text, not as a reference.)
+    refers = lambda r: (json.dumps({"Ref": anchor_id}) in json.dumps(r)
+                        or json.dumps({"Fn::GetAtt": [anchor_id, "Arn"]}) in json.dumps(r))
+    naming = {r["Type"]: r for k, r in template["Resources"].items() if k != anchor_id and refers(r)}
     assert list(naming) == ["AWS::SQS::QueuePolicy"]
     assert [s["Effect"] for s in naming["AWS::SQS::QueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]] == ["Deny"]
 
