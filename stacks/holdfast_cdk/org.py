@@ -90,30 +90,16 @@ class ReadOnlyAccess(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
         # The ledger tables are named by CloudFormation: the role reads tables tagged as
         # Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table.
-        document = role_policies.document("readonly", {"Partition": stack.partition, "Account": stack.account})
-        self.role = iam.Role(
-            self,
-            "Role",
-            role_name=READ_ONLY_ROLE_NAME,
+        self.role = _admin_role(
+            self, role="readonly", name=READ_ONLY_ROLE_NAME, admin_account=admin_account, condition=condition,
             description="Holdfast: read-only view of this account's ledgers for the organization's admin account",
-            assumed_by=iam.AccountPrincipal(admin_account),
-            inline_policies={"readonly": document},
-        )
-        if condition is not None:
-            self.role.node.default_child.cfn_options.condition = condition
-        suppressions.add(
-            self.role,
-            suppressions.NagPackSuppression(
-                id="AwsSolutions-IAM5",
-                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}, "Resource::*"],
-                reason="Read-only: the ledger table and Holdfast's parameters in every region the StackSet deploys "
-                "to (one role per account, IAM is global), and the configuration reads `holdfast plan "
-                "--all-accounts` makes (Describe/List/Get of Auto Scaling, Lambda, ELB, Application Auto Scaling, "
-                "ECS, SQS, tagging), most of which take no resource ARN; no data-plane read, no write.",
-            ),
+            wildcards=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}, "Resource::*"],
+            reason="Read-only: the ledger table and Holdfast's parameters in every region the StackSet deploys "
+            "to (one role per account, IAM is global), and the configuration reads `holdfast plan "
+            "--all-accounts` makes (Describe/List/Get of Auto Scaling, Lambda, ELB, Application Auto Scaling, "
+            "ECS, SQS, tagging), most of which take no resource ARN; no data-plane read, no write.",
         )
 
 
@@ -127,30 +113,30 @@ class OperatorAccess(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
         # As the read-only role: tables tagged as Holdfast's ledger, names from SSM.
-        document = role_policies.document("operator", {"Partition": stack.partition, "Account": stack.account})
-        self.role = iam.Role(
-            self,
-            "Role",
-            role_name=OPERATOR_ROLE_NAME,
+        self.role = _admin_role(
+            self, role="operator", name=OPERATOR_ROLE_NAME, admin_account=admin_account, condition=condition,
             description="Holdfast: the organization's admin account may pause, unpause, engage or advance Holdfast "
             "here through its control items; never a resource directly",
-            assumed_by=iam.AccountPrincipal(admin_account),
-            inline_policies={"operator": document},
+            wildcards=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
+            reason="The ledger tables (named by CloudFormation, tagged holdfast:component=ledger) in every region "
+            "the StackSet deploys to (one role per account, IAM is global), each statement limited to the control "
+            "and plan partitions by dynamodb:LeadingKeys; and the /holdfast parameters, to read each ledger's name.",
         )
-        if condition is not None:
-            self.role.node.default_child.cfn_options.condition = condition
-        suppressions.add(
-            self.role,
-            suppressions.NagPackSuppression(
-                id="AwsSolutions-IAM5",
-                applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
-                reason="The ledger tables (named by CloudFormation, tagged holdfast:component=ledger) in every region "
-                "the StackSet deploys to (one role per account, IAM is global), each statement limited to the control "
-                "and plan partitions by dynamodb:LeadingKeys; and the /holdfast parameters, to read each ledger's name.",
-            ),
-        )
+
+
+def _admin_role(scope: Construct, *, role: str, name: str, admin_account: str, condition: CfnCondition | None,
+                description: str, wildcards: list, reason: str) -> iam.Role:
+    """A role of the organization's admin account in a member account: its policy from
+    policies/<role>.json, created only where `condition` holds, its wildcards acknowledged."""
+    stack = Stack.of(scope)
+    document = role_policies.document(role, {"Partition": stack.partition, "Account": stack.account})
+    made = iam.Role(scope, "Role", role_name=name, description=description,
+                    assumed_by=iam.AccountPrincipal(admin_account), inline_policies={role: document})
+    if condition is not None:
+        made.node.default_child.cfn_options.condition = condition
+    suppressions.add(made, suppressions.NagPackSuppression(id="AwsSolutions-IAM5", applies_to=wildcards, reason=reason))
+    return made
 
 
 class HoldfastMemberStack(HoldfastStack):
