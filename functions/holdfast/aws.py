@@ -146,6 +146,14 @@ def error_text(err: Exception) -> str:
     return f"{type(err).__name__}: {err}"
 
 
+def error_summary(err: Exception) -> str:
+    """`Code: message` of a service answer (without an empty message), else `error_text`
+    cut to 300 characters: an answer that could not be parsed carries the whole page it got."""
+    if isinstance(err, ClientError):
+        return f"{err.response['Error']['Code']}: {err.response['Error'].get('Message', '')}".rstrip(": ")
+    return error_text(err)[:300]
+
+
 def failure_kind(err: Exception) -> str:
     """The AWS error code, or the kind of failure when no answer came (no connection,
     timeout), for messages that say why the ledger could not be reached."""

@@ -1,6 +1,6 @@
 """The kind registry: each kind declared once (core.kinds), each served by one actuator,
 and everything that lists kinds derived from it: the rate budgets and the engine's lanes,
-the audit's rule and reader, doctor's simulated writes, the evidence the gates read, and
+the audit's rule (pure, beside the declaration) and reader (the actuator's `audit`), doctor's simulated writes, the evidence the gates read, and
 which kind the drain's controller drives."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import re
 from pathlib import Path
 
 import botocore.session
 import pytest
 
 from holdfast import budget, engine, iam
-from holdfast.cli import account_audit, audit_rules, readiness
+from holdfast.cli import account_audit, readiness
 from holdfast.actuators import ACTUATORS, REGISTRY, _registry
 from holdfast.actuators.tagged import TaggedActuator
 from holdfast.core import evidence, kinds, policy
@@ -34,19 +35,139 @@ def test_every_kind_has_one_actuator_and_every_actuator_a_kind():
         assert cls.kind == name and not inspect.isabstract(cls)
 
 
-def test_each_kind_declares_everything_the_rest_derives_from():
+READS = ("Describe", "List", "Get")
+
+
+def _audit_reads(actuator) -> set[str]:
+    return iam.SITES.get(f"{actuator.__module__}.{actuator.__qualname__}.audit", set())
+
+
+# Kind property -> what makes it usable by what derives from it: a message, or None.
+CHECKS = {
+    "name": lambda k, act: None if re.fullmatch(r"[a-z][a-z-]*", k.name) and act.kind == k.name
+    and list(kinds.KINDS).count(k.name) == 1 else f"name {k.name!r}: not a unique lowercase word served by {act.__name__}",
+    "label": lambda k, act: None if isinstance(k.label, str) and k.label.strip() else f"{k.name}: no label",
+    "arn_pattern": lambda k, act: None if isinstance(k.arn_pattern, str) and k.names(_sample(k))
+    and not k.names("arn:aws:s3:::bucket") else f"{k.name}: arn_pattern does not name its sample ARN",
+    "relaxed_in": lambda k, act: None if k.relaxed_in in policy.STAGES[2:] else f"{k.name}: relaxed_in {k.relaxed_in!r}",
+    # The rule is pure (in the core) and its actuator's reader is the kind's own, declaring
+    # the reads it makes on the kind's service for the CLI.
+    "audit_rule": lambda k, act: None if inspect.isfunction(k.audit_rule)
+    and k.audit_rule.__module__.startswith("holdfast.core.") and "audit" in act.__dict__
+    and not getattr(act.audit, "__isabstractmethod__", False)
+    and any(a.startswith(k.service.name + ":") for a in _audit_reads(act))
+    and all(a.split(":")[1].startswith(READS) for a in _audit_reads(act))
+    else f"{k.name}: audit rule {k.audit_rule!r} not a core function, or {act.__name__}.audit not its reader",
+    "service": lambda k, act: None if k.service in kinds.SERVICES and k.service.name in budget.DEFAULT_SPECS
+    and engine.SERVICE_OF.get(k.name) == k.service.name else f"{k.name}: service {k.service!r} has no budget or lane",
+    "sample_arn": lambda k, act: None if kinds.kind_of(_sample(k)) == k.name else f"{k.name}: sample ARN is another kind's",
+    "tag_condition_prefixes": lambda k, act: None if isinstance(k.tag_condition_prefixes, tuple)
+    and set(k.tag_condition_prefixes) <= {"aws", k.service.name}
+    else f"{k.name}: tag_condition_prefixes {k.tag_condition_prefixes!r}",
+    "write_context": lambda k, act: None if isinstance(k.write_context, tuple)
+    and all(len(pair) == 2 and pair[0].startswith(k.service.name + ":") for pair in k.write_context)
+    else f"{k.name}: write_context {k.write_context!r}",
+    "controlled": lambda k, act: None if isinstance(k.controlled, bool)
+    and k.controlled == (k.name == drain_stage.KIND) and (not k.controlled or k.relaxed_in == kinds.DRAIN)
+    else f"{k.name}: controlled={k.controlled!r}, but the drain stage drives {drain_stage.KIND}",
+    "evidence": lambda k, act: None if k.evidence in (None, evidence.DRAIN, evidence.ROUTING)
+    else f"{k.name}: evidence {k.evidence!r}",
+}
+
+
+def _sample(kind) -> str:
+    try:
+        return kind.sample_arn.format(partition="aws", region="us-east-1", account="123456789012")
+    except (AttributeError, KeyError, IndexError):
+        return ""
+
+
+def undeclared(kind, actuator) -> list[str]:
+    problems = []
+    for check in CHECKS.values():
+        try:
+            problem = check(kind, actuator)
+        except (TypeError, ValueError, AttributeError) as err:
+            problem = f"{kind.name}: {err}"
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def test_every_kind_property_has_a_check_and_every_kind_passes_them():
+    assert set(CHECKS) == {f.name for f in dataclasses.fields(kinds.Kind)}
     for kind in kinds.ALL:
-        assert kind.label and kind.name
-        assert kind.relaxed_in in policy.STAGES
-        assert callable(getattr(audit_rules, kind.audit_rule, None)), f"{kind.name}: audit rule {kind.audit_rule} missing"
-        reader = getattr(account_audit, kind.audit_reader, None)
-        assert inspect.isfunction(reader), f"{kind.name}: audit reader {kind.audit_reader} missing"
-        assert account_audit.READERS[kind.name] is reader
-        assert kind.service in kinds.SERVICES
-        assert kind.evidence in (None, evidence.DRAIN, evidence.ROUTING), f"{kind.name}: evidence {kind.evidence!r}"
+        assert undeclared(kind, REGISTRY[kind.name]) == [], kind.name
         assert kind.names(readiness.sample_arn(kind.name, "aws", "us-east-1", "123456789012")), kind.name
-    assert set(account_audit.READERS) == set(kinds.KINDS)
     assert (kinds.DRAIN_EVIDENCE, kinds.ROUTING_EVIDENCE) == (evidence.DRAIN, evidence.ROUTING)
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(kinds.Kind)])
+def test_a_kind_that_leaves_a_property_out_fails_at_import(field):
+    """Every property is a required keyword: a declaration without one is a TypeError."""
+    values = {f.name: getattr(kinds.ASG, f.name) for f in dataclasses.fields(kinds.Kind)}
+    del values[field]
+    with pytest.raises(TypeError, match=field):
+        kinds.Kind(**values)
+
+
+def _no_audit_rule(group, settings, region):
+    return None
+
+
+class _Inherited(REGISTRY["asg"]):
+    """An actuator whose kind has no reader of its own (it would read another kind's resources)."""
+
+
+# A value of each property that the rest could not use, and the actuator it is tried with.
+BROKEN = {
+    "name": ({"name": "nlb"}, REGISTRY["asg"]),
+    "label": ({"label": " "}, REGISTRY["asg"]),
+    "arn_pattern": ({"arn_pattern": r"arn:aws:s3:.*"}, REGISTRY["asg"]),
+    "relaxed_in": ({"relaxed_in": "hold"}, REGISTRY["asg"]),
+    "audit_rule": ({"audit_rule": _no_audit_rule}, REGISTRY["asg"]),
+    "service": ({"service": kinds.Service("ec2", "ec2", 10.0)}, REGISTRY["asg"]),
+    "sample_arn": ({"sample_arn": kinds.ESM.sample_arn}, REGISTRY["asg"]),
+    "tag_condition_prefixes": ({"tag_condition_prefixes": ("lambda",)}, REGISTRY["asg"]),
+    "write_context": ({"write_context": (("ecs:cluster", "x"),)}, REGISTRY["asg"]),
+    "controlled": ({"controlled": True}, REGISTRY["asg"]),
+    "evidence": ({"evidence": "launches"}, REGISTRY["asg"]),
+}
+
+
+@pytest.mark.parametrize("field", sorted(BROKEN))
+def test_each_check_fails_on_a_property_the_rest_cannot_use(field):
+    change, actuator = BROKEN[field]
+    assert undeclared(dataclasses.replace(kinds.ASG, **change), actuator) != []
+    assert undeclared(kinds.ASG, actuator) == []
+
+
+def test_a_kind_whose_actuator_has_no_reader_of_its_own_fails():
+    assert undeclared(kinds.ASG, _Inherited) != []
+    assert set(BROKEN) == set(CHECKS)
+
+
+def test_the_audit_runs_each_kinds_reader_and_only_those(monkeypatch):
+    """`holdfast audit` derives its checks from the registry: one reader per kind, each
+    the actuator's own `audit`."""
+    called = []
+
+    class Recorder:
+        def __init__(self, kind):
+            self.kind = kind
+
+        def __call__(self, clients, settings, ledger):
+            called.append(self.kind)
+            return self
+
+        def audit(self, found, say):
+            found.unreadable.append(f"{self.kind}: read")
+
+    for kind in kinds.KINDS:
+        monkeypatch.setitem(REGISTRY, kind, Recorder(kind))
+    result = account_audit.run(None, Settings())
+    assert called == list(kinds.KINDS)
+    assert result.unreadable == [f"{kind}: read" for kind in kinds.KINDS]
 
 
 def test_every_kinds_service_has_its_rate_budget_and_its_calls_spend_it():

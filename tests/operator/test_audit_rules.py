@@ -13,7 +13,7 @@ import botocore.session
 import pytest
 from botocore import xform_name
 
-from holdfast.cli import audit_rules as rules
+from holdfast.core import audit, kinds
 from holdfast.settings import Settings
 
 S = Settings()
@@ -44,7 +44,7 @@ def asg(suspended=(), tags=()):
     ],
 )
 def test_asg_rule(group, active):
-    finding = rules.asg_finding(group, S, R)
+    finding = kinds.asg_finding(group, S, R)
     if active is None:
         assert finding is None
         return
@@ -58,7 +58,7 @@ def test_asg_rule(group, active):
 
 def test_asg_rule_checks_the_configured_processes():
     settings = Settings.from_mapping({"asg_processes": ["Terminate"]})
-    assert "--scaling-processes Terminate --region" in rules.asg_finding(asg(), settings, R).pause_command
+    assert "--scaling-processes Terminate --region" in kinds.asg_finding(asg(), settings, R).pause_command
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_asg_rule_checks_the_configured_processes():
     ],
 )
 def test_esm_rule(mapping, listed):
-    finding = rules.esm_finding(mapping, S, R)
+    finding = kinds.esm_finding(mapping, S, R)
     assert (finding is not None) == listed
     if listed:
         assert finding.resource == "u-1" and finding.name == "orders -> worker"
@@ -81,7 +81,7 @@ def test_esm_rule(mapping, listed):
 
 def test_esm_rule_names_the_mapping_by_arn_when_lambda_gives_one():
     arn = "arn:aws:lambda:us-east-1:123456789012:event-source-mapping:u-1"
-    finding = rules.esm_finding({"UUID": "u-1", "EventSourceArn": SQS, "EventSourceMappingArn": arn}, S, R)
+    finding = kinds.esm_finding({"UUID": "u-1", "EventSourceArn": SQS, "EventSourceMappingArn": arn}, S, R)
     assert finding.resource == arn
 
 
@@ -109,7 +109,7 @@ OWN_DLQ = {"OnFailure": {"Destination": "arn:aws:sqs:us-east-1:123456789012:dlq"
     ],
 )
 def test_async_rule(config, problems, pause, resume):
-    finding = rules.async_finding(FUNCTION, config, S, R)
+    finding = kinds.async_finding(FUNCTION, config, S, R)
     if problems is None:
         assert finding is None
         return
@@ -129,31 +129,31 @@ def nlb_group(protocol="TCP"):
     "protocol, attributes, listed",
     [
         ("TCP", {}, True),                                   # nothing set: every threshold at its default
-        ("TLS", dict(rules.NLB_HEALTH_DEFAULTS), True),      # set explicitly to the defaults
+        ("TLS", dict(kinds.NLB_HEALTH_DEFAULTS), True),      # set explicitly to the defaults
         ("UDP", {"deregistration_delay.timeout_seconds": "300"}, True),
-        ("TCP", {rules.DNS_COUNT: "off"}, False),
-        ("TCP", {rules.ROUTING_PERCENTAGE: "50"}, False),
+        ("TCP", {kinds.DNS_COUNT: "off"}, False),
+        ("TCP", {kinds.ROUTING_PERCENTAGE: "50"}, False),
         ("HTTP", {}, False),                                 # an ALB's target group
         ("GENEVE", {}, False),                               # a GWLB's
     ],
 )
 def test_nlb_rule(protocol, attributes, listed):
-    finding = rules.nlb_finding(nlb_group(protocol), attributes, S, R)
+    finding = kinds.nlb_finding(nlb_group(protocol), attributes, S, R)
     assert (finding is not None) == listed
     if listed:
         assert finding.resource == TG and finding.name == "web"
         base = f"aws elbv2 modify-target-group-attributes --target-group-arn {TG} --attributes"
         assert finding.pause_command == (
-            f"{base} Key={rules.DNS_COUNT},Value=off Key={rules.ROUTING_PERCENTAGE},Value=50 --region {R}"
+            f"{base} Key={kinds.DNS_COUNT},Value=off Key={kinds.ROUTING_PERCENTAGE},Value=50 --region {R}"
         )
         assert finding.resume_command == (
-            f"{base} Key={rules.DNS_COUNT},Value=1 Key={rules.ROUTING_PERCENTAGE},Value=off --region {R}"
+            f"{base} Key={kinds.DNS_COUNT},Value=1 Key={kinds.ROUTING_PERCENTAGE},Value=off --region {R}"
         )
 
 
 def test_nlb_rule_has_nothing_to_pause_when_the_posture_is_the_default():
     settings = Settings.from_mapping({"nlb_dns_failover_minimum_healthy_count": 1, "nlb_routing_minimum_healthy_percentage": "off"})
-    finding = rules.nlb_finding(nlb_group(), {}, settings, R)
+    finding = kinds.nlb_finding(nlb_group(), {}, settings, R)
     assert finding is not None and finding.pause_command is None and finding.resume_command is None
 
 
@@ -170,7 +170,7 @@ def test_nlb_rule_has_nothing_to_pause_when_the_posture_is_the_default():
 )
 def test_retry_mode_rule(environment, listed):
     function = {**FUNCTION, **({} if environment is None else {"Environment": environment})}
-    finding = rules.retry_mode_finding(function)
+    finding = audit.retry_mode_finding(function)
     assert (finding is not None) == listed
     if listed:
         assert finding.kind == "function" and finding.resource == FN
@@ -180,7 +180,7 @@ def test_retry_mode_rule(environment, listed):
 
 def test_values_are_shell_quoted():
     group = {**asg(), "AutoScalingGroupName": "web; rm -rf ~"}
-    assert "'web; rm -rf ~'" in rules.asg_finding(group, S, R).pause_command
+    assert "'web; rm -rf ~'" in kinds.asg_finding(group, S, R).pause_command
 
 
 def target(**suspended):
@@ -201,7 +201,7 @@ def target(**suspended):
     ],
 )
 def test_scalable_target_rule(scalable, is_selected, listed):
-    finding = rules.scalable_target_finding(scalable, is_selected, R)
+    finding = kinds.scalable_target_finding(scalable, is_selected, R)
     assert (finding is not None) == listed
     if listed:
         scheduled = str(scalable["SuspendedState"].get("ScheduledScalingSuspended", False)).lower()
@@ -227,12 +227,12 @@ def _cli_operations(service: str) -> dict[str, object]:
 
 def _commands():
     findings = [
-        rules.asg_finding(asg(), S, R),
-        rules.esm_finding({"UUID": "u-1", "EventSourceArn": SQS}, S, R),
-        rules.async_finding(FUNCTION, None, S, R),
-        rules.async_finding(FUNCTION, {"MaximumRetryAttempts": 2, "DestinationConfig": OWN_DLQ}, S, R),
-        rules.nlb_finding(nlb_group(), {}, S, R),
-        rules.scalable_target_finding(target(), False, R),
+        kinds.asg_finding(asg(), S, R),
+        kinds.esm_finding({"UUID": "u-1", "EventSourceArn": SQS}, S, R),
+        kinds.async_finding(FUNCTION, None, S, R),
+        kinds.async_finding(FUNCTION, {"MaximumRetryAttempts": 2, "DestinationConfig": OWN_DLQ}, S, R),
+        kinds.nlb_finding(nlb_group(), {}, S, R),
+        kinds.scalable_target_finding(target(), False, R),
     ]
     return [c for f in findings for c in (f.pause_command, f.resume_command)]
 

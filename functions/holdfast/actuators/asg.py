@@ -15,9 +15,10 @@ from holdfast.iam import uses
 from holdfast.settings import ASG_PROCESSES
 from holdfast.core.model import VANISHED, Candidate, Outcome, Resource
 from holdfast.actuators.selection import selected
-from holdfast.actuators.tagged import TaggedActuator, make_resource
+from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
+from holdfast.core.audit import AuditResult, Progress
 from holdfast.core.errors import Vanished
-from holdfast.aws import error_text
+from holdfast.aws import AWS_ERRORS, error_text
 from botocore.exceptions import BotoCoreError, ClientError
 
 
@@ -39,6 +40,15 @@ class AsgActuator(TaggedActuator):
         )
         groups = [g for page in pages for g in page["AutoScalingGroups"]]
         return sorted((Candidate(g["AutoScalingGroupARN"], g) for g in groups), key=lambda c: c.arn)
+
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("cli",))
+    def audit(self, found: AuditResult, say: Progress) -> None:
+        say("reading Auto Scaling groups")
+        try:
+            for group in pages(self.clients("autoscaling"), "describe_auto_scaling_groups", "AutoScalingGroups"):
+                found.add(self.spec.audit_rule(group, self.settings, self.clients.region))
+        except AWS_ERRORS as err:
+            unreadable(found, "Auto Scaling groups", err)
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """The most instances first: what ReplaceUnhealthy and AZRebalance can terminate."""

@@ -58,13 +58,14 @@ from typing import Any, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import destination_refused, error_text
+from holdfast.aws import AWS_ERRORS, destination_refused, error_code, error_text
 from holdfast.core import kinds, restore
+from holdfast.core.audit import AuditResult, Progress, retry_mode_finding
 from holdfast.core.errors import Conflict, Vanished
 from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError, decode
 from holdfast.iam import uses
-from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
+from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource, pages, unreadable
 from holdfast.actuators.selection import selected, tagged
 
 DEFAULT_MAX_AGE = 21600
@@ -190,6 +191,31 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
             found.append(Candidate(arn, (tags, by_qualifier.pop(None, None), None)))
             found += [Candidate(f"{arn}:{q}", (tags, c, q)) for q, c in by_qualifier.items()]
         return found
+
+    @uses("lambda:ListFunctions", "lambda:ListFunctionEventInvokeConfigs", by=("cli",))
+    def audit(self, found: AuditResult, say: Progress) -> None:
+        """Every function's unqualified async invoke config, and its SDK retry mode."""
+        client = self.clients("lambda")
+        try:
+            functions = list(pages(client, "list_functions", "Functions"))
+        except AWS_ERRORS as err:
+            unreadable(found, "Lambda functions", err)
+            return
+        for n, function in enumerate(functions, 1):
+            say(f"reading Lambda functions {n}/{len(functions)}")
+            found.add(retry_mode_finding(function))
+            try:
+                configs = list(pages(client, "list_function_event_invoke_configs", "FunctionEventInvokeConfigs",
+                                     FunctionName=function["FunctionName"]))
+            except AWS_ERRORS as err:
+                if error_code(err) == "ResourceNotFoundException":
+                    continue  # deleted since it was listed: nothing left to audit
+                unreadable(found, f"async invoke config of {function['FunctionName']}", err)
+                continue
+            # The config of the function itself: its ARN bare or with :$LATEST, not a version's or an alias's.
+            arns = {function["FunctionArn"], f"{function['FunctionArn']}:{LATEST}"}
+            config = next((c for c in configs if c.get("FunctionArn") in arns), None)
+            found.add(self.spec.audit_rule(function, config, self.settings, self.clients.region))
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """The most retries first (each is another invocation against a dependency that

@@ -46,7 +46,9 @@ from holdfast.core.errors import Vanished
 from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.core.model import SKIPPED, Candidate, Outcome, Record, Resource
-from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource
+from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource, pages, unreadable
+from holdfast.aws import AWS_ERRORS
+from holdfast.core.audit import AuditResult, Progress
 from holdfast.actuators.selection import selected, tagged
 
 KEY = "MaximumConcurrency"
@@ -104,6 +106,15 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             if _service(m.get("EventSourceArn", "")) == "sqs"   # any partition: aws, aws-us-gov, aws-cn
         ]
         return sorted(found, key=lambda c: c.arn)
+
+    @uses("lambda:ListEventSourceMappings", by=("cli",))
+    def audit(self, found: AuditResult, say: Progress) -> None:
+        say("reading event source mappings")
+        try:
+            for mapping in pages(self.clients("lambda"), "list_event_source_mappings", "EventSourceMappings"):
+                found.add(self.spec.audit_rule(mapping, self.settings, self.clients.region))
+        except AWS_ERRORS as err:
+            unreadable(found, "event source mappings", err)
 
     def own_candidate(self, candidate: Candidate) -> dict[str, str] | None:
         """A mapping is Holdfast's when its function is (holdfast.core.own)."""

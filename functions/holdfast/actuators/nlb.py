@@ -25,7 +25,9 @@ from typing import Any, Mapping
 from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.core.model import SKIPPED, Candidate, Outcome, Resource
-from holdfast.actuators.tagged import TaggedActuator, make_resource
+from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
+from holdfast.aws import AWS_ERRORS, error_code
+from holdfast.core.audit import AuditResult, Progress
 from holdfast.actuators.selection import selected, tagged
 
 PREFIX = "target_group_health."
@@ -97,6 +99,28 @@ class NlbActuator(TaggedActuator):
                                  {"protocol": group.get("Protocol")})
         # The tags come from the tagging API's index: a record there is confirmed before use.
         return self._resource(group, tags, confirmed=False)
+
+    @uses("elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetGroupAttributes",
+          by=("cli",))
+    def audit(self, found: AuditResult, say: Progress) -> None:
+        """Every NLB target group of the account, with its attributes (one read each)."""
+        client = self.clients("elbv2")
+        try:
+            groups = [g for g in pages(client, "describe_target_groups", "TargetGroups") if self._nlb(g)]
+        except AWS_ERRORS as err:
+            unreadable(found, "target groups", err)
+            return
+        for n, group in enumerate(groups, 1):
+            say(f"reading target groups {n}/{len(groups)}")
+            try:
+                attributes = client.describe_target_group_attributes(TargetGroupArn=group["TargetGroupArn"])["Attributes"]
+            except AWS_ERRORS as err:
+                if error_code(err) == "TargetGroupNotFound":
+                    continue  # deleted since it was listed
+                unreadable(found, f"target group {group.get('TargetGroupName', group['TargetGroupArn'])}", err)
+                continue
+            values = {a["Key"]: a["Value"] for a in attributes}
+            found.add(self.spec.audit_rule(group, values, self.settings, self.clients.region))
 
     def _not_nlb(self, resource: Resource) -> Outcome | None:
         protocol = resource.ref.get("protocol")

@@ -39,13 +39,18 @@ from holdfast.core import kinds
 from holdfast.core.errors import Vanished
 from holdfast.core.model import SKIPPED, Candidate, Guard, Outcome, Record, Resource
 from holdfast.iam import uses
-from holdfast.actuators.tagged import TaggedActuator, make_resource
+from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
+from holdfast.aws import AWS_ERRORS
+from holdfast.core.audit import AuditResult, Progress
 from holdfast.actuators.selection import selected, tagged
 
 KEY = "DynamicScalingInSuspended"
 FLAGS = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")
 # The namespaces Holdfast can write (see the module doc); the audit reads more.
 NAMESPACES = ("ecs",)
+# Namespaces whose scale-in removes compute while new capacity cannot be launched. Holdfast
+# engages only ECS targets; the audit lists them all.
+AUDITED_NAMESPACES = ("ecs", "ec2", "elasticmapreduce", "sagemaker")
 
 
 class OutOfBounds(ClientError):
@@ -70,6 +75,20 @@ class ScalableTargetActuator(TaggedActuator):
             for t in self._targets()
         ]
         return sorted(found, key=lambda c: c.arn)
+
+    @uses("application-autoscaling:DescribeScalableTargets", by=("cli",))
+    def audit(self, found: AuditResult, say: Progress) -> None:
+        say("reading scalable targets")
+        try:
+            # Discovery decides what Holdfast selects (the target's tag or its ECS service's).
+            holdfasts = {r.arn for r in self.discover()}
+            client = self.clients("application-autoscaling")
+            for namespace in AUDITED_NAMESPACES:
+                for target in pages(client, "describe_scalable_targets", "ScalableTargets", ServiceNamespace=namespace):
+                    is_selected = target.get("ScalableTargetARN") in holdfasts
+                    found.add(self.spec.audit_rule(target, is_selected, self.clients.region))
+        except AWS_ERRORS as err:
+            unreadable(found, "scalable targets", err)
 
     def listed_tags_all(self, candidate: Candidate) -> Mapping[str, str]:
         """Its ECS service's tags, from the listing (a target is Holdfast's when its service is)."""

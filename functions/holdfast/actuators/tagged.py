@@ -1,7 +1,8 @@
 """The shape every actuator shares: write-ahead engage and decided restore.
 
 A kind supplies the AWS side as hooks — `candidates` (bulk listing), `read` (the
-per-resource reads), `get`, `posture` (pure),
+per-resource reads), `get`, `posture` (pure), `audit` (`holdfast audit`'s reader: every
+resource of the kind in the account, handed to the kind's rule),
 `_write` (move the resource to given values), `_tag` / `_untag` (the record on the
 resource) — and, for partial relaxes, `partial`; optionally `may_write` (every value it
 may write to a key in one engagement), `fresh` (the managed values re-read just before
@@ -33,12 +34,13 @@ import hashlib
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import error_code, error_text, too_many_tags
+from holdfast.aws import error_code, error_summary, error_text, too_many_tags
 from holdfast.core import restore
+from holdfast.core.audit import AuditResult, Progress
 from holdfast.core.errors import Conflict, Vanished
 from holdfast.core.kinds import Kind
 from holdfast.core.own import NOT_OWN, Own
@@ -184,6 +186,13 @@ class TaggedActuator(ABC):
     @abstractmethod
     def get(self, arn: str) -> Resource | None:
         ...
+
+    @abstractmethod
+    def audit(self, found: AuditResult, say: Progress) -> None:
+        """`holdfast audit`'s reader (run by the CLI only, read-only): every resource of the
+        kind in the account, selected or not, handed to the kind's rule (`spec.audit_rule`),
+        its findings added to `found`. A listing or a resource that cannot be read is named
+        in `found.unreadable` (`unreadable`) and the reader carries on with the rest."""
 
     @abstractmethod
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
@@ -630,6 +639,17 @@ class TaggedActuator(ABC):
             if error_code(err) in self.not_found:
                 raise Vanished() from err
             raise
+
+
+def pages(client, operation: str, key: str, **kwargs: Any) -> Iterator[dict]:
+    """Every item under `key` of every page of a paginated read."""
+    for page in client.get_paginator(operation).paginate(**kwargs):
+        yield from page.get(key, ())
+
+
+def unreadable(found: AuditResult, what: str, err: Exception) -> None:
+    """An audit read that failed: named with AWS's answer, and the audit goes on."""
+    found.unreadable.append(f"{what}: {error_summary(err)}")
 
 
 class LambdaTagged:

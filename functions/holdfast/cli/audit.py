@@ -1,7 +1,7 @@
 """`holdfast audit`: the account's risky defaults, and how to pause each mechanism.
 
 Read-only. Lists, per resource, the settings that make recovery from a regional
-impairment worse (holdfast.cli.audit_rules has the rules) and, for each mechanism Holdfast
+impairment worse (each kind's rule is in holdfast.core.kinds) and, for each mechanism Holdfast
 engages, the AWS CLI commands that pause it and resume it. With --json:
 {"findings": [{"kind", "resource", "problem", "pause_command", "resume_command"[, "fix_command"]}]}.
 With the expired-events queue known (found as `engage` finds it), it also lists the
