@@ -1,9 +1,10 @@
 """The fleet-level walk: engage, relax, release and status over every selected resource.
 
-    Engine(runtime, kinds=KINDS, deadline=None, progress=None)
+    Engine(runtime, kinds=KINDS, deadline=None, progress=None, ledger=None)
 
-An Engine is built once per tick (or per CLI command): one resource ledger and one
-actuator per kind, shared by every walk it makes. Kinds of different services are walked
+An Engine is built once per tick (or per CLI command): one view of the tick's ledger
+(`ledger`, holdfast.ledger.store; a command's own without one) and one actuator per kind,
+shared by every walk it makes. Kinds of different services are walked
 at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda: each has its own
 rate budget), one service's kinds one after another, most dangerous first; each kind's
 calls are counted apart through a context tag (`Clients.tagged`). Within a kind,
@@ -51,7 +52,7 @@ out of every engage walk whatever their tags, each reported `skipped` with the r
 (`notes["own"]`); a relax walk still restores one that was engaged.
 
 A relax walk lists the candidates, then reads each one just before it relaxes it, and
-takes the ledger's records from one Query; when that Query fails the walk is
+takes the ledger's records from the tick's one Query; when that Query fails the walk is
 incomplete (`complete` False): records it could not see are not "nothing to do".
 """
 
@@ -74,7 +75,7 @@ from holdfast.core.model import ALREADY, FAILED, LEAVE, SKIPPED, Candidate, Guar
 from holdfast.actuators.tagged import changed_since_walked, make_resource, walk_key
 from holdfast.aws import CALL_TAG, error_text
 from holdfast.ratelimit import TokenBucket
-from holdfast.ledger.resources import ResourceLedger
+from holdfast.ledger import Ledger
 from holdfast.runtime import Runtime
 
 WRITERS = 8
@@ -262,13 +263,15 @@ class Engine:
     how far it got."""
 
     def __init__(self, runtime: Runtime, *, kinds: Iterable[str] = KINDS, deadline: Deadline | None = None,
-                 progress: Progress | None = None, lambda_bucket: TokenBucket | None = None, writers: int = WRITERS):
+                 progress: Progress | None = None, lambda_bucket: TokenBucket | None = None, writers: int = WRITERS,
+                 ledger: Ledger | None = None):
         unknown = [k for k in kinds if k not in REGISTRY]
         if unknown:
             raise ValueError(f"unknown resource kind(s) {unknown}; known: {sorted(REGISTRY)}")
         self.runtime = runtime
         self.clients, self.settings = runtime.clients, runtime.settings
-        self.ledger = ResourceLedger(runtime.clients("dynamodb"), runtime.table)
+        # The tick's ledger (a command's own without one): its view of the resource records.
+        self.ledger = (ledger or runtime.ledger()).resources()
         # Lambda calls are paced by the clients' rate budgets (runtime.govern); a bucket here
         # is an extra, local limit (tests pass one that never waits).
         self.bucket = lambda_bucket

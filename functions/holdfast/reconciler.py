@@ -100,6 +100,7 @@ from holdfast.core.policy import CONTROL, ENGAGE, NORMAL, REPLAY, RESTORE, Plan
 from holdfast.core.progress import Marker, held_marker
 from holdfast.engine import Engine, TickEngine, WalkReport
 from holdfast.iam import uses
+from holdfast.ledger import Ledger
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import leases as ledger_leases
 from holdfast.ledger import claims as ledger_claims
@@ -125,11 +126,15 @@ CONTROLLED_DONE = (RESTORED, DRIFT_KEPT, VANISHED)
 
 
 class Stages:
-    """The drain's and the replay's per-tick work (holdfast.stages); tests of the plan and
-    its guards, whose resources are in-memory fakes, inject their own."""
+    """The drain's and the replay's per-tick work (holdfast.stages), reading the resource
+    records through the tick's ledger; tests of the plan and its guards, whose resources
+    are in-memory fakes, inject their own."""
+
+    def __init__(self, ledger: Ledger | None = None):
+        self.ledger = ledger
 
     def drain(self, runtime: Runtime, plan: Plan, now, *, dry_run: bool):
-        return drain_stage.decide(runtime, plan, now, dry_run=dry_run)
+        return drain_stage.decide(runtime, plan, now, dry_run=dry_run, ledger=self.ledger)
 
     def in_drain(self, runtime: Runtime, plan: Plan) -> frozenset[str]:
         return drain_stage.in_drain(runtime.clients("dynamodb"), runtime.table, plan)
@@ -170,8 +175,11 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
             logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
         return TickResult(None, None, ["off"])
     deadline = TickDeadline(runtime, engage_seconds)
-    make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline))
-    run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline, stages or Stages())
+    # One ledger a tick: the walks, the evidence and the drain stage share its one Query.
+    ledger = runtime.ledger()
+    make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline, ledger=ledger))
+    run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline, stages or Stages(ledger),
+                ledger)
     result = reconcile(run)
     _emit_metrics(result, runtime.telemetry)
     return result
@@ -334,8 +342,9 @@ class _Tick:
     """One tick's inputs and what it has learnt so far; the steps below read and fill it."""
 
     def __init__(self, runtime: Runtime, collect: Collect, engine: TickEngine, deadline: "TickDeadline",
-                 stages: Stages):
+                 stages: Stages, ledger: Ledger):
         self.runtime, self.settings, self.table = runtime, runtime.settings, runtime.table
+        self.ledger = ledger
         self.collect, self.engine, self.deadline = collect, engine, deadline
         self.stages = stages
         self.dynamodb = runtime.clients("dynamodb")
@@ -374,7 +383,7 @@ def reconcile(t: _Tick) -> TickResult:
     """The tick's steps, in order; each returns what the next needs, or the tick's result."""
     now = t.runtime.clock.now()
     try:
-        seen = observe(t.runtime, now, collect=t.collect)
+        seen = observe(t.runtime, now, collect=t.collect, ledger=t.ledger)
     except LedgerUnavailable as err:
         return without_ledger(t, str(err), now)
     if seen.control.paused:

@@ -1,6 +1,6 @@
 """The Runtime: everything a controller or a command needs from the outside world, in one
 value — clients, settings, the ledger table, the clock, where to announce stages and where
-expired events go, and who is acting.
+expired events go, and who is acting. It builds the ledger of each tick (`ledger()`).
 
 It is built in exactly three places, from what each has (handlers/shell.py from the
 Lambda environment, cli/context.py from the command line, the demo from its embedded
@@ -12,11 +12,15 @@ AWS), and passed down. Nothing below those three reads the environment
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from holdfast.aws import Clients
 from holdfast.clock import Clock, SystemClock
 from holdfast.core.own import NOT_OWN, Own
 from holdfast.settings import Settings
+
+if TYPE_CHECKING:
+    from holdfast.ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,14 @@ class Runtime:
     own: Own = NOT_OWN
     # The decision log lines and metrics (holdfast.reconciler); QUIET: neither.
     telemetry: Telemetry = field(default_factory=Telemetry)
+
+    def ledger(self) -> "Ledger":
+        """A new ledger for one tick or one command (holdfast.ledger.store): its readers
+        share one Query of the resource records, so build one per tick, not one per reader,
+        and never keep one across ticks (its reads would be a tick old)."""
+        from holdfast.ledger import Ledger
+
+        return Ledger(self.clients("dynamodb"), self.table)
 
     def but(self, **changes) -> "Runtime":
         """The same runtime with some fields replaced (another controller id, settings...)."""

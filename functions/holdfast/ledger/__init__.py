@@ -18,6 +18,9 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 
 Old plans and signals leave by TTL only; nothing deletes the active plan or the
 original record of an engaged resource.
+
+`Ledger` (ledger/store.py) is one tick's ledger: the Runtime builds it, and the tick's
+readers share its one Query of the resource records.
 """
 
 from __future__ import annotations
@@ -26,3 +29,7 @@ DEFAULT_TABLE = "holdfast-ledger"
 PK = "pk"
 SK = "sk"
 TTL_ATTRIBUTE = "expires_at"
+
+from holdfast.ledger.store import Ledger  # noqa: E402  (after PK and SK, which it imports)
+
+__all__ = ["DEFAULT_TABLE", "PK", "SK", "TTL_ATTRIBUTE", "Ledger"]

@@ -19,8 +19,14 @@ different original for the same key: the ledger's stays, and the caller reports 
 partial relax moves the applied values instead (`advance=True`, holdfast.core.restore.advance),
 the original still never replaced.
 
-One Query per run (an Engine is built per tick or command) answers `holds` and `cached`
-for every resource of the walk.
+One Query per tick answers every reader: the engine's walks (`holds`, `cached`,
+`records`), the built-in evidence and the drain stage each take a view of the tick's
+ledger (holdfast.ledger.store.Ledger.resources), and the views share what the first
+successful Query read, kept current with every view's writes. Each view keeps its own
+`available` and `error`, as a ledger of its own would: a failure (a Query, a write)
+marks the view that met it, and drops the shared read, so the next reader Queries
+again instead of trusting a table that just failed; a view that had the read keeps it.
+A ResourceLedger built on its own is a view with nothing to share.
 """
 
 from __future__ import annotations
@@ -50,48 +56,74 @@ def _key(arn: str) -> dict[str, Any]:
     return {PK: {"S": PARTITION}, SK: {"S": arn}}
 
 
+class Shared:
+    """The resource records one Query read, for the views of one ledger (one tick), and
+    the lock their writes update them under. None until a Query succeeds."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.known: dict[str, Record] | None = None
+        # Held while a view Queries: walks of several services start at once, and the
+        # first read of the tick is made once, not by each of them.
+        self.reading = threading.Lock()
+
+
 class ResourceLedger:
     """Original records of engaged resources, tolerant of an unreachable table."""
 
-    def __init__(self, dynamodb, table: str):
+    def __init__(self, dynamodb, table: str, *, shared: Shared | None = None):
         self._db = dynamodb
         self.table = table
         self.available = True
         self.error: str | None = None
-        self._lock = threading.Lock()
-        self._known: dict[str, Record] | None = None
+        self._shared = shared or Shared()
+        self._lock = self._shared.lock
+        self._known: dict[str, Record] | None = None   # this view's read: the shared one, once seen
+
+    def _read(self) -> dict[str, Record] | None:
+        """What this view has read: its own, else the tick's shared read (then its own too)."""
+        with self._lock:
+            if self._known is None:
+                self._known = self._shared.known
+            return self._known
 
     def _all(self) -> dict[str, Record]:
-        with self._lock:
-            known = self._known
+        known = self._read()
         if known is None:
             known = {r.arn: r for r in self.records()}
         return known
 
     def holds(self, arn: str) -> bool:
-        """Whether the ledger has a record for `arn`, from one Query per run (cached).
+        """Whether the ledger has a record for `arn`, from one Query per tick (shared).
         True when the ledger is unreachable: nothing could be written anyway."""
         known = self._all()
         return not self.available or arn in known
 
     def cached(self, arn: str) -> Record | None:
-        """The record for `arn` as this run's one Query saw it (kept current with this
-        run's own writes); None when absent or the ledger is unreachable."""
+        """The record for `arn` as this tick's one Query saw it (kept current with this
+        tick's own writes); None when absent or the ledger is unreachable."""
         known = self._all()
         return known.get(arn) if self.available else None
 
     def _remember(self, arn: str, record: Record | None) -> None:
+        """A write of this view, in its read and in the tick's shared read (another view's,
+        perhaps, after a failure dropped this one's): what a Query now would answer."""
         with self._lock:
-            if self._known is not None:
+            reads = [self._known] if self._known is not None else []
+            if self._shared.known is not None and self._shared.known is not self._known:
+                reads.append(self._shared.known)
+            for known in reads:
                 if record is None:
-                    self._known.pop(arn, None)
+                    known.pop(arn, None)
                 else:
-                    self._known[arn] = record
+                    known[arn] = record
 
     def _failed(self, err: Exception) -> None:
         with self._lock:
             self.available = False
             self.error = self.error or f"{type(err).__name__}: {err}"
+            # The next reader reads again, as a ledger of its own would; this view keeps its read.
+            self._shared.known = None
 
     @uses("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", by=("reconciler", "cli"))
     def put_original(self, record: Record, name: str, *, advance: bool = False) -> bool:
@@ -180,8 +212,7 @@ class ResourceLedger:
             if not condition_failed(err):
                 self._failed(err)
             return False
-        with self._lock:
-            known = self._known.get(arn) if self._known is not None else None
+        known = (self._read() or {}).get(arn)
         if known is not None:
             self._remember(arn, replace(known, identity=dict(identity)))
         return True
@@ -211,12 +242,21 @@ class ResourceLedger:
         self._remember(arn, None)
         return True
 
-    @uses("dynamodb:Query", by=("reconciler", "cli", "readonly", "readiness"))
     def records(self) -> list[Record]:
-        """Every original record; empty when the ledger is unreachable (then `available`
-        is False: the answer is incomplete, not empty)."""
-        if not self.available:
-            return []
+        """Every original record, by ARN (the sort key's order); empty when the ledger is
+        unreachable (then `available` is False: the answer is incomplete, not empty). One
+        Query per tick: a view reads the shared read when there is one."""
+        with self._shared.reading:
+            if not self.available:
+                return []
+            known = self._read()
+            if known is not None:   # this tick's one Query, with this tick's writes since
+                with self._lock:
+                    return sorted(known.values(), key=lambda r: r.arn)
+            return self._query()
+
+    @uses("dynamodb:Query", by=("reconciler", "cli", "readonly", "readiness"))
+    def _query(self) -> list[Record]:
         out: list[Record] = []
         try:
             for page in self._db.get_paginator("query").paginate(
@@ -232,6 +272,7 @@ class ResourceLedger:
             return []
         with self._lock:
             self._known = {r.arn: r for r in out}
+            self._shared.known = self._known
         return out
 
 

@@ -115,12 +115,13 @@ class Observation:
                              operator_engage=self.control.engage_requested(self.plan.generation if self.plan else 0))
 
 
-def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observation:
+def observe(runtime, now: datetime, *, collect: Collect | None = None, ledger=None) -> Observation:
     """Control, plan, verdict and alarms. With `collect` (the tick), the verdict is fresh:
     collect(runtime, now, previous); a detection failure is the observation's
     `verdict_error`, never an exception (bad input never stops the controller). Without it (`holdfast stage`),
     the verdict is the last one recorded. Paused, the tick asks for no verdict.
-    Raises LedgerUnavailable when the control or the plan cannot be read."""
+    `ledger`: the tick's (holdfast.ledger.store), which the evidence reads the resource
+    records through. Raises LedgerUnavailable when the control or the plan cannot be read."""
     dynamodb = runtime.clients("dynamodb")
     control = ledger_control.read_control(dynamodb, runtime.table)
     item = ledger_plan.read_item(dynamodb, runtime.table)
@@ -135,5 +136,5 @@ def observe(runtime, now: datetime, *, collect: Collect | None = None) -> Observ
         logger.exception("verdict unavailable: keeping the plan")
         return Observation(control, plan, item, None, verdict_error=str(err))
     alarms = gating_alarms(runtime.clients, runtime.settings.gating_alarms) if verdict is not None else {}
-    evidence = builtin_evidence.read(runtime, now, policy.evidence_needed(plan, verdict))
+    evidence = builtin_evidence.read(runtime, now, policy.evidence_needed(plan, verdict), ledger=ledger)
     return Observation(control, plan, item, verdict, alarms, evidence=evidence)

@@ -34,7 +34,7 @@ from holdfast.core.evidence import (
     DRAIN, ROUTING, Consumer, DrainEvidence, Evidence, Points, RoutingEvidence, TargetHealth,
 )
 from holdfast.iam import uses
-from holdfast.ledger.resources import ResourceLedger
+from holdfast.ledger import Ledger
 from holdfast.observation.cloudwatch import complete_until
 
 logger = logging.getLogger(__name__)
@@ -48,14 +48,16 @@ class EvidenceUnavailable(Exception):
     """GetMetricData answered a result it could not complete (InternalError, Forbidden)."""
 
 
-def read(runtime, now: datetime, needed: Iterable[str]) -> Evidence:
+def read(runtime, now: datetime, needed: Iterable[str], *, ledger: Ledger | None = None) -> Evidence:
+    """The evidence `needed` asks for; `ledger`: the tick's (holdfast.ledger.store), whose one
+    Query of the resource records the walks share (a ledger of its own without one)."""
     needed = set(needed)
     if not needed:
         return Evidence()
     end = complete_until(now)
     start = end - timedelta(minutes=runtime.settings.hold_minutes) - MARGIN
     try:
-        held = _held(runtime)
+        held = _held(ledger or runtime.ledger())
         # The held resources of the kinds that declare they feed each evidence (core.kinds).
         drain = _drain(runtime, start, end, kinds.held_by_evidence(held, DRAIN)) if DRAIN in needed else None
         routing = _routing(runtime, start, end, kinds.held_by_evidence(held, ROUTING)) if ROUTING in needed else None
@@ -67,10 +69,10 @@ def read(runtime, now: datetime, needed: Iterable[str]) -> Evidence:
     return Evidence(drain=drain, routing=routing)
 
 
-def _held(runtime) -> dict[str, set[str]]:
+def _held(ledger: Ledger) -> dict[str, set[str]]:
     """ARNs Holdfast holds a record for, by kind (selected by their own tag, perhaps)."""
     out: dict[str, set[str]] = {}
-    for record in ResourceLedger(runtime.clients("dynamodb"), runtime.table).records():
+    for record in ledger.resources().records():
         out.setdefault(record.kind, set()).add(record.arn)
     return out
 

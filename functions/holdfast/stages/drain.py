@@ -39,7 +39,7 @@ from holdfast.core import kinds, policy
 from holdfast.core.errors import Conflict
 from holdfast.core.model import LEAVE, Resource
 from holdfast.ledger import drain as records
-from holdfast.ledger.resources import ResourceLedger
+from holdfast.ledger import Ledger
 from holdfast.observation import drain_inputs
 
 logger = logging.getLogger(__name__)
@@ -121,8 +121,10 @@ def in_drain(dynamodb, table: str, plan: policy.Plan) -> frozenset[str]:
                      if dc.Drain.from_dict(item.doc["drain"]).state is not None)
 
 
-def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) -> Decided:
+def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False, ledger: Ledger | None = None) -> Decided:
     """Read, decide and record every engaged mapping's step (nothing recorded with dry_run).
+    `ledger`: the tick's (holdfast.ledger.store), whose one Query of the resource records the
+    walks share (a ledger of its own without one).
     Raises StalePlan (the plan moved on) and LedgerUnavailable."""
     clients, settings, table = runtime.clients, runtime.settings, runtime.table
     dynamodb = clients("dynamodb")
@@ -130,7 +132,7 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False) 
     since = hold_started(plan)
     out = Decided()
 
-    engaged = {r.arn: r for r in ResourceLedger(dynamodb, table).records() if r.kind == KIND}
+    engaged = {r.arn: r for r in (ledger or runtime.ledger()).resources().records() if r.kind == KIND}
     out.engaged = set(engaged)
     if not engaged:
         return out
