@@ -26,7 +26,7 @@ successful Query read, kept current with every view's writes. Each view keeps it
 `available` and `error`, as a ledger of its own would: a failure (a Query, a write)
 marks the view that met it, and drops the shared read, so the next reader Queries
 again instead of trusting a table that just failed; a view that had the read keeps it.
-A ResourceLedger built on its own is a view with nothing to share.
+A ResourceLedger built on its own shares nothing, and its `records` Queries each time.
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ class ResourceLedger:
         self.table = table
         self.available = True
         self.error: str | None = None
+        # A view of a tick's ledger answers `records` from the shared read; one built on its
+        # own Queries for each `records`, as a command that reads again expects.
+        self._sharing = shared is not None
         self._shared = shared or Shared()
         self._lock = self._shared.lock
         self._known: dict[str, Record] | None = None   # this view's read: the shared one, once seen
@@ -244,12 +247,12 @@ class ResourceLedger:
 
     def records(self) -> list[Record]:
         """Every original record, by ARN (the sort key's order); empty when the ledger is
-        unreachable (then `available` is False: the answer is incomplete, not empty). One
-        Query per tick: a view reads the shared read when there is one."""
+        unreachable (then `available` is False: the answer is incomplete, not empty). A view
+        of a tick's ledger answers from the tick's one Query when there is one."""
         with self._shared.reading:
             if not self.available:
                 return []
-            known = self._read()
+            known = self._read() if self._sharing else None
             if known is not None:   # this tick's one Query, with this tick's writes since
                 with self._lock:
                     return sorted(known.values(), key=lambda r: r.arn)
