@@ -101,6 +101,11 @@ class Downstream:
     def down(self, t: int) -> bool:
         return any(start <= t < start + length for start, length in self.blips)
 
+    def recovering(self, t: int) -> bool:
+        """Down, or back less than `max_wait` ago: the requests queued while it was down
+        (at most `max_wait` seconds of work) are still being answered late, at any cap."""
+        return any(start <= t < start + length + self.max_wait for start, length in self.blips)
+
     def capacity_at(self, t: int) -> float | None:
         cap = self.capacity
         for since, value in self.drops:
@@ -541,7 +546,7 @@ class Outcome:
     seconds_over_slo: int
     dead_lettered: float
     collapsed: bool
-    datapoints_over_slo: int = 0    # one-minute mean-latency datapoints above the SLO, the database up
+    datapoints_over_slo: int = 0    # one-minute mean-latency datapoints above the SLO, the database up and past its own recovery
 
     @property
     def ratio(self) -> float | None:
@@ -576,8 +581,9 @@ def outcome(model: RecoveryModel, strategy: str, *, collapse_seconds: int = 60) 
     knee = db.capacity
     t0 = sc.outage_end
     peak = max((load / db.capacity_at(t0 + i) for i, load in enumerate(s.load[start:])), default=0.0) if knee else None
-    # Over the SLO while the database is up (while it is down no cap helps).
-    over = sum(1 for i, v in enumerate(s.latency[start:]) if v == v and v > sc.latency_slo and not db.down(t0 + i))
+    # Over the SLO while the database is up and answering its own backlog no longer (while it
+    # is down, and for max_wait after, no cap helps).
+    over = sum(1 for i, v in enumerate(s.latency[start:]) if v == v and v > sc.latency_slo and not db.recovering(t0 + i))
     # Collapsed: a minute or more, the database up, in which the consumers were busy and
     # nothing succeeded (while it is down nothing can: that is the dependency's outage).
     collapsed, run = False, 0
@@ -589,7 +595,7 @@ def outcome(model: RecoveryModel, strategy: str, *, collapse_seconds: int = 60) 
     minutes_over = 0
     for m in range(t0 // 60, model.t // 60):
         stats = model._minutes.get(m)
-        if (stats is not None and stats.requests > 0 and not any(db.down(m * 60 + k) for k in range(60))
+        if (stats is not None and stats.requests > 0 and not any(db.recovering(m * 60 + k) for k in range(60))
                 and stats.latency_sum / stats.requests > sc.latency_slo):
             minutes_over += 1
     return Outcome(
