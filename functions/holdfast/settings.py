@@ -744,7 +744,8 @@ class Settings:
     max_resources: int = setting(
         5000,
         integer(1, 100000),
-        "Blast-radius limit: refuse to act when the selector matches more resources."
+        "Blast-radius limit: refuse to act when the selector matches more resources "
+        "(Holdfast's own, never engaged, are not counted)."
     )
     signal_ttl_hours: int = setting(
         48,

@@ -173,6 +173,9 @@ class Context:
         """Find the expired-events queue (for the commands that engage), put it in the
         runtime and say where it came from. See `find_expired_queue`."""
         arn, found_by = find_expired_queue(self.clients, self.expired_queue_option)
+        if arn is not None and found_by == "--expired-queue-arn":
+            # Lambda would be told to send this region's expired events there.
+            self.require_here(arn, "--expired-queue-arn")
         self.runtime = self.runtime.but(expired_queue_arn=arn)
         if arn is None and not self.json:
             self.warn(f"{found_by}: async configs get bounded retries only, and keep their event age "
@@ -199,11 +202,12 @@ class Context:
             self._account = self.clients("sts").get_caller_identity()["Account"]
         return self._account
 
-    def require_here(self, arn: str, what: str = "RESOURCE_ARN") -> None:
+    def require_here(self, arn: str, what: str = "RESOURCE_ARN", shown: str | None = None) -> None:
         """Refuse (UsageError, exit 2) an ARN outside the partition, region and account this
         command acts in: every call goes to the region's endpoints with the account's
         credentials, so a foreign ARN would name, at best, another resource of the same
-        name or id here."""
+        name or id here. `shown`: what the operator gave, when that was not the ARN (a
+        queue URL)."""
         parts = arn.split(":")
         partition, region, account = parts[1], parts[3], parts[4]
         here = self.clients.region
@@ -216,7 +220,7 @@ class Context:
             wrong.append(f"account {account} (these credentials act in account {self.account()}: "
                          f"run it with credentials of {account})")
         if wrong:
-            raise UsageError(f"{what} {arn} is in " + " and ".join(wrong) + "; nothing was done")
+            raise UsageError(f"{what} {shown or arn} is in " + " and ".join(wrong) + "; nothing was done")
 
     @property
     def clients(self) -> Clients:
