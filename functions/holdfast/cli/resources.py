@@ -14,7 +14,8 @@ decides anything about a resource.
      "api_calls_by_operation": {"service:Operation": count}}
 
 and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
-original, applied, current, drift, recorded_in}], "drifted": [arn, ...], "stuck": [{kind, arn,
+original, applied, current, drift, recorded_in, settings: [{key, setting, original, applied,
+current, drift}] (the SETTING column's words)}], "drifted": [arn, ...], "stuck": [{kind, arn,
 operation, failures, error, first_failed_at, last_failed_at, generation, fix}],
 "held": {engaged, by, at, command} | null, "api_calls_by_operation"}.
 A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
@@ -38,7 +39,6 @@ command acts in: `release` acts on exactly the resource its ARN names, or on not
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any, Mapping
 
@@ -262,7 +262,7 @@ def status(ctx: Context, args) -> int:
         {
             "command": "status",
             "ledger_available": ledger_available,
-            "resources": rows,
+            "resources": [{**r, "settings": settings_in_words(r)} for r in rows],
             "drifted": drifted,
             "stuck": stuck,
             "held": hand,
@@ -435,13 +435,16 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list
         original, applied, current = (r.get(k) or {} for k in ("original", "applied", "current"))
         drift = r.get("drift") or {}
         keys = sorted(set(original) | set(applied) | set(current))
+        kind = r["kind"]
         for i, key in enumerate(keys):
             out.append((
-                r["kind"] if i == 0 else "", r["arn"] if i == 0 else "", key,
-                _fmt(original.get(key)), _fmt(applied.get(key)), _fmt(current.get(key)),
+                kind if i == 0 else "", (r.get("name") or "-") if i == 0 else "", r["arn"] if i == 0 else "",
+                words.setting(kind, key),
+                words.value(kind, key, original.get(key)), _applied(kind, key, applied.get(key)),
+                "(vanished)" if r.get("vanished") else words.value(kind, key, current.get(key)),
                 "DRIFT" if key in drift else "",
             ))
-    lines = [table(("KIND", "ARN", "KEY", "ORIGINAL", "APPLIED", "CURRENT", "DRIFT"), out)] if rows else ["no engaged resources"]
+    lines = [table(("KIND", "NAME", "ARN", "SETTING", "ORIGINAL", "APPLIED", "CURRENT", "DRIFT"), out)] if rows else ["no engaged resources"]
     lines.append(f"{len(rows)} engaged, {sum(1 for r in rows if r.get('drift'))} with drift")
     if stuck:
         lines.append("")
@@ -454,8 +457,23 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list
     return "\n".join(lines)
 
 
-def _fmt(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+def _applied(kind: str, key: str, applied: Any) -> str:
+    """What Holdfast set; a mapping's applied values are every cap it used (the floor and the drain's steps)."""
+    if isinstance(applied, list):
+        return ", ".join(words.value(kind, key, v) for v in applied)
+    return words.value(kind, key, applied)
+
+
+def settings_in_words(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each recorded key of a status row as the SETTING column says it (added to --json:
+    the row's own fields keep their recorded keys and values)."""
+    kind = r["kind"]
+    original, applied, current = (r.get(k) or {} for k in ("original", "applied", "current"))
+    return [{"key": key, "setting": words.setting(kind, key), "original": words.value(kind, key, original.get(key)),
+             "applied": _applied(kind, key, applied.get(key)),
+             "current": None if r.get("vanished") else words.value(kind, key, current.get(key)),
+             "drift": key in (r.get("drift") or {})}
+            for key in sorted(set(original) | set(applied) | set(current))]
 
 
 def _calls_by_service(ctx: Context) -> dict[str, int]:
