@@ -17,7 +17,8 @@ and `status` prints {"command": "status", "ledger_available", "resources": [{kin
 original, applied, current, drift, recorded_in, settings: [{key, setting, original, applied,
 current, drift}] (the SETTING column's words)}], "drifted": [arn, ...], "stuck": [{kind, arn,
 operation, failures, error, first_failed_at, last_failed_at, generation, fix}],
-"held": {engaged, by, at, command} | null, "api_calls_by_operation"}.
+"held": {engaged, by, at, command} | null, "readiness", "release_requests": [{arn, by, at,
+state, outcome, detail, ...}] (holdfast.core.release), "api_calls_by_operation"}.
 A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
 `fix` is the command (and what to do first) that gets it out of that state.
 
@@ -91,9 +92,13 @@ def register(sub) -> None:
     add_write_options(p, mode=True)
     p.set_defaults(func=resume)
 
-    p = sub.add_parser("release", help="restore one resource now and forget it (writes)")
-    p.add_argument("resource_arn", metavar="RESOURCE_ARN")
+    p = sub.add_parser("release", help="restore one resource now and forget it (writes); with --all-accounts, "
+                                       "ask the reconciler of each ARN's account and region to (control item only)")
+    p.add_argument("resource_arn", metavar="RESOURCE_ARN", nargs="+",
+                   help="the resource; with --all-accounts, one or more, each in the account and region its ARN names")
+    p.add_argument("--reason", default="", help="with --all-accounts: why (kept on the request with its outcome)")
     add_write_options(p, mode=True)
+    accounts.add_arguments(p, "release")
     p.set_defaults(func=release)
 
     p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift; "
@@ -214,7 +219,13 @@ def resume(ctx: Context, args) -> int:
 
 
 def release(ctx: Context, args) -> int:
-    arn = args.resource_arn
+    fanned = accounts.fan_out(ctx, args, "release", writes=True)
+    if fanned is not None:
+        return fanned
+    if len(args.resource_arn) > 1:
+        raise UsageError(f"release takes one RESOURCE_ARN ({len(args.resource_arn)} given); several, "
+                         "in their own accounts and regions, go with --all-accounts")
+    arn, = args.resource_arn
     try:
         kind = kind_of(arn)
     except ValueError as err:
@@ -258,6 +269,7 @@ def status(ctx: Context, args) -> int:
     stuck = _stuck(ctx) if ledger_available else []
     hand = held(ctx, len(rows)) if ledger_available else None
     ready = _readiness(ctx) if ledger_available else None
+    releases = _release_requests(ctx) if ledger_available else []
     ctx.emit(
         {
             "command": "status",
@@ -267,9 +279,11 @@ def status(ctx: Context, args) -> int:
             "stuck": stuck,
             "held": hand,
             "readiness": ready,
+            "release_requests": releases,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
-        _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "") + "\n" + readiness_line(ready),
+        _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "")
+        + "".join(f"\n{release_line(r)}" for r in releases) + "\n" + readiness_line(ready),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -285,6 +299,23 @@ def _readiness(ctx: Context) -> dict[str, Any] | None:
     except LedgerUnavailable as err:
         ctx.warn(f"readiness result unknown: {err}")
         return None
+
+
+def _release_requests(ctx: Context) -> list[dict[str, Any]]:
+    """The release requests an operator wrote through the org operator role
+    (`release --all-accounts`), pending or done with their outcome."""
+    try:
+        return [r.to_dict() for r in ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table).releases]
+    except LedgerUnavailable as err:
+        ctx.warn(f"release requests unknown: {err}")
+        return []
+
+
+def release_line(r: dict[str, Any]) -> str:
+    asked = f"release of {r['arn']} requested by {r.get('by') or 'an operator'} at {r.get('at')}"
+    if r.get("state") == "done":
+        return f"{asked}: {r.get('outcome')} at {r.get('done_at')}: {r.get('detail')}"
+    return f"{asked}: {r.get('state')} (the reconciler's next tick acts on it)"
 
 
 def readiness_line(result: dict[str, Any] | None) -> str:
