@@ -321,13 +321,16 @@ def release_line(r: dict[str, Any]) -> str:
 def readiness_line(result: dict[str, Any] | None) -> str:
     if result is None:
         return "readiness   no scheduled check has run yet (`holdfast doctor` runs them now)"
+    # Rules the scheduled run does not check, and who does (holdfast.readiness: Check.checked).
+    unchecked = [f"  not checked by the schedule: {c['check']}: {c.get('fix') or c['detail']}"
+                 for c in result.get("checks", []) if c.get("checked") is False]
     if result.get("ok"):
         selected = ", ".join(f"{k} {n}" for k, n in (result.get("selected") or {}).items()) or "no resources selected"
-        return f"readiness   ok at {result.get('at')} ({selected})"
+        return "\n".join([f"readiness   ok at {result.get('at')} ({selected})", *unchecked])
     failed = [c for c in result.get("checks", []) if not c.get("ok")]
     lines = [f"readiness   {len(failed)} check(s) failed at {result.get('at')}: {', '.join(result.get('failed') or [])}"]
     lines += [f"  {c['check']}: {c['detail']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else "") for c in failed]
-    return "\n".join(lines)
+    return "\n".join(lines + unchecked)
 
 
 def held(ctx: Context, engaged: int) -> dict[str, Any] | None:
