@@ -89,6 +89,17 @@ class Ladder:
         model.cap = partial_cap(owner, self.steps[step]) if step < len(self.steps) else owner
 
 
+def first_readable(scenario: Scenario) -> int:
+    """Seconds after the outage until its first minute's datapoints are readable by the
+    shell (published, and complete by holdfast.observation.cloudwatch.COMPLETE_AFTER), at
+    a tick a minute: no drain that waits for evidence of the dependency starts earlier."""
+    first = scenario.outage_end // 60
+    t = scenario.outage_end
+    while t < scenario.published_at(first) or (t - int(COMPLETE_AFTER.total_seconds())) // 60 - 1 < first:
+        t += 60
+    return t - scenario.outage_end
+
+
 def complete_minute(model: RecoveryModel) -> int:
     """The newest minute a reader asks CloudWatch for: the one that ended CloudWatch's lag
     ago (holdfast.observation.cloudwatch.COMPLETE_AFTER), as the shell's readers do."""

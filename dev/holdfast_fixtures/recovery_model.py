@@ -179,20 +179,25 @@ class Scenario:
             return 0.0
         return rate
 
-    def lower_bound_seconds(self) -> float:
+    def lower_bound_seconds(self, start_delay: int = 0) -> float:
         """From the end of the outage, the backlog (and the arrivals since) at the full
         rate of each second — the consumers' or the knee's, none while the database is
         down, the knee after a drop, the arrivals after a change: no drain can be faster.
-        Constant rates: backlog ÷ spare capacity."""
+        Constant rates: backlog ÷ spare capacity. `start_delay`: nothing is drained for
+        that many seconds after the outage (a drain that waits for evidence)."""
         left, t = self.backlog, self.outage_end
         limit = t + 40 * 86400
         while left > 0 and t < limit:
-            left -= self.full_rate(t) - self.arrival_at(t)
+            left -= (self.full_rate(t) if t >= self.outage_end + start_delay else 0.0) - self.arrival_at(t)
             t += 1
         if left > 0:
             return math.inf
         over = -left / max(1e-9, self.full_rate(t - 1) - self.arrival_at(t - 1))
         return t - self.outage_end - over
+
+    def published_at(self, minute: int) -> int:
+        """The second minute `minute`'s datapoints are published (CloudWatch's lag)."""
+        return (minute + 1 + LAGS[minute % len(LAGS)] + self.extra_lag_minutes) * 60
 
     def knee_concurrency(self, t: int | None = None) -> float:
         """Concurrency at which the consumers reach the full rate without queueing."""
