@@ -488,9 +488,15 @@ def test_invariants(seq, reserved, owner):
         assert dc.LAMBDA_MIN_CAP <= d.cap <= top or (owner is not None and d.cap == owner)
         assert d.reasons
         if d.cap > before.cap:
-            # A raise only on OK evidence measured at the cap before it.
+            # A raise only on OK evidence measured at the cap before it (or at a probe's cap,
+            # on the probe's minute); or a slow-start probe ended by its own minute's
+            # evidence, between the cap returned to and the probe's.
             counted = [a for a in r.downstream if dc.counts(a, now)]
-            assert d.action == RAISE and all(a.state == OK and a.measured_at >= before.in_force_since for a in counted)
+            since = min(before.in_force_since, before.probe_at or before.in_force_since)
+            raised = d.action == RAISE and all(a.state == OK and a.measured_at >= since for a in counted)
+            ended = (before.probe_at is not None and d.state.probe_at is None and d.cap < before.probe_cap
+                     and d.state.additive)
+            assert raised or ended, d.reasons
             assert not d.restore
         if d.action == CUT and d.cap < min(before.cap, top):
             # A cut is for a critical datapoint (an alarm's or the consumer's own evidence) not

@@ -126,6 +126,26 @@ def test_a_probe_whose_minute_is_skipped_or_incomplete_is_tried_again_never_kept
     assert partial.cap < 28 and partial.state.probe_at is None
 
 
+def test_a_probe_whose_write_or_return_did_not_land():
+    d = dc.Drain(since=m(0), facts=FACTS, state=dc.decide(state(16), FACTS, reading(1), m(3)).state)   # probe 28 at 3
+    # The probe's write was refused: the mapping still shows 16 at minute 4. The probe
+    # starts with the write this tick makes, and its minute is the next whole one.
+    late = dc.advance(d, reading(2), 16, m(4))
+    assert (late.cap, late.drain.state.probe_at) == (28, m(4)) and late.drain.state.history[-1] == (m(4), 28)
+    # Its return to 16 did not land (the mapping shows 28 at minute 5): the probe's minute
+    # stays minute 3, already had; 16 is written again.
+    back = dc.advance(d, reading(2), 28, m(4))
+    assert back.cap == 16 and back.drain.state.probe_at == m(3)
+    again = dc.advance(back.drain, reading(2), 28, m(5))
+    assert again.cap == 16 and again.drain.state.probe_at == m(3) and again.drain.state.probe_cap == 28
+
+
+def test_a_first_warning_at_the_cap_returned_to_gives_up_the_probe():
+    back = dc.decide(dc.decide(state(16), FACTS, reading(1), m(3)).state, FACTS, reading(2), m(4)).state
+    warned = dc.decide(back, FACTS, reading(4, ms=900), m(7))   # minute 4, at 16: a warning
+    assert warned.cap == 16 and warned.state.additive and warned.state.probe_at is None
+
+
 def test_the_shell_reads_a_probes_minute_though_a_later_one_is_published():
     now = m(8)
     cw = FakeCloudWatch({
@@ -428,15 +448,18 @@ def test_a_raise_only_on_the_consumers_own_evidence_at_baseline_measured_at_the_
         h = dc.consumer_health(FACTS, r, now)
         if d.cap > before.cap:
             probe = before.probe_at is not None and h.at == dc.probe_minute(before.probe_at)
-            if probe and h.level != dc.GOOD:
-                # A slow-start probe past the knee: it ends below the probe's cap.
-                assert d.cap < before.probe_cap and d.state.probe_at is None and d.state.additive
-            elif probe:
+            if probe and h.level == dc.GOOD:
                 # The probe's minute at baseline: the probe's cap kept, the next probe one step up.
                 assert d.action == RAISE and h.complete and d.cap <= dc.raise_to(before.probe_cap, before.step, False, 1000)
             else:
-                assert d.action == RAISE and h.level == dc.GOOD and h.at >= before.in_force_since
-                assert d.cap <= dc.raise_to(before.cap, before.step, before.additive or not h.complete, 1000)
+                # A raise on evidence at baseline measured at the cap in force; or a slow-start
+                # probe ended by a minute measured at its cap, between the cap returned to and
+                # the probe's.
+                raised = (d.action == RAISE and h.level == dc.GOOD and h.at >= before.in_force_since
+                          and d.cap <= dc.raise_to(before.cap, before.step, before.additive or not h.complete, 1000))
+                ended = (before.probe_at is not None and d.state.probe_at is None and d.cap < before.probe_cap
+                         and d.state.additive and h.level != dc.GOOD and h.at >= before.probe_at)
+                assert raised or ended, (d.reasons, before)
         if d.action == CUT and h.level == CRITICAL and d.cap < before.cap and not before.warned_at:
             assert h.at not in cut_for   # never twice for one datapoint
             cut_for.add(h.at)

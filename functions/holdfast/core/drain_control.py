@@ -364,8 +364,10 @@ class CapState:
         since, cap = self.history[-1]
         if since >= now:
             return self
-        return replace(self, history=self.history[:-1] + ((now, cap),),
-                       probe_at=None if self.probe_at is None else now)
+        # A probe whose own write did not land starts with the write that makes it; one
+        # whose return did not land has had its minute all the same.
+        probe_at = now if self.probe_at is not None and self.probe_at == since else self.probe_at
+        return replace(self, history=self.history[:-1] + ((now, cap),), probe_at=probe_at)
 
     @property
     def probe_cap(self) -> int | None:
@@ -1005,7 +1007,8 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
                     f"by {c.warning_step_back:.0%} to {back}; raises stop below {cap} for {c.remember_alarm_seconds / 60:g} min"
                 ], waiting=waiting, caught_up_since=None, additive=True, alarmed_cap=remembered, alarmed_at=now)
         elif state.warned_at is None:
-            state = replace(state, warned_at=newest_warning, additive=True)
+            # The slow start ends here; a probe still waiting for its minute is given up.
+            state = replace(state, warned_at=newest_warning, additive=True, probe_at=None, probe_from=None)
 
     caught_visible = True
     if visible is not None and facts.baseline_visible is not None:
