@@ -649,7 +649,10 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                                        region=t.runtime.clients.region, account=account, mode=t.settings.mode)
         if why is None:
             releaser = releaser or Engine(t.runtime)
-            action, why = release_one(t, releaser, request)
+            try:
+                action, why = release_one(t, releaser, request)
+            except (ValueError, *AWS_ERRORS) as err:   # bad input never stops the tick: the outcome says it
+                action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:
             action = release_requests.REFUSED
         ledger_control.finish_release(t.dynamodb, t.table, request, outcome=action, detail=why, controller_id=me, now=now)

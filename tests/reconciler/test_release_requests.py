@@ -165,3 +165,29 @@ def test_the_operator_role_cannot_mark_a_request_done_itself(engaged, harness, o
         ledger_control.finish_release(operator_dynamodb, harness.table, asked, outcome="restored", detail="x",
                                       controller_id="op", now=harness.clock.now(), claimed=False)
     assert operator_dynamodb.denied == ["dynamodb:UpdateItem ['CONTROL']"]
+
+
+def test_a_recorded_resource_that_is_gone_is_forgotten_and_says_so(engaged, harness, operator_dynamodb):
+    api = engaged["api"]
+    harness.observer("autoscaling").delete_auto_scaling_group(AutoScalingGroupName="api", ForceDelete=True)
+    request(operator_dynamodb, harness, api)
+    assert "release:vanished" in harness.tick("A").actions
+    done = releases(harness)[api]
+    assert (done.outcome, done.detail) == ("vanished", "the resource no longer exists; its record is forgotten")
+    assert ResourceLedger(harness.observer("dynamodb"), harness.table).get(api) is None
+
+
+def test_status_shows_each_request_and_its_outcome(engaged, harness, operator_dynamodb, capsys):
+    import json
+
+    from holdfast.cli import main
+
+    web = engaged["web"]
+    request(operator_dynamodb, harness, web)
+    assert main(["--region", "us-east-1", "status"]) == 0
+    assert f"release of {web} requested by oncall at {harness.clock.now().isoformat()}: requested" in capsys.readouterr().out
+    harness.tick("A")
+    capsys.readouterr()   # the tick's log lines
+    assert main(["--json", "--region", "us-east-1", "status"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)["release_requests"]
+    assert (shown["arn"], shown["state"], shown["outcome"], shown["by"]) == (web, "done", "restored", "oncall")

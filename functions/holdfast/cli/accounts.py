@@ -95,8 +95,10 @@ ROLES = {"status": DEFAULT_ROLE, "plan": DEFAULT_ROLE, "pause": OPERATOR_ROLE, "
 def add_arguments(p, command: str = "status") -> None:
     g = p.add_argument_group("every account (--all-accounts)")
     g.add_argument("--all-accounts", action="store_true",
-                   help=f"{command} in every account and region selected below, through "
-                        f"{'a read-only role' if ROLES[command] == DEFAULT_ROLE else 'the control-items-only operator role'}")
+                   help=("a release request in the account and region each RESOURCE_ARN names (-a/-o/-t/-r, when "
+                         "given, must include it), through the control-items-only operator role" if command == "release"
+                         else f"{command} in every account and region selected below, through "
+                              f"{'a read-only role' if ROLES[command] == DEFAULT_ROLE else 'the control-items-only operator role'}"))
     g.add_argument("-a", "--accounts", action="append", default=None,
                    help="account ids, comma-separated or repeated (default: every active account Organizations lists)")
     g.add_argument("-o", "--ou", action="append", default=None, dest="ous",
