@@ -89,19 +89,38 @@ class Ladder:
         model.cap = partial_cap(owner, self.steps[step]) if step < len(self.steps) else owner
 
 
+def first_readable(scenario: Scenario) -> int:
+    """Seconds after the outage until its first minute's datapoints are readable by the
+    shell (published, and complete by holdfast.observation.cloudwatch.COMPLETE_AFTER), at
+    a tick a minute: no drain that waits for evidence of the dependency starts earlier."""
+    first = scenario.outage_end // 60
+    t = scenario.outage_end
+    while t < scenario.published_at(first) or (t - int(COMPLETE_AFTER.total_seconds())) // 60 - 1 < first:
+        t += 60
+    return t - scenario.outage_end
+
+
 def complete_minute(model: RecoveryModel) -> int:
     """The newest minute a reader asks CloudWatch for: the one that ended CloudWatch's lag
     ago (holdfast.observation.cloudwatch.COMPLETE_AFTER), as the shell's readers do."""
     return (model.t - int(COMPLETE_AFTER.total_seconds())) // 60 - 1
 
 
-def reading(model: RecoveryModel, *, alarms: bool = True) -> dc.Reading:
+MINUTE_METRICS = ("errors", "invocations", "duration", "received", "deleted")
+
+
+def reading(model: RecoveryModel, *, alarms: bool = True, wanted=None) -> dc.Reading:
     """What the shell reads for the mapping this tick: every metric's newest published
-    datapoint of a complete minute; the downstream alarms only when they are named."""
+    datapoint of a complete minute; the downstream alarms only when they are named. The
+    consumer's own evidence is of `wanted` (a probe's minute) once it is published with
+    receives and Duration, as holdfast.observation.drain_inputs.readings picks it."""
     newest = complete_minute(model)
+    m = None if wanted is None else int(seconds(wanted)) // 60
+    use = (m is not None and m <= newest and m in model.published_minutes(m, m)
+           and model.minute_value(m, "received") is not None and model.minute_value(m, "duration") is not None)
 
     def point(metric):
-        dp = model.datapoint(metric, newest_minute=newest)
+        dp = model.minute_value(m, metric) if use and metric in MINUTE_METRICS else model.datapoint(metric, newest_minute=newest)
         return None if dp is None else dc.Datapoint(dp.at, dp.value)
 
     return dc.Reading(
@@ -184,7 +203,7 @@ class Controller:
         if self.drain is None:
             self.drain = dc.Drain(since=at(0), facts=self._pre_event(model))
         floor = engaged_cap(owner, self.settings.esm_floor)
-        r = reading(model, alarms=self.alarms)
+        r = reading(model, alarms=self.alarms, wanted=self.drain.wanted_minute(self.constants))
         current = floor if self.drain.state is None else self.drain.state.cap
         s = dc.advance(self.drain, r, current, model.now(), self.constants)
         self.drain = s.drain

@@ -64,6 +64,11 @@ One place holds every departure from moto that Holdfast depends on; the tests
   client error its API reference lists), Auto Scaling CreateOrUpdateTags LimitExceeded.
   (Moto's ELB AddTags already refuses past 10 tags, stricter than AWS's 50.)
 
+- Lambda UpdateAlias gives the alias a new RevisionId (GetAlias: "A unique identifier
+  that changes when you update the alias"); moto keeps the one it was created with. (DeleteAlias's
+  reference does not say whether an alias's async config goes with it; the emulation
+  keeps it, as moto does, and tests/actuators/test_recreated.py covers both answers.)
+
 - Lambda GetFunction's `Concurrency` (API reference: "The function's reserved
   concurrency") is in the answer whenever a reserved concurrency is set, 0 included (a
   function throttled to nothing). moto 5.2.5 leaves it out when it is 0 (`if
@@ -332,6 +337,12 @@ def aws_semantics() -> Iterator[None]:
             return err.status, {"status": err.status}, body
         return ActionResult(answer)
 
+    original_alias_update = lambda_models.LambdaAlias.update
+
+    def alias_update(self, *args, **kwargs):
+        original_alias_update(self, *args, **kwargs)
+        self.revision_id = str(lambda_models.random.uuid4())
+
     original_get_code = lambda_models.LambdaFunction.get_code
 
     def get_code(self):
@@ -342,6 +353,7 @@ def aws_semantics() -> Iterator[None]:
 
     with ExitStack() as stack:
         stack.enter_context(mock.patch.object(lambda_models.LambdaFunction, "get_code", get_code))
+        stack.enter_context(mock.patch.object(lambda_models.LambdaAlias, "update", alias_update))
         _cheap_transactions(stack)
         _cheap_query_answers(stack)
         _partition_queries(stack)

@@ -101,6 +101,11 @@ class Downstream:
     def down(self, t: int) -> bool:
         return any(start <= t < start + length for start, length in self.blips)
 
+    def recovering(self, t: int) -> bool:
+        """Down, or back less than `max_wait` ago: the requests queued while it was down
+        (at most `max_wait` seconds of work) are still being answered late, at any cap."""
+        return any(start <= t < start + length + self.max_wait for start, length in self.blips)
+
     def capacity_at(self, t: int) -> float | None:
         cap = self.capacity
         for since, value in self.drops:
@@ -174,20 +179,25 @@ class Scenario:
             return 0.0
         return rate
 
-    def lower_bound_seconds(self) -> float:
+    def lower_bound_seconds(self, start_delay: int = 0) -> float:
         """From the end of the outage, the backlog (and the arrivals since) at the full
         rate of each second — the consumers' or the knee's, none while the database is
         down, the knee after a drop, the arrivals after a change: no drain can be faster.
-        Constant rates: backlog ÷ spare capacity."""
+        Constant rates: backlog ÷ spare capacity. `start_delay`: nothing is drained for
+        that many seconds after the outage (a drain that waits for evidence)."""
         left, t = self.backlog, self.outage_end
         limit = t + 40 * 86400
         while left > 0 and t < limit:
-            left -= self.full_rate(t) - self.arrival_at(t)
+            left -= (self.full_rate(t) if t >= self.outage_end + start_delay else 0.0) - self.arrival_at(t)
             t += 1
         if left > 0:
             return math.inf
         over = -left / max(1e-9, self.full_rate(t - 1) - self.arrival_at(t - 1))
         return t - self.outage_end - over
+
+    def published_at(self, minute: int) -> int:
+        """The second minute `minute`'s datapoints are published (CloudWatch's lag)."""
+        return (minute + 1 + LAGS[minute % len(LAGS)] + self.extra_lag_minutes) * 60
 
     def knee_concurrency(self, t: int | None = None) -> float:
         """Concurrency at which the consumers reach the full rate without queueing."""
@@ -541,7 +551,7 @@ class Outcome:
     seconds_over_slo: int
     dead_lettered: float
     collapsed: bool
-    datapoints_over_slo: int = 0    # one-minute mean-latency datapoints above the SLO, the database up
+    datapoints_over_slo: int = 0    # one-minute mean-latency datapoints above the SLO, the database up and past its own recovery
 
     @property
     def ratio(self) -> float | None:
@@ -576,8 +586,9 @@ def outcome(model: RecoveryModel, strategy: str, *, collapse_seconds: int = 60) 
     knee = db.capacity
     t0 = sc.outage_end
     peak = max((load / db.capacity_at(t0 + i) for i, load in enumerate(s.load[start:])), default=0.0) if knee else None
-    # Over the SLO while the database is up (while it is down no cap helps).
-    over = sum(1 for i, v in enumerate(s.latency[start:]) if v == v and v > sc.latency_slo and not db.down(t0 + i))
+    # Over the SLO while the database is up and answering its own backlog no longer (while it
+    # is down, and for max_wait after, no cap helps).
+    over = sum(1 for i, v in enumerate(s.latency[start:]) if v == v and v > sc.latency_slo and not db.recovering(t0 + i))
     # Collapsed: a minute or more, the database up, in which the consumers were busy and
     # nothing succeeded (while it is down nothing can: that is the dependency's outage).
     collapsed, run = False, 0
@@ -589,7 +600,7 @@ def outcome(model: RecoveryModel, strategy: str, *, collapse_seconds: int = 60) 
     minutes_over = 0
     for m in range(t0 // 60, model.t // 60):
         stats = model._minutes.get(m)
-        if (stats is not None and stats.requests > 0 and not any(db.down(m * 60 + k) for k in range(60))
+        if (stats is not None and stats.requests > 0 and not any(db.recovering(m * 60 + k) for k in range(60))
                 and stats.latency_sum / stats.requests > sc.latency_slo):
             minutes_over += 1
     return Outcome(

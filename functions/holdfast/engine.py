@@ -520,8 +520,11 @@ class Engine:
 def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> tuple[dict[str, Resource | None], int]:
     """How many resources are selected, for the blast radius, reading as few as it can.
 
-    Candidates that only their own tags can select are counted as selected unless that
-    would exceed `limit`; only then are they read (and the reads kept for the walk)."""
+    Holdfast's own resources are never engaged, so they are not counted: a stack tagged as a
+    whole does not reach the limit through Holdfast's functions and mappings. Candidates
+    that only their own tags can select are counted as selected unless that would exceed
+    `limit`; only then are they read (and the reads kept for the walk)."""
+    listed = {kind: [c for c in cs if acts[kind].own_candidate(c) is None] for kind, cs in listed.items()}
     certain = sum(1 for cs in listed.values() for c in cs if c.selected)
     unsure = [(kind, c) for kind, cs in listed.items() for c in cs if not c.selected]
     if certain + len(unsure) <= limit:

@@ -20,8 +20,16 @@ made (its read is denied) is not ok, and says which permission it needs:
   the ones the reconciler runs with (its HOLDFAST_SETTINGS), so a partial deploy or a hand
   edit of either is seen.
 - `resources`: selected resources Holdfast could not act on (a plan walk: failed or
-  skipped, each with its note's fix), and selected functions whose role may not deliver
-  expired events (as `holdfast audit` lists them; `doctor` only).
+  skipped, each with its note's fix).
+- `async-destinations` (DESTINATIONS): every selected function's execution role may send
+  to Holdfast's expired-events queue, which Lambda requires of an on-failure destination
+  (IAM's simulation of sqs:SendMessage by each distinct role, `destination_checks`; the
+  same simulation `holdfast audit` lists its findings from). `doctor` only: the schedule
+  names the rule as not checked (`destinations_unscheduled`), because it needs
+  iam:SimulatePrincipalPolicy on the roles of every selected function, roles the stack
+  does not know, so on every role of the account, and IAM says of that action that it
+  "discloses information about the permissions granted to other" principals (IAM API
+  Reference, SimulatePrincipalPolicy): the readiness role simulates the reconciler's role only.
 
 The CLI's own credentials need: ssm:GetParameter, lambda:ListFunctions,
 iam:SimulatePrincipalPolicy, events:ListRules, sqs:GetQueueUrl/GetQueueAttributes,
@@ -57,9 +65,89 @@ class Check:
     ok: bool
     detail: str
     fix: str | None = None
+    checked: bool = True     # False: a rule this run does not check (it says who does), never a failure
 
     def to_dict(self) -> dict[str, Any]:
-        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix, "checked": self.checked}
+
+
+DESTINATIONS = "async-destinations"
+
+
+@uses("tag:GetResources", "lambda:ListFunctions", "iam:SimulatePrincipalPolicy", "sqs:GetQueueUrl",
+      "sqs:GetQueueAttributes", by=("cli",))
+def destination_decisions(clients, settings, queue_arn: str) -> tuple[list[tuple[dict, str, str]], list[str]]:
+    """([(function, IAM's decision for sqs:SendMessage by its role on the queue, the grant
+    command)], what could not be read). One SimulatePrincipalPolicy call per distinct role;
+    a selected function is one carrying the selector tag."""
+    from holdfast.actuators.async_config import grant
+    from holdfast.actuators.selection import tagged
+
+    unreadable: list[str] = []
+    try:
+        selected = set(tagged(clients, settings, "lambda:function"))
+        functions = [f for page in clients("lambda").get_paginator("list_functions").paginate()
+                     for f in page.get("Functions", ()) if f["FunctionArn"] in selected]
+    except AWS_ERRORS as err:
+        return [], [f"selected Lambda functions: {error_text(err)}"]
+    kms = _queue_key(clients, queue_arn)
+    decisions: dict[str, str] = {}
+    out = []
+    for function in functions:
+        role = function.get("Role", "")
+        if role not in decisions:
+            try:
+                answer = clients("iam").simulate_principal_policy(
+                    PolicySourceArn=role, ActionNames=["sqs:SendMessage"], ResourceArns=[queue_arn])
+                decisions[role] = answer["EvaluationResults"][0]["EvalDecision"]
+            except AWS_ERRORS as err:
+                decisions[role] = ""
+                unreadable.append(f"role {role} (simulating sqs:SendMessage needs iam:SimulatePrincipalPolicy): "
+                                  f"{error_text(err)[:300]}")
+        if decisions[role]:
+            out.append((function, decisions[role], grant(role, queue_arn, kms)["command"]))
+    return out, unreadable
+
+
+def _queue_key(clients, queue_arn: str) -> str | None:
+    try:
+        parts = queue_arn.split(":")
+        sqs = clients("sqs")
+        url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+        return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"]).get("Attributes", {}).get("KmsMasterKeyId")
+    except AWS_ERRORS:
+        return None
+
+
+def destination_checks(clients, settings, queue_arn: str) -> list[Check]:
+    """The DESTINATIONS rule: one check, failed when any selected function's role may not
+    send to the queue (each named, each role's grant in the fix) or could not be simulated."""
+    decided, unreadable = destination_decisions(clients, settings, queue_arn)
+    denied = [(f, d, command) for f, d, command in decided if d != "allowed"]
+    checks = []
+    if denied:
+        names = ", ".join(f"{f['FunctionName']} ({d})" for f, d, _ in denied)
+        checks.append(Check(DESTINATIONS, False,
+                            f"{len(denied)} selected function(s) whose execution role may not send to Holdfast's "
+                            f"expired-events queue {queue_arn}: {names}; Lambda refuses the queue as their on-failure "
+                            "destination, so while engaged only their retries are bounded and their event age is kept",
+                            "; ".join(dict.fromkeys(command for _, _, command in denied))))
+    for what in unreadable:
+        checks.append(Check(DESTINATIONS, False, f"could not check {what}",
+                            "the caller's credentials need iam:SimulatePrincipalPolicy on the functions' roles"))
+    if not checks:
+        checks.append(Check(DESTINATIONS, True, f"the roles of {len(decided)} selected function(s) may send to {queue_arn}"))
+    return checks
+
+
+def destinations_unscheduled() -> Check:
+    """The DESTINATIONS rule as the scheduled run reports it: not checked there, and why."""
+    return Check(DESTINATIONS, True,
+                 "not checked by the scheduled run: simulating each selected function's role needs "
+                 "iam:SimulatePrincipalPolicy on every role of the account, which discloses their permissions, "
+                 "and the readiness role simulates the reconciler's role only",
+                 "`holdfast doctor` (or `holdfast audit`) checks it with credentials that may simulate the functions' roles",
+                 checked=False)
 
 
 @uses("ssm:GetParameter", by=("cli", "readiness"))

@@ -58,6 +58,11 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
    (holdfast.stages.replay) starts, watches and cancels message moves; `replay` is done
    when every source has finished.
 
+7. Release requests (CONTROL/RELEASE#<arn>: `holdfast release ARN --all-accounts`,
+   written through the org operator role, which may write nothing else): after the walk,
+   each is claimed, checked and acted on once, as `holdfast release` would, and its
+   outcome recorded on it (`release`, holdfast.core.release).
+
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
 
@@ -92,6 +97,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from holdfast.aws import AWS_ERRORS, CALL_HOOK, error_text
 from holdfast.core import announce, policy, progress
+from holdfast.core import release as release_requests
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
 from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
                                  SKIPPED, VANISHED, Guard, Outcome)
@@ -104,6 +110,8 @@ from holdfast.ledger import Ledger
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import leases as ledger_leases
 from holdfast.ledger import claims as ledger_claims
+from holdfast.ledger import control as ledger_control
+from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger import walks as ledger_walks
@@ -398,6 +406,7 @@ def reconcile(t: _Tick) -> TickResult:
             result.actions.append("notified")
         t.started = now
         walk(t, plan, result)
+        release(t, plan, seen.control, result)
     except Contention as err:
         # A progress mark met another controller's transaction: the ledger is fine, the
         # mark did not land; the next tick walks again and skips what is in place.
@@ -613,6 +622,87 @@ def replay(t: _Tick, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
     t.log("replayed", plan, sources=done.summary(), finished=done.finished)
     if done.finished:
         mark(t, plan, result, REPLAY)
+
+
+# Release requests acted on in one tick at the most; the rest wait for the next.
+RELEASES_PER_TICK = 20
+
+
+def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickResult) -> None:
+    """The operators' release requests (CONTROL/RELEASE#<arn>, holdfast.core.release),
+    after the walk so that this tick's engage walk does not engage again what it restores:
+    each claimed (so two ticks at once act on it once), checked (a kind Holdfast manages,
+    this partition, region and account, mode auto), restored exactly as `holdfast release`
+    does (Engine.release: no plan guard, the owner's changes while engaged kept), and
+    marked done with its outcome. A request past its expiry is marked `expired`, unacted."""
+    if not control.releases:
+        return
+    now, me = t.runtime.clock.now(), t.runtime.controller_id
+    for request in control.releases:
+        if release_requests.expired(request, now):
+            ledger_control.finish_release(
+                t.dynamodb, t.table, request, outcome=release_requests.EXPIRED, controller_id=me, now=now, claimed=False,
+                detail=f"requested at {request.at} and not acted on before it expired (Holdfast was paused, off "
+                       "or unable to read its ledger): nothing was done; request it again if it is still wanted")
+            result.actions.append(f"release:{release_requests.EXPIRED}")
+    due = [r for r in control.releases if release_requests.due(r, now)][:RELEASES_PER_TICK]
+    if not due:
+        return
+    account = caller_account(t.runtime)
+    until = now + timedelta(seconds=ledger_claims.lease_seconds(t.settings.schedule_minutes))
+    releaser: Engine | None = None
+    for request in due:
+        if not ledger_control.claim_release(t.dynamodb, t.table, request, controller_id=me, now=now, until=until):
+            continue   # another tick took it, or it was replaced
+        why = release_requests.refusal(request.arn, partition=t.runtime.clients.partition,
+                                       region=t.runtime.clients.region, account=account, mode=t.settings.mode)
+        if why is None:
+            releaser = releaser or Engine(t.runtime)
+            try:
+                action, why = release_one(t, releaser, request)
+            except (ValueError, *AWS_ERRORS) as err:   # bad input never stops the tick: the outcome says it
+                action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
+        else:
+            action = release_requests.REFUSED
+        ledger_control.finish_release(t.dynamodb, t.table, request, outcome=action, detail=why, controller_id=me, now=now)
+        result.actions.append(f"release:{action}")
+        t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
+              outcome=action, reasons=[why])
+
+
+def release_one(t: _Tick, releaser: Engine, request) -> tuple[str, str]:
+    """Restore the resource of `request` and forget its record: (outcome, what it means)."""
+    arn = request.arn
+    recorded = ResourceLedger(t.dynamodb, t.table).get(arn) is not None
+    outcome = releaser.release(arn)
+    t.log("released", None, arn=arn, action=outcome.action, error=outcome.error)
+    if outcome.action in (RESTORED, DRIFT_KEPT, VANISHED) and (recorded or outcome.action != VANISHED):
+        ledger_failures.clear(t.dynamodb, t.table, arn)   # no longer stuck
+        t.failing.pop(arn, None)
+    if outcome.action == RESTORED:
+        return RESTORED, "restored to its owner's settings; its record is forgotten"
+    if outcome.action == DRIFT_KEPT:
+        return DRIFT_KEPT, ("restored; the owner's changes while engaged were kept: " + ", ".join(sorted(outcome.drift))
+                            + "; its record is forgotten")
+    again = (" (an earlier attempt at this request, whose tick stopped before recording it, may have restored it)"
+             if request.state == release_requests.ACTING else "")
+    if outcome.action == VANISHED:
+        if recorded:
+            return VANISHED, "the resource no longer exists; its record is forgotten"
+        return release_requests.REFUSED, f"{arn} does not exist and Holdfast holds no record of it; nothing to release{again}"
+    if outcome.action == ALREADY:
+        return release_requests.REFUSED, f"{arn} is not engaged and Holdfast holds no record of it; nothing to release{again}"
+    return outcome.action, outcome.error or "; ".join(str(n.get("why", n)) for n in outcome.notes.values()) or "-"
+
+
+@uses("sts:GetCallerIdentity", by=("reconciler",))
+def caller_account(runtime: Runtime) -> str | None:
+    """The account the reconciler acts in, None when STS does not answer (every release
+    request is then refused: none can be shown to be of this account)."""
+    try:
+        return runtime.clients.account_id()
+    except AWS_ERRORS:
+        return None
 
 
 def retry_stuck_restores(t: _Tick, plan: Plan, result: TickResult, work: _Todo, now, guard) -> None:

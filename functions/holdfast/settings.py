@@ -558,12 +558,13 @@ class Settings:
         "publishes within 1–3 minutes; 10 covers a late period or two."
     )
     drain_slow_start_factor: float = setting(
-        1.5,
+        1.75,
         number(1.1, 4),
-        "While every signal of a mapping is at its baseline the cap is multiplied by this per datapoint measured "
-        "at it (slow start); after the first warning or cut it rises additively. Past a knee the time per "
-        "message grows as concurrency ÷ knee, so one step overshoots by at most this: 1.5 stays short of a client "
-        "timeout that 2 reached in the recovery model."
+        "While every signal of a mapping is at its baseline the cap is probed this many times higher (slow "
+        "start): for one whole minute, then back to the cap judged at baseline until that minute is judged, so "
+        "a knee crossed costs one datapoint; after the first warning or cut it rises additively. Past a knee the "
+        "time per message grows as concurrency ÷ knee, so a probe overshoots by at most this: 1.75 keeps the "
+        "recovery model's 1 s client timeout unreached (0.8 s of work takes 1.4 s, its call 0.7 s)."
     )
     drain_duration_warning_ratio: float = setting(
         1.08,
@@ -743,7 +744,8 @@ class Settings:
     max_resources: int = setting(
         5000,
         integer(1, 100000),
-        "Blast-radius limit: refuse to act when the selector matches more resources."
+        "Blast-radius limit: refuse to act when the selector matches more resources "
+        "(Holdfast's own, never engaged, are not counted)."
     )
     signal_ttl_hours: int = setting(
         48,

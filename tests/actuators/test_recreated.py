@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast.core.model import ALREADY, ENGAGED, RESTORED, VANISHED
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RESTORED, VANISHED
 from holdfast.core.tags import ORIGINAL_KEY, RECORD_KEYS
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
@@ -142,3 +142,122 @@ def test_a_scalable_target_registered_again_at_the_same_arn_is_engaged_afresh(cl
     assert describe_target(clients, "web")["SuspendedState"]["DynamicScalingInSuspended"] is True
     assert outcome.action == ALREADY and "recreated" in outcome.notes
     assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
+
+
+# ---- an alias deleted and created again on a function that lives on ---------------------
+# Lambda tags functions only, so an alias's record is on its function's tags and outlives
+# the alias. The alias's RevisionId (GetAlias: "a unique identifier that changes when you
+# update the alias") is recorded with the config's LastModified after Holdfast's write.
+
+ALIAS = "arn:aws:lambda:us-east-1:123456789012:function:f:live"
+
+
+def aliased(clients, retries=2, age=7200) -> None:
+    lam = clients("lambda")
+    make_function(clients, "f")
+    version = lam.publish_version(FunctionName="f")["Version"]
+    lam.create_alias(FunctionName="f", Name="live", FunctionVersion=version)
+    lam.put_function_event_invoke_config(FunctionName="f", Qualifier="live", MaximumRetryAttempts=retries,
+                                         MaximumEventAgeInSeconds=age)
+
+
+def alias_config(clients) -> tuple:
+    c = clients("lambda").get_function_event_invoke_config(FunctionName="f", Qualifier="live")
+    return c.get("MaximumRetryAttempts"), c.get("MaximumEventAgeInSeconds"), c.get("DestinationConfig")
+
+
+def recreate_alias(clients, retries, age, *, config_kept=True) -> None:
+    """The owner deletes alias live and creates it again, with a config of its own.
+    `config_kept`: whether the old alias's config outlived it (DeleteAlias's reference does
+    not say; False deletes it first, as a DeleteAlias that took it would)."""
+    lam = clients("lambda")
+    version = lam.get_alias(FunctionName="f", Name="live")["FunctionVersion"]
+    if not config_kept:
+        lam.delete_function_event_invoke_config(FunctionName="f", Qualifier="live")
+    lam.delete_alias(FunctionName="f", Name="live")
+    lam.create_alias(FunctionName="f", Name="live", FunctionVersion=version)
+    lam.put_function_event_invoke_config(FunctionName="f", Qualifier="live", MaximumRetryAttempts=retries,
+                                         MaximumEventAgeInSeconds=age)
+
+
+def alias_outcome(result):
+    return next(o for o in result.outcomes if o.arn == ALIAS)
+
+
+@pytest.mark.parametrize("config_kept", [True, False])
+def test_an_alias_deleted_and_recreated_on_a_living_function_is_engaged_afresh_and_restored_to_its_own_config(
+        clients, ledger_table, config_kept):
+    # GIVEN alias live of f (2 retries, 7,200 s) engaged
+    aliased(clients)
+    assert alias_outcome(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS)).action == ENGAGED
+
+    # WHEN the owner deletes live and creates it again (1 retry, 3,600 s), and the walk comes round
+    recreate_alias(clients, 1, 3600, config_kept=config_kept)
+    outcome = alias_outcome(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
+
+    # THEN the new live is protected like any alias, and the old record is reported, not used
+    assert outcome.action == ENGAGED and outcome.drift == {}, outcome
+    assert outcome.notes["recreated"]["retired"]["original"]["max_retries"] == 2
+    retries, age, _ = alias_config(clients)
+    assert retries == SETTINGS.async_max_retry_attempts and age == SETTINGS.async_max_event_age_seconds
+    record = ResourceLedger(clients("dynamodb"), ledger_table).get(ALIAS)
+    assert record.original["max_age"] == 3600 and record.original.get("max_retries", 1) == 1
+
+    # AND its restore gives back its own config
+    outcome = alias_outcome(walks.relax_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert (outcome.action, outcome.drift) == (RESTORED, {})
+    assert alias_config(clients) == (1, 3600, None)
+
+
+def test_a_recreated_alias_found_by_a_restore_is_left_as_its_owner_made_it_and_its_old_tag_removed(
+        clients, ledger_table):
+    aliased(clients)
+    walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS)
+    recreate_alias(clients, SETTINGS.async_max_retry_attempts, 3600)
+
+    outcome = alias_outcome(walks.relax_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert outcome.action == ALREADY and "recreated" in outcome.notes
+    assert alias_config(clients) == (SETTINGS.async_max_retry_attempts, 3600, None)
+    assert ResourceLedger(clients("dynamodb"), ledger_table).get(ALIAS) is None
+    # the old alias's record is gone from f's tags too: no later walk takes it for the new alias's
+    tags = clients("lambda").list_tags(Resource=make_arn("f"))["Tags"]
+    assert not [k for k in tags if k.startswith(ORIGINAL_KEY)], tags
+    walks.relax_all(clients, SETTINGS, ledger_table, **OPTIONS)
+    assert alias_config(clients) == (SETTINGS.async_max_retry_attempts, 3600, None)
+
+
+def test_an_alias_repointed_while_engaged_keeps_its_record(clients, ledger_table):
+    """A new RevisionId alone (the alias moved to another version, as a deployment does) is
+    not a recreation: the config is still the one Holdfast wrote."""
+    lam = clients("lambda")
+    aliased(clients)
+    walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS)
+    before = lam.get_alias(FunctionName="f", Name="live")["RevisionId"]
+    lam.update_function_configuration(FunctionName="f", Description="v2")
+    version = lam.publish_version(FunctionName="f")["Version"]
+    lam.update_alias(FunctionName="f", Name="live", FunctionVersion=version)
+    assert lam.get_alias(FunctionName="f", Name="live")["RevisionId"] != before
+
+    outcome = alias_outcome(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert outcome.action == ALREADY and "recreated" not in outcome.notes
+    outcome = alias_outcome(walks.relax_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert outcome.action == RESTORED and alias_config(clients) == (2, 7200, None)
+
+
+def test_an_alias_whose_owner_changed_its_config_while_engaged_keeps_its_record_and_the_owners_change(
+        clients, ledger_table):
+    """The same RevisionId: the same alias, whatever its config's LastModified says."""
+    lam = clients("lambda")
+    aliased(clients)
+    walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS)
+    lam.update_function_event_invoke_config(FunctionName="f", Qualifier="live", MaximumEventAgeInSeconds=600)
+
+    outcome = alias_outcome(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert "recreated" not in outcome.notes and "max_age" in outcome.drift
+    outcome = alias_outcome(walks.relax_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert outcome.action == DRIFT_KEPT and "recreated" not in outcome.notes
+    assert alias_config(clients)[:2] == (2, 600)
+
+
+def make_arn(name) -> str:
+    return f"arn:aws:lambda:us-east-1:123456789012:function:{name}"

@@ -12,7 +12,7 @@ knee, nothing while the database is down):
 - batch item failures (ReportBatchItemFailures: Errors 0 while every message fails), the
   database back 20 minutes after the pollers;
 - the baseline window in a retry storm (the database failed 20 minutes before the hold);
-- a knee six times the pre-event load;
+- a knee four times the pre-event load;
 - the knee dropping 40 % an hour into the drain;
 - arrivals doubling at recovery;
 - metrics 3–5 minutes late; and the knee drop with late metrics.
@@ -25,12 +25,15 @@ the first three also the fixed ladder Holdfast shipped before the controller and
 fixed cap (found by running the model around the hidden knee).
 
 Per run: the time until the oldest-message age is back at baseline (within 10 s) ÷ the
-lower bound, peak load on the database ÷ its knee, one-minute latency datapoints above the
-SLO (past the knee far enough to matter) and seconds over it, the database up (while it is
-down no cap helps), messages dead-lettered after the outage with the database up (by the
-drain's pacing), whether it collapsed (a minute or more, the database
-up, with the consumers busy and nothing succeeding), and the cap the drain started at ÷ the
-knee's concurrency.
+lower bound, and ÷ the lower bound of a drain that can start only once the outage's first
+minute is readable (published and complete: 3–4 minutes after it, 5–6 with late metrics);
+peak load on the database ÷ its knee; one-minute latency datapoints above the SLO (past
+the knee far enough to matter) and seconds over it, the database up and past the
+`max_wait` seconds of requests it queued while down (then no cap helps); messages
+dead-lettered after the outage with the database up (by the drain's pacing); whether it
+collapsed (a minute or more, the database up, with the consumers busy and nothing
+succeeding); and the cap the drain started from ÷ the knee's concurrency (in brackets its
+first slow-start probe, one minute one step above it).
 """
 
 from __future__ import annotations
@@ -40,26 +43,38 @@ import time
 import pytest
 
 from holdfast.core import drain_control as dc
-from holdfast_fixtures.drain_strategies import Controller, Ladder, ideal_cap
+from holdfast_fixtures.drain_strategies import Controller, Ladder, first_readable, ideal_cap
 from holdfast_fixtures.recovery_model import (
     ARITHMETIC, CLASSES, SCENARIOS, STORM, bronson, caught_up_at, outcome, recovers_below, simulate,
 )
 
-HEADER = ["scenario", "bound", "strategy", "time ÷ bound", "peak ÷ knee", "SLO datapoints", "s over SLO", "dead-lettered",
+HEADER = ["scenario", "bound", "strategy", "time ÷ bound", "÷ bound once readable", "peak ÷ knee", "SLO datapoints", "s over SLO", "dead-lettered",
           "collapsed", "start ÷ knee"]
 
 
-def _row(scenario, o, start) -> list[str]:
+def _row(scenario, o, start, probe=None) -> list[str]:
     ratio = "never" if o.ratio is None else f"{o.ratio:.3f}"
     peak = "—" if o.peak_load_over_knee is None else f"{o.peak_load_over_knee:.2f}"
     knee = scenario.knee_concurrency() if scenario.downstream.capacity is not None else None
     begin = "—" if start is None or not knee else f"{start / knee:.2f}"
-    return [scenario.name, f"{o.bound_seconds / 60:.0f} min", o.strategy, ratio, peak, str(o.datapoints_over_slo),
+    if probe is not None and knee:
+        begin += f" (probe {probe / knee:.2f})"
+    readable = scenario.lower_bound_seconds(first_readable(scenario))
+    late = "never" if o.caught_up_after is None else f"{o.caught_up_after / readable:.3f}"
+    return [scenario.name, f"{o.bound_seconds / 60:.0f} min", o.strategy, ratio, late, peak, str(o.datapoints_over_slo),
             f"{o.seconds_over_slo:,}", f"{o.dead_lettered:,.0f}", "yes" if o.collapsed else "no", begin]
 
 
 def _start(controller: Controller) -> int | None:
-    return next((s.cap for _, s in controller.decisions if s.action == dc.START), None)
+    """The cap the drain starts from (its first one-minute probe goes one slow-start step
+    above it: `_probe`)."""
+    s = next((s for _, s in controller.decisions if s.action == dc.START), None)
+    return None if s is None else s.drain.state.probe_from or s.cap
+
+
+def _probe(controller: Controller) -> int | None:
+    s = next((s for _, s in controller.decisions if s.action == dc.START), None)
+    return None if s is None or s.drain.state.probe_from is None else s.cap
 
 
 def _anchors() -> None:
@@ -92,7 +107,7 @@ def test_bench_drain():
             controller = Controller(scenario, alarms=alarms)
             model = simulate(scenario, controller)
             o = outcome(model, controller.name)
-            rows.append(_row(scenario, o, _start(controller)))
+            rows.append(_row(scenario, o, _start(controller), _probe(controller)))
             results.append((scenario, alarms, o, _start(controller), controller, model))
         if scenario in SCENARIOS:
             ladder = Ladder(scenario)

@@ -252,3 +252,55 @@ def test_advance_skips_the_hold_of_each_account_regions_current_plan(org, capsys
     assert cells[(org.a, OTHER)]["result"] == "no hold to skip"
     assert org.control(org.a, REGION).advance_generation == 1 and org.control(org.a, OTHER).advance_generation is None
     assert main(["--region", REGION, "advance", "--all-accounts", "--yes", "--generation", "1", "-a", org.a]) == 2
+
+
+def test_release_writes_a_request_where_each_arn_is_and_the_tick_there_restores_it_once(org, capsys):
+    from holdfast.engine import Engine
+    from tests.reconciler.conftest import Harness
+
+    inside_a = org.inside[org.a, REGION]
+    harness = Harness(inside_a, DEFAULT_TABLE)              # account A's reconciler, with its own role
+    assert [o.action for o in Engine(harness.runtime("cli")).engage(kinds=("asg",)).outcomes] == ["engaged"]
+    elsewhere = f"arn:aws:autoscaling:{OTHER}:{org.b}:autoScalingGroup:00000000-0000-0000-0000-000000000000:autoScalingGroupName/web"
+
+    code, doc = run(capsys, "release", org.group, elsewhere, "--all-accounts", "--yes", "--reason", "owner asked")
+
+    assert code == 0 and doc["role_name"] == "HoldfastOperator" and doc["regions"] == sorted([REGION, OTHER])
+    cells = _cells(doc)
+    assert set(cells) == {(org.a, REGION), (org.b, OTHER)}          # only where each ARN is
+    assert [(r["arn"], r["state"], r["written"]) for r in cells[(org.a, REGION)]["releases"]] == [(org.group, "requested", True)]
+    assert "release requested for 1 resource(s)" in cells[(org.b, OTHER)]["result"]
+    assert [r.arn for r in org.control(org.b, OTHER).releases] == [elsewhere]
+    assert org.control(org.a, OTHER).releases == () and org.control(org.b, REGION).releases == ()
+    group = lambda: inside_a("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=["web"])["AutoScalingGroups"][0]
+    assert {p["ProcessName"] for p in group()["SuspendedProcesses"]} == {"ReplaceUnhealthy", "AZRebalance"}
+
+    # The same again before any tick: a duplicate, nothing written.
+    code, doc = run(capsys, "release", org.group, "--all-accounts", "--yes")
+    (row,) = doc["rows"]
+    assert code == 0 and row["releases"][0]["written"] is False and "1 already requested" in row["result"]
+
+    # A's next tick acts on it once, and status --all-accounts shows the outcome.
+    assert "release:restored" in harness.tick("A").actions
+    assert group()["SuspendedProcesses"] == []
+    capsys.readouterr()   # the tick's log lines
+    code, doc = run(capsys, "status", "--all-accounts", "-a", org.a, "-r", REGION)
+    (row,) = doc["rows"]
+    assert [(r["arn"], r["state"], r["outcome"]) for r in row["releases"]] == [(org.group, "done", "restored")]
+    harness.clock.advance(60)
+    assert not any(a.startswith("release:") for a in harness.tick("A").actions)
+
+
+def test_release_everywhere_refuses_an_arn_outside_the_selection_or_not_a_resource(org, capsys):
+    for extra, message in ((["-a", org.b], "the selection (-a/-o/-t) leaves out"),
+                           (["-r", OTHER], "is outside --regions"),
+                           ([], None)):
+        argv = ["release", org.group, "--all-accounts", "--yes", *extra]
+        if message is None:
+            argv[1] = f"arn:aws:sqs:{REGION}:{org.a}:orders"
+            message = "is not a resource kind Holdfast manages"
+        code, doc = run(capsys, *argv)
+        assert code == 2 and message in doc["error"]["message"], doc
+    assert org.control(org.a, REGION).releases == ()
+    # Without --all-accounts, release takes one ARN, as before.
+    assert main(["--region", REGION, "release", org.group, org.group, "--yes"]) == 2

@@ -151,12 +151,13 @@ def test_every_assume_and_every_ledger_read_passes_its_budget(organization, caps
     calls = Counter(ctx.clients.calls)
     assert budgets.assume.taken == calls["sts:AssumeRole"] == 3
     reads = sum(n for op, n in calls.items() if op.startswith("dynamodb:"))
-    # Five reads a region for A's two regions and B's one; B's missing table fails on its first read.
+    # Six reads a region (the plan, the verdict, the kill switch, the records, the release
+    # requests, the readiness result) for A's two regions and B's one; B's missing table fails on its first read.
     # Before them, each region's ledger name (its table is named by CloudFormation): one budgeted
     # GetParametersByPath for each account and region whose role was assumed (four rows), the
     # CLI's own lookup at start (in its own account) unbudgeted.
     rows = 4
-    assert reads == 5 * 3 + 1 and budgets.reads.taken == reads + rows
+    assert reads == 6 * 3 + 1 and budgets.reads.taken == reads + rows
     assert calls["ssm:GetParametersByPath"] == rows + 1
 
 

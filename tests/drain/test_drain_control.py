@@ -62,28 +62,30 @@ def state(cap=16, *, history=None, prior=2, step=2, additive=True, **kw):
 
 
 @pytest.mark.parametrize(
-    "facts, current, cap, step, why",
+    "facts, current, probe_from, cap, step, why",
     [
-        # Not the floor: the pre-event concurrency, one step (1/8 of it) above it.
-        (FACTS, 2, 18, 2, "pre-event concurrency (16), 1 step(s) of 2 above it"),
-        (dc.Facts(pre_event_concurrency=15.2), 2, 18, 2, "pre-event concurrency"),               # whole batches, up
-        (dc.Facts(pre_event_concurrency=40, reserved_concurrency=24), 2, 24, 5, "reserved"),      # never above reserved
-        (dc.Facts(pre_event_concurrency=40, owner_cap=10), 2, 10, 5, "owner's own cap"),          # nor the owner's cap
-        (dc.Facts(pre_event_concurrency=None), 2, 2, 1, "no pre-event ConcurrentExecutions"),     # missing: clear reason
-        (dc.Facts(pre_event_concurrency=1), 2, 2, 1, "pre-event concurrency"),                    # never below the cap in force
-        (dc.Facts(pre_event_concurrency=2000), 2, 1000, 250, "Lambda's ceiling"),
+        # Not the floor: the pre-event concurrency, one step (1/8 of it) above it, and at
+        # once a slow-start probe (× 1.75) for one minute, back to 18 until it is judged.
+        (FACTS, 2, 18, 32, 2, "pre-event concurrency (16), 1 step(s) of 2 above it"),
+        (dc.Facts(pre_event_concurrency=15.2), 2, 18, 32, 2, "pre-event concurrency"),               # whole batches, up
+        (dc.Facts(pre_event_concurrency=40, reserved_concurrency=24), 2, None, 24, 5, "reserved"),      # never above reserved
+        (dc.Facts(pre_event_concurrency=40, owner_cap=10), 2, None, 10, 5, "owner's own cap"),          # nor the owner's cap
+        (dc.Facts(pre_event_concurrency=None), 2, None, 2, 1, "no pre-event ConcurrentExecutions"),     # missing: no probe
+        (dc.Facts(pre_event_concurrency=1), 2, 2, 4, 1, "pre-event concurrency"),                    # never below the cap in force
+        (dc.Facts(pre_event_concurrency=2000), 2, None, 1000, 250, "Lambda's ceiling"),
     ],
 )
-def test_start(facts, current, cap, step, why):
+def test_start(facts, current, probe_from, cap, step, why):
     d = dc.start(facts, current, m(0))
     assert (d.action, d.cap, d.state.step, d.restore) == (START, cap, step, False)
     assert d.state.history == ((m(0), cap),) and d.state.prior_cap == current
+    assert d.state.probe_from == probe_from and (d.state.probe_at is None) == (probe_from is None)
     assert any(why in r for r in d.reasons), d.reasons
 
 
 def test_the_start_exactly_at_the_pre_event_concurrency_with_no_step_above():
     d = dc.start(FACTS, 2, m(0), dc.Constants(start_steps_above=0))
-    assert (d.cap, d.state.step) == (16, 2)
+    assert (d.cap, d.state.probe_from, d.state.step) == (28, 16, 2)
 
 
 def test_start_keeps_an_owner_cap_below_the_floor():
@@ -486,9 +488,15 @@ def test_invariants(seq, reserved, owner):
         assert dc.LAMBDA_MIN_CAP <= d.cap <= top or (owner is not None and d.cap == owner)
         assert d.reasons
         if d.cap > before.cap:
-            # A raise only on OK evidence measured at the cap before it.
+            # A raise only on OK evidence measured at the cap before it (or at a probe's cap,
+            # on the probe's minute); or a slow-start probe ended by its own minute's
+            # evidence, between the cap returned to and the probe's.
             counted = [a for a in r.downstream if dc.counts(a, now)]
-            assert d.action == RAISE and all(a.state == OK and a.measured_at >= before.in_force_since for a in counted)
+            since = min(before.in_force_since, before.probe_at or before.in_force_since)
+            raised = d.action == RAISE and all(a.state == OK and a.measured_at >= since for a in counted)
+            ended = (before.probe_at is not None and d.state.probe_at is None and d.cap < before.probe_cap
+                     and d.state.additive)
+            assert raised or ended, d.reasons
             assert not d.restore
         if d.action == CUT and d.cap < min(before.cap, top):
             # A cut is for a critical datapoint (an alarm's or the consumer's own evidence) not

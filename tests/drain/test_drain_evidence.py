@@ -4,6 +4,7 @@ emulation of GetMetricData (holdfast.observation.drain_inputs)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -79,9 +80,91 @@ def test_a_noisy_baseline_widens_the_thresholds():
 # ---- the controller, as a table of decisions ------------------------------------------
 
 
-def test_slow_start_multiplies_while_every_signal_is_at_baseline():
+def test_slow_start_probes_one_minute_then_goes_back_until_the_minute_is_judged():
+    # Every signal at baseline at 16: a probe at 16 × 1.75 = 28 from minute 3.
     d = dc.decide(state(16), FACTS, reading(1), m(3))
-    assert (d.action, d.cap) == (RAISE, 24) and "slow start" in d.reasons[-1]
+    assert (d.action, d.cap) == (RAISE, 28) and "slow start" in d.reasons[-1]
+    assert (d.state.probe_at, d.state.probe_from, d.state.probe_cap) == (m(3), 16, 28)
+    # Its minute over: back to 16 while minute 3 is published; nothing older raises.
+    back = dc.decide(d.state, FACTS, reading(2), m(4))
+    assert (back.action, back.cap) == (HOLD, 16) and "back to 16" in back.reasons[0]
+    assert back.state.history[-1] == (m(4), 16) and back.waiting_on == (f"the datapoints of {m(3).isoformat()}",)
+    assert dc.decide(back.state, FACTS, reading(2), m(5)).cap == 16
+    # Minute 3 at baseline: 28 is kept and the next probe is 28 × 1.75 = 49, from 28.
+    ok = dc.decide(back.state, FACTS, reading(3), m(6))
+    assert (ok.action, ok.cap, ok.state.probe_from, ok.state.probe_at) == (RAISE, 49, 28, m(6))
+    assert "probing 49 for one minute, then back to 28" in ok.reasons[-1]
+
+
+def test_a_probe_past_the_knee_ends_the_slow_start_at_the_knee_it_measured():
+    probe = dc.decide(state(16), FACTS, reading(1), m(3)).state
+    back = dc.decide(probe, FACTS, reading(2), m(4)).state
+    # Minute 3 at 28: critical, 1.4× the baseline per message, 25 messages a second: the
+    # knee carries 25 × 0.8 s = 20 batches; the slow start ends at 20 × 0.95 = 19, above
+    # the 16 in force and below the probe.
+    cut = dc.decide(back, FACTS, reading(3, received=1500, ms=1120), m(6))
+    assert (cut.action, cut.cap) == (CUT, 19) and cut.state.additive and cut.state.probe_at is None
+    assert "the probe's cap 28: the slow start ends at 19" in cut.reasons[-1]
+    # 14 a second: the knee carries 11.2; the cut goes below 16, to half the probe at least.
+    low = dc.decide(back, FACTS, reading(3, received=840, ms=1120), m(6))
+    assert (low.action, low.cap) == (CUT, 14) and low.state.probe_at is None
+    assert cut.state.alarmed_cap == 28   # raises stop below the probe for a while
+    # A warning on the probe's minute: the slow start ends between 16 and the probe.
+    warned = dc.decide(back, FACTS, reading(3, received=1500, ms=900), m(6))   # 25/s: the knee carries 20
+    assert warned.state.additive and warned.state.probe_at is None
+    assert warned.cap == max(16, min(27, int(20 * 0.95))) and "the probe's minute at cap 28" in warned.reasons[-1]
+
+
+def test_a_probe_whose_minute_is_skipped_or_incomplete_is_tried_again_never_kept():
+    back = dc.decide(dc.decide(state(16), FACTS, reading(1), m(3)).state, FACTS, reading(2), m(4)).state
+    # Minute 4 (at 16, after the probe) published before minute 3: nothing is known of 28.
+    again = dc.decide(back, FACTS, reading(4), m(8))
+    assert again.state.probe_from == 16 and again.cap == 28 and again.state.probe_at == m(8)
+    assert any("could not be judged on its own minute" in r for r in again.reasons)
+    # The probe's minute without Duration (judged on failures alone): additive from 16, never 28.
+    partial = dc.decide(back, FACTS, reading(3, duration=False), m(6))
+    assert partial.cap < 28 and partial.state.probe_at is None
+
+
+def test_a_probe_whose_write_or_return_did_not_land():
+    d = dc.Drain(since=m(0), facts=FACTS, state=dc.decide(state(16), FACTS, reading(1), m(3)).state)   # probe 28 at 3
+    # The probe's write was refused: the mapping still shows 16 at minute 4. The probe
+    # starts with the write this tick makes, and its minute is the next whole one.
+    late = dc.advance(d, reading(2), 16, m(4))
+    assert (late.cap, late.drain.state.probe_at) == (28, m(4)) and late.drain.state.history[-1] == (m(4), 28)
+    # Its return to 16 did not land (the mapping shows 28 at minute 5): the probe's minute
+    # stays minute 3, already had; 16 is written again.
+    back = dc.advance(d, reading(2), 28, m(4))
+    assert back.cap == 16 and back.drain.state.probe_at == m(3)
+    again = dc.advance(back.drain, reading(2), 28, m(5))
+    assert again.cap == 16 and again.drain.state.probe_at == m(3) and again.drain.state.probe_cap == 28
+
+
+def test_a_first_warning_at_the_cap_returned_to_gives_up_the_probe():
+    back = dc.decide(dc.decide(state(16), FACTS, reading(1), m(3)).state, FACTS, reading(2), m(4)).state
+    warned = dc.decide(back, FACTS, reading(4, ms=900), m(7))   # minute 4, at 16: a warning
+    assert warned.cap == 16 and warned.state.additive and warned.state.probe_at is None
+
+
+def test_the_shell_reads_a_probes_minute_though_a_later_one_is_published():
+    now = m(8)
+    cw = FakeCloudWatch({
+        ("AWS/SQS", "NumberOfMessagesReceived", "Sum", "orders"): series({3: 900, 4: 600}),
+        ("AWS/SQS", "NumberOfMessagesDeleted", "Sum", "orders"): series({3: 900, 4: 600}),
+        ("AWS/Lambda", "Duration", "Sum", "consumer"): series({3: 720_000, 4: 480_000}),
+    })
+    c = consumer_of()
+    newest = drain_inputs.readings(lambda _: cw, [c], now, stale_seconds=600, live_for=())[c.arn]
+    probed = drain_inputs.readings(lambda _: cw, [c], now, stale_seconds=600, live_for=(), minutes={c.arn: m(3)})[c.arn]
+    assert (newest.received.at, newest.received.value) == (m(4), 600)
+    assert (probed.received.at, probed.received.value, probed.duration.at) == (m(3), 900, m(3))
+    # A probe's minute not yet published: the newest, as always.
+    early = drain_inputs.readings(lambda _: cw, [c], now, stale_seconds=600, live_for=(), minutes={c.arn: m(5)})[c.arn]
+    assert early.received.at == m(4)
+    drain = dc.Drain(since=m(0), facts=FACTS, state=dc.decide(state(16), FACTS, reading(1), m(3)).state)
+    assert drain.wanted_minute() == m(3) and dc.Drain(since=m(0), facts=FACTS).wanted_minute() is None
+    off_minute = replace(drain.state, probe_at=m(3) + timedelta(seconds=20))
+    assert dc.probe_minute(off_minute.probe_at) == m(4)   # a tick mid-minute: the first whole minute after it
 
 
 def test_the_first_warning_holds_and_ends_the_slow_start_a_persisting_one_steps_back():
@@ -324,7 +407,7 @@ def test_pre_event_reads_twice_the_window_before_the_earliest_signal():
     f = facts[consumer_of().arn]
     assert f.pre_event_concurrency == 16 and f.seconds_per_message == pytest.approx(0.8)
     assert "the consumer's own first anomaly" in f.baseline_note
-    assert dc.start(f, 2, m(0)).cap == 18
+    assert dc.start(f, 2, m(0)).state.probe_from == 18
 
 
 def test_one_cloudwatch_lag_for_every_evidence_reader():
@@ -364,8 +447,19 @@ def test_a_raise_only_on_the_consumers_own_evidence_at_baseline_measured_at_the_
         assert d.reasons and dc.CapState.from_dict(d.state.to_dict()) == d.state
         h = dc.consumer_health(FACTS, r, now)
         if d.cap > before.cap:
-            assert d.action == RAISE and h.level == dc.GOOD and h.at >= before.in_force_since
-            assert d.cap <= dc.raise_to(before.cap, before.step, before.additive or not h.complete, 1000)
+            probe = before.probe_at is not None and h.at == dc.probe_minute(before.probe_at)
+            if probe and h.level == dc.GOOD:
+                # The probe's minute at baseline: the probe's cap kept, the next probe one step up.
+                assert d.action == RAISE and h.complete and d.cap <= dc.raise_to(before.probe_cap, before.step, False, 1000)
+            else:
+                # A raise on evidence at baseline measured at the cap in force; or a slow-start
+                # probe ended by a minute measured at its cap, between the cap returned to and
+                # the probe's.
+                raised = (d.action == RAISE and h.level == dc.GOOD and h.at >= before.in_force_since
+                          and d.cap <= dc.raise_to(before.cap, before.step, before.additive or not h.complete, 1000))
+                ended = (before.probe_at is not None and d.state.probe_at is None and d.cap < before.probe_cap
+                         and d.state.additive and h.level != dc.GOOD and h.at >= before.probe_at)
+                assert raised or ended, (d.reasons, before)
         if d.action == CUT and h.level == CRITICAL and d.cap < before.cap and not before.warned_at:
             assert h.at not in cut_for   # never twice for one datapoint
             cut_for.add(h.at)

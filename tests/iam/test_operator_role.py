@@ -78,9 +78,16 @@ def test_the_operator_commands_requests_are_allowed(operator_dynamodb, clients, 
     assert ledger_control.request_engage(operator_dynamodb, ledger_table, by="oncall", reason="x", now=NOW) == 1
     assert ledger_plan.read(operator_dynamodb, ledger_table).generation == 1     # advance --all-accounts reads it first
     ledger_control.request_advance(operator_dynamodb, ledger_table, 1, by="oncall", now=NOW)
+    group = f"arn:aws:autoscaling:us-east-1:{ACCOUNT}:autoScalingGroup:u:autoScalingGroupName/g"
+    assert ledger_control.request_release(operator_dynamodb, ledger_table, group, by="oncall", reason="x", now=NOW,
+                                          request_id="r1")[1] is True
+    # A duplicate while it is pending: its conditional PutItem fails, and the GetItem reads the pending one.
+    assert ledger_control.request_release(operator_dynamodb, ledger_table, group, by="other", reason="x", now=NOW,
+                                          request_id="r2")[0].id == "r1"
     assert operator_dynamodb.denied == []
     control = ledger_control.read_control(clients("dynamodb"), ledger_table)
     assert (control.paused, control.engage_generation, control.advance_generation) == (False, 1, 1)
+    assert [(r.arn, r.id, r.state) for r in control.releases] == [(group, "r1", "requested")]
 
 
 def test_the_operator_role_cannot_change_the_plan_the_records_or_scan(operator_dynamodb, clients, ledger_table):

@@ -17,6 +17,7 @@ import pytest
 from holdfast_cdk import role_policies
 from holdfast.cli import main
 from holdfast.cli import readiness
+from holdfast.readiness import DESTINATIONS
 from holdfast_fixtures.moto_patches import publish_public_parameter
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.actuators.fleet import ACCOUNT, make_asg, make_function, make_service_target, role
@@ -99,8 +100,8 @@ def test_each_problem_is_a_failed_check_with_its_fix(deployed, clients, capsys, 
     asg = failed["controller-role asg"]
     assert "autoscaling:SuspendProcesses (implicitDeny)" in asg["detail"]
     assert checks["controller-role esm"]["ok"] and checks["controller-role async"]["ok"]
-    destination = next(c for n, c in failed.items() if n.startswith("resource async destination"))
-    assert "may not send to Holdfast's expired-events queue" in destination["detail"]
+    destination = failed[DESTINATIONS]          # the rule the scheduled run names too
+    assert "may not send to Holdfast's expired-events queue" in destination["detail"] and "orders" in destination["detail"]
     assert destination["fix"].startswith("aws iam put-role-policy --role-name narrow")
     capacity = next(c for n, c in failed.items() if n.startswith("resource scalable-target"))
     assert "skipped" in capacity["detail"] and "register-scalable-target" in capacity["fix"]

@@ -144,3 +144,25 @@ class _Context:
 
     def get_remaining_time_in_millis(self):
         return 300_000
+
+
+def test_the_scheduled_run_names_doctors_destination_rule_as_not_checked_and_why(stack, clients, ledger_table, capsys):
+    """The schedule cannot check that each selected function's role may send to the
+    expired-events queue without iam:SimulatePrincipalPolicy on every role of the account
+    (policies/readiness.json simulates the reconciler's role only): it lists doctor's rule
+    by the same name, not checked, never as a failure, and says who checks it."""
+    from holdfast.readiness import DESTINATIONS
+
+    make_function(clients, "orders")
+    result = _run(clients, ledger_table, stack)
+    (rule,) = [c for c in result["checks"] if c["check"] == DESTINATIONS]
+    assert (rule["ok"], rule["checked"]) == (True, False) and result["ok"]
+    assert "iam:SimulatePrincipalPolicy" in rule["detail"] and "holdfast doctor" in rule["fix"]
+    assert all(c["checked"] for c in result["checks"] if c["check"] != DESTINATIONS)
+    simulate = {a for s in role_policies.read("readiness")["Statement"] if "iam:SimulatePrincipalPolicy" in s["Action"]
+                for a in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])}
+    assert simulate == {"${ReconcilerRoleArn}"}
+
+    capsys.readouterr()
+    assert main(["--region", REGION, "status"]) == 0
+    assert f"not checked by the schedule: {DESTINATIONS}: `holdfast doctor`" in capsys.readouterr().out

@@ -94,3 +94,40 @@ def test_plan_and_engage_say_holdfasts_own_resources_are_left_alone(clients, led
     engaged = {r["arn"]: r["action"] for r in json.loads(capsys.readouterr().out)["resources"]}
     assert engaged[arns["orders"]] == ENGAGED and engaged[arns["reconciler"]] == SKIPPED
     assert not has_config(clients, arns["detector"]) and not has_config(clients, arns["reconciler"])
+
+
+def test_holdfasts_own_resources_do_not_count_toward_max_resources_in_the_tick(clients, ledger_table, aws_semantics):
+    """The tick counts each kind on its own: two of the three functions and one of the two
+    mappings are Holdfast's, so a limit of one per kind is the user's own resource alone."""
+    arns = stack_of_the_users(clients)
+    env = {"HOLDFAST_LEDGER_TABLE": ledger_table, "HOLDFAST_STACK_ID": STACK_ID,
+           "HOLDFAST_OWN_LOGICAL_IDS": ",".join(OWN.values()),
+           "AWS_LAMBDA_FUNCTION_NAME": arns["reconciler"].split(":")[6],
+           "HOLDFAST_SETTINGS": Settings(mode="auto", max_resources=1).to_json()}
+    runtime = runtime_from_env("reconciler", env).but(clients=clients, clock=FakeClock(T0))
+    script = Script()
+    script.set("impaired", runtime.clock.now())
+
+    result = tick(runtime, collect=script.collect)
+
+    by_arn = {o.arn: o for o in result.outcomes}
+    assert by_arn[arns["orders"]].action == ENGAGED and by_arn[arns["user-mapping"]].action == ENGAGED, result.outcomes
+    assert has_config(clients, arns["orders"]) and not has_config(clients, arns["reconciler"])
+
+
+def test_holdfasts_own_resources_do_not_count_toward_max_resources_in_plan(clients, ledger_table, aws_semantics,
+                                                                          capsys, tmp_path):
+    """`holdfast plan` counts every kind together: five candidates, three of them Holdfast's."""
+    arns = stack_of_the_users(clients)
+    clients("ssm").put_parameter(Name="/holdfast/OrdersService/own-resources", Type="String", Value=json.dumps({
+        "stack_id": STACK_ID, "logical_ids": list(OWN.values()),
+        "functions": [arns[n].split(":")[6] for n in OWN]}))
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"holdfast": {"max_resources": 2}}))
+
+    code = main(["--region", "us-east-1", "--json", "--settings", str(settings), "plan"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and not doc.get("refused"), doc
+    plan = {r["arn"]: r["action"] for r in doc["resources"]}
+    assert plan[arns["orders"]] == "planned" and plan[arns["user-mapping"]] == "planned"
+    assert plan[arns["reconciler"]] == SKIPPED

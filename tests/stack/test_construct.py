@@ -98,7 +98,7 @@ def test_the_expired_events_queue_arn_is_published_where_the_cli_looks(foreign):
 
 
 def test_the_deployed_settings_are_published_where_the_drill_reads_them(foreign):
-    from holdfast.cli.drill import SETTINGS_PARAMETER
+    from holdfast.cli.context import SETTINGS_PARAMETER
     from holdfast.settings import Settings
 
     parameters = foreign.template.find_resources("AWS::SSM::Parameter").values()

@@ -355,33 +355,78 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     # ---- a function recreated under its name -----------------------------------------
 
     def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
-        """The config's LastModified as Holdfast's write left it, and whether the record is
-        on the function's tags: a function's ARN is its name, so one deleted and recreated is
-        another resource at the same ARN, and Lambda names no creation id to tell them apart."""
+        """The config's LastModified as Holdfast's write left it, whether the record is on
+        the function's tags, and for an alias its RevisionId: a function's ARN is its name,
+        and an alias's its function's and its own, so one deleted and recreated is another
+        resource at the same ARN, and Lambda names no creation id to tell them apart."""
         with self._lock:
             if resource.arn not in self._modified:
                 return None
-            return {"tagged": tagged, "modified": self._modified.pop(resource.arn)}
+            identity = {"tagged": tagged, "modified": self._modified.pop(resource.arn)}
+        revision = self._alias_revision(resource)
+        if revision is not None:
+            identity["revision"] = revision
+        return identity
+
+    @uses("lambda:GetAlias", by=("reconciler", "cli"))
+    def _alias_revision(self, resource: Resource) -> str | None:
+        """The RevisionId of the alias `resource` is the config of ("a unique identifier that
+        changes when you update the alias", GetAlias); None for the unqualified config, a
+        version (Lambda numbers versions in sequence: a deleted one's number is not published
+        again), an alias gone, or a read that failed (then the record holds, as before)."""
+        qualifier = resource.ref.get("qualifier")
+        if not qualifier or qualifier.isdigit():   # an alias name is never all digits
+            return None
+        try:
+            return self._call("get_alias", FunctionName=resource.ref["function"], Name=qualifier).get("RevisionId")
+        except (ClientError, BotoCoreError, Vanished):
+            return None
 
     def recreated(self, resource: Resource, ledger: Record) -> Resource | None:
-        """Whether the ledger's record is of a function since deleted and created again.
+        """Whether the ledger's record is of a function, or an alias, since deleted and
+        created again.
+
+        Nothing needs asking while the config is the one Holdfast's last write left (the
+        same LastModified). An alias lives on its function, and so does its record (Lambda
+        tags functions only): its RevisionId decides. The one recorded after Holdfast's
+        write means the same alias (its owner changed the config: their change is drift,
+        kept); another, with another config, means an alias created again under its name.
+        One limit: an owner who both updated the alias (repointed it, as a deployment does)
+        and rewrote its config while engaged reads as a recreation, and the config as they
+        left it becomes the original.
 
         Deleting a function deletes its tags, versions, aliases and async configs. So when
         the record says its tag was written, the function's own tags (ListTags) show no
-        record for this qualifier, and the config is not the one Holdfast's last write left
-        (another LastModified, or none), the record is of a function gone: retired, and this
-        one engaged afresh, never restored to a stranger's values. A tag an IaC apply
-        stripped from the same function leaves the config as Holdfast wrote it: the record
-        holds, and its tag is written again. Two limits: a record that was never on a tag
-        (a function with no room for it) cannot be told from a recreated one, so it holds;
-        and a function whose owner both rewrote its config and had the tag stripped reads
-        as recreated, so its config as the owner left it becomes the original."""
+        record for this qualifier, and the config is another, the record is of a function
+        gone: retired, and this one engaged afresh, never restored to a stranger's values.
+        A tag an IaC apply stripped from the same function leaves the config as Holdfast
+        wrote it: the record holds, and its tag is written again. Two limits: a record that
+        was never on a tag (a function with no room for it) cannot be told from a recreated
+        one, so it holds; and a function whose owner both rewrote its config and had the
+        tag stripped reads as recreated, so its config as the owner left it becomes the
+        original.
+
+        The resource comes back with its tags confirmed: a record still on them is the
+        retired alias's, which `retire_tag` removes."""
         identity = ledger.identity or {}
-        if not identity.get("tagged") or resource.record is not None or identity.get("modified") == resource.ref.get("modified"):
+        if identity.get("modified") == resource.ref.get("modified"):
+            return None
+        if identity.get("revision") is not None:
+            revision = self._alias_revision(resource)
+            if revision is not None:
+                if revision == identity["revision"]:
+                    return None
+                return resource if resource.confirmed else self.confirm(resource)
+        if not identity.get("tagged") or resource.record is not None:
             return None
         if not resource.confirmed:
             resource = self.confirm(resource)   # the index may not show a tag yet; the function's own tags do
         return resource if resource.record is None else None
+
+    def retire_tag(self, resource: Resource) -> None:
+        """An alias's record is on its function's tags, which outlive the alias."""
+        if resource.record is not None:
+            self._untag(resource, [ORIGINAL_KEY, APPLIED_KEY])
 
     def record_on_resource(self, resource: Resource) -> bool:
         """The policy's restore statements name the unqualified record's tag: a version's or

@@ -254,6 +254,11 @@ class TaggedActuator(ABC):
         whose ARN carries a unique id)."""
         return None
 
+    def retire_tag(self, resource: Resource) -> None:
+        """Remove the record tag of the resource `recreated` found gone, where it outlives
+        that resource (before its ledger record is forgotten, so no later walk reads it as
+        the new one's); nothing by default: a resource's tags go with it."""
+
     def _note_retired(self, outcome: Outcome) -> Outcome:
         with self._retired_lock:
             retired = self._retired.pop(outcome.arn, None)
@@ -309,6 +314,7 @@ class TaggedActuator(ABC):
             if other is not None:
                 # The record is of a resource gone from this ARN: retired (reported with its
                 # values by the outcome), and this one is engaged, or left, as unrecorded.
+                self.retire_tag(other)
                 self.ledger.forget(resource.arn)
                 with self._retired_lock:
                     self._retired[resource.arn] = ledger

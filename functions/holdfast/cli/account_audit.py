@@ -16,10 +16,8 @@ from __future__ import annotations
 from typing import Callable
 
 from holdfast.actuators import REGISTRY
-from holdfast.actuators.tagged import pages
 from holdfast.aws import AWS_ERRORS, error_summary
 from holdfast.core.audit import AuditResult, Progress, destination_finding
-from holdfast.iam import uses
 from holdfast.settings import Settings
 
 __all__ = ["AuditResult", "destinations", "run"]
@@ -43,44 +41,14 @@ def run(clients, settings: Settings, progress: Progress | None = None, *, expire
     return result
 
 
-@uses("lambda:ListFunctions", "iam:SimulatePrincipalPolicy", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
-      by=("cli",))
 def destinations(clients, settings: Settings, queue_arn: str, result: AuditResult, say: Progress) -> None:
-    """Selected functions whose execution role may not send to Holdfast's queue, one
-    SimulatePrincipalPolicy call per distinct role (the CLI's credentials need
-    iam:SimulatePrincipalPolicy)."""
-    from holdfast.actuators.async_config import grant
-    from holdfast.actuators.selection import tagged
+    """Selected functions whose execution role may not send to Holdfast's queue: the
+    DESTINATIONS rule of holdfast.readiness (`doctor` checks the same simulation), as
+    findings with each role's grant."""
+    from holdfast.readiness import destination_decisions
 
     say("checking which functions' roles can deliver expired events")
-    try:
-        selected = set(tagged(clients, settings, "lambda:function"))
-        functions = [f for f in pages(clients("lambda"), "list_functions", "Functions") if f["FunctionArn"] in selected]
-    except AWS_ERRORS as err:
-        result.unreadable.append(f"selected Lambda functions: {error_summary(err)}")
-        return
-    kms = _queue_key(clients, queue_arn)
-    decisions: dict[str, str] = {}
-    for function in functions:
-        role = function.get("Role", "")
-        if role not in decisions:
-            try:
-                answer = clients("iam").simulate_principal_policy(
-                    PolicySourceArn=role, ActionNames=["sqs:SendMessage"], ResourceArns=[queue_arn])
-                decisions[role] = answer["EvaluationResults"][0]["EvalDecision"]
-            except AWS_ERRORS as err:
-                decisions[role] = ""
-                result.unreadable.append(f"role {role} (simulating sqs:SendMessage needs iam:SimulatePrincipalPolicy): "
-                                         f"{error_summary(err)}")
-        if decisions[role]:
-            result.add(destination_finding(function, decisions[role], queue_arn, grant(role, queue_arn, kms)["command"]))
-
-
-def _queue_key(clients, queue_arn: str) -> str | None:
-    try:
-        parts = queue_arn.split(":")
-        sqs = clients("sqs")
-        url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
-        return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"]).get("Attributes", {}).get("KmsMasterKeyId")
-    except AWS_ERRORS:
-        return None
+    decided, unreadable = destination_decisions(clients, settings, queue_arn)
+    result.unreadable.extend(unreadable)
+    for function, decision, command in decided:
+        result.add(destination_finding(function, decision, queue_arn, command))

@@ -1,8 +1,9 @@
 """Every account and region at once (`--all-accounts`), as c7n-org runs Custodian.
 
-    holdfast status|plan|pause|unpause|engage --all-accounts
+    holdfast status|plan|pause|unpause|engage|advance --all-accounts
              [-a ACCOUNT[,ACCOUNT]] [-o OU] [-t KEY=VALUE] [-r REGION[,REGION]]
              [--role-name NAME] [--workers 8] [--output-dir out] [--json]
+    holdfast release RESOURCE_ARN [RESOURCE_ARN ...] --all-accounts [-a/-o/-t/-r to check against]
     holdfast report --output-dir out [--command status] [--format csv|json]
 
 Which accounts: `-a/--accounts` names them; otherwise every active account Organizations
@@ -17,7 +18,11 @@ the ledger and the resources' configuration and writes nothing; the writes assum
 `HoldfastOperator`, which may write Holdfast's operator control items only
 (policies/operator.json, by `dynamodb:LeadingKeys`): `pause` and `unpause` set the kill
 switch, `engage` asks the reconciler for a hold from the plan in force, which its next
-tick starts and walks with its own role. No command here changes a resource itself.
+tick starts and walks with its own role, and `release` asks it to restore each resource
+named (in the account and region its ARN names; -a/-o/-t/-r, when given, must include
+them), which its next tick does once, as `holdfast release ARN` would there, recording
+the outcome on the request (`status --all-accounts` shows it under `releases`). No
+command here changes a resource itself.
 
 Concurrently, within budgets: one bounded thread pool (`--workers`) does every AssumeRole
 and every account-region; AssumeRole calls pass one client-side token bucket (STS counts
@@ -37,7 +42,10 @@ why). Bad input (an account id that is not 12 digits, an unknown region) is exit
 
 --json: {"command", "all_accounts": true, "role_name", "regions", "accounts",
          "rows": [{"account", "region", "stage", "generation", "entered_at", "verdict",
-                   "paused", "engaged", "engaged_by_kind", "readiness", "result", "planned", "error"}], "errors"}
+                   "paused", "engaged", "engaged_by_kind", "readiness", "result", "releases", "planned",
+                   "error"}], "errors"}
+  releases: [{"arn", "id", "by", "reason", "at", "expires", "state" (requested|acting|done),
+              "controller", "claim_until", "outcome", "detail", "done_at"(, "written")}]
 """
 
 from __future__ import annotations
@@ -81,14 +89,16 @@ ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
 OU_ID = re.compile(r"^(ou-[0-9a-z]{4,32}-[a-z0-9]{8,32}|r-[0-9a-z]{4,32})$")
 # The commands that fan out, and the role each assumes by default.
 ROLES = {"status": DEFAULT_ROLE, "plan": DEFAULT_ROLE, "pause": OPERATOR_ROLE, "unpause": OPERATOR_ROLE,
-         "engage": OPERATOR_ROLE, "advance": OPERATOR_ROLE}
+         "engage": OPERATOR_ROLE, "advance": OPERATOR_ROLE, "release": OPERATOR_ROLE}
 
 
 def add_arguments(p, command: str = "status") -> None:
     g = p.add_argument_group("every account (--all-accounts)")
     g.add_argument("--all-accounts", action="store_true",
-                   help=f"{command} in every account and region selected below, through "
-                        f"{'a read-only role' if ROLES[command] == DEFAULT_ROLE else 'the control-items-only operator role'}")
+                   help=("a release request in the account and region each RESOURCE_ARN names (-a/-o/-t/-r, when "
+                         "given, must include it), through the control-items-only operator role" if command == "release"
+                         else f"{command} in every account and region selected below, through "
+                              f"{'a read-only role' if ROLES[command] == DEFAULT_ROLE else 'the control-items-only operator role'}"))
     g.add_argument("-a", "--accounts", action="append", default=None,
                    help="account ids, comma-separated or repeated (default: every active account Organizations lists)")
     g.add_argument("-o", "--ou", action="append", default=None, dest="ous",
@@ -120,6 +130,7 @@ class Row:
     engaged_by_kind: dict[str, int] = field(default_factory=dict)
     readiness: str | None = None                               # the last scheduled readiness check
     result: str | None = None                                  # what a write did
+    releases: list[dict[str, Any]] | None = None               # release requests: written or pending, and outcomes
     planned: dict[str, int] | None = None                      # plan: resources by action
     error: str | None = None
     detail: dict[str, Any] | None = field(default=None, repr=False)   # plan: every resource (the output file)
@@ -289,6 +300,8 @@ def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> Non
     row.verdict, row.paused = seen.verdict, seen.paused
     row.engaged, row.engaged_by_kind = sum(seen.engaged_by_kind.values()), seen.engaged_by_kind
     budgets.reads.take()
+    row.releases = [r.to_dict() for r in ledger_control.read_control(dynamodb, ledger_table).releases]
+    budgets.reads.take()
     last = ledger_readiness.read_result(dynamodb, ledger_table)
     if last is not None:
         row.readiness = (f"ok at {last.get('at')}" if last.get("ok")
@@ -318,6 +331,58 @@ def _engage(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -
     row.generation = ledger_control.request_engage(clients("dynamodb"), ctx.ledger_table, by=operator_name(),
                                                    reason=getattr(args, "reason", "") or "", now=ctx.runtime.clock.now())
     row.result = f"engage requested from generation {row.generation}: the next tick starts a hold"
+
+
+def release_targets(ctx: Context, args) -> dict[tuple[str, str], list[str]]:
+    """(account, region) -> the ARNs of `release --all-accounts` there: each ARN is
+    released where it names, and must be a kind Holdfast manages, in the caller's partition,
+    and inside -a/-o/-t and -r when they are given (a usage error otherwise: nothing is
+    written anywhere)."""
+    from holdfast.core.kinds import kind_of
+
+    partition = _partition(ctx)
+    targets: dict[tuple[str, str], list[str]] = {}
+    for arn in dict.fromkeys(args.resource_arn):
+        try:
+            kind_of(arn)
+        except ValueError as err:
+            raise UsageError(str(err)) from err
+        parts = arn.split(":")
+        if parts[1] != partition:
+            raise UsageError(f"{arn} is in partition {parts[1]}; these credentials act in {partition}: nothing was requested")
+        targets.setdefault((parts[4], parts[3]), []).append(arn)
+    if args.regions:
+        regions = set(parse_regions(args.regions))
+        outside = [a for (_, region), arns in targets.items() if region not in regions for a in arns]
+        if outside:
+            raise UsageError(f"{outside[0]} is outside --regions {', '.join(sorted(regions))}: nothing was requested")
+    if args.accounts or getattr(args, "ous", None) or getattr(args, "tags", None):
+        selected = set(select_accounts(ctx, args)[0])
+        outside = [a for (account, _), arns in targets.items() if account not in selected for a in arns]
+        if outside:
+            raise UsageError(f"{outside[0]} is in an account the selection (-a/-o/-t) leaves out: nothing was requested")
+    return dict(sorted(targets.items()))
+
+
+def _release(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
+    """A release request for each ARN of this account-region: the reconciler acts on it at
+    its next tick (holdfast.core.release). A request still pending for a resource makes
+    this one a duplicate, which writes nothing and says so."""
+    import uuid
+
+    now = ctx.runtime.clock.now()
+    request_id = uuid.uuid4().hex
+    row.releases, written = [], 0
+    for arn in args.release_targets[(row.account, row.region)]:
+        budgets.reads.take()
+        request, wrote = ledger_control.request_release(clients("dynamodb"), ctx.ledger_table, arn, by=operator_name(),
+                                                        reason=getattr(args, "reason", "") or "", now=now,
+                                                        request_id=request_id)
+        written += wrote
+        row.releases.append({**request.to_dict(), "written": wrote})
+    pending = len(row.releases) - written
+    row.result = (f"release requested for {written} resource(s): the next tick restores each and records its outcome"
+                  + (f"; {pending} already requested and not yet acted on (nothing written for them)" if pending else ""))
 
 
 def _advance(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
@@ -364,7 +429,7 @@ def _plan(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> 
 
 
 WORK: dict[str, Work] = {"status": _status, "pause": _set_pause(True), "unpause": _set_pause(False),
-                         "engage": _engage, "advance": _advance, "plan": _plan}
+                         "engage": _engage, "advance": _advance, "plan": _plan, "release": _release}
 
 
 # ---- the command ------------------------------------------------------------------------
@@ -375,9 +440,17 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
     role_name = args.role_name or ROLES[command]
     if not ROLE_NAME.match(role_name):
         raise UsageError(f"--role-name {role_name!r} is not an IAM role name (1-64 of letters, digits and +=,.@_-)")
-    regions = parse_regions(args.regions) if args.regions else (
-        list(dict.fromkeys(t.region for t in ctx.settings.targets)) or [ctx.clients.region])
-    accounts, rows = select_accounts(ctx, args)
+    if command == "release":
+        # Each ARN names where it is released: its account and region, nowhere else.
+        args.release_targets = release_targets(ctx, args)
+        pairs = list(args.release_targets)
+        accounts, rows = list(dict.fromkeys(a for a, _ in pairs)), []
+        regions = sorted({r for _, r in pairs})
+    else:
+        regions = parse_regions(args.regions) if args.regions else (
+            list(dict.fromkeys(t.region for t in ctx.settings.targets)) or [ctx.clients.region])
+        accounts, rows = select_accounts(ctx, args)
+        pairs = [(a, r) for a in accounts for r in regions]
     if not accounts and not rows:
         raise UsageError("no account selected: --accounts, --ou and --tag together leave none")
     budgets = budgets or _Budgets()
@@ -426,7 +499,6 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
         for account, found in zip(accounts, pool.map(credentials, accounts)):
             creds[account] = found
-        pairs = [(a, r) for a in accounts for r in regions]
         rows += list(pool.map(lambda pair: one(*pair), pairs))
     rows.sort(key=lambda r: (r.account, r.region))
     if args.output_dir:

@@ -24,10 +24,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import error_text
 from holdfast.iam import uses
 from holdfast.settings import Settings, SettingsError
-from holdfast.cli.context import Context, UsageError
+from holdfast.cli.context import PARAMETER_ROOT, Context, UsageError, deployed_settings
 
-PARAMETER_ROOT = "/holdfast"
-SETTINGS_PARAMETER = "settings"   # holdfast_cdk.construct publishes <prefix>/settings
 QUIET_MODES = ("recommend", "off")
 
 
@@ -44,18 +42,16 @@ def add_write_options(parser, *, mode: bool = False) -> None:
 def deployed_modes(ctx: Context) -> tuple[dict[str, str], str | None]:
     """({parameter name: mode} of every Holdfast stack here, why it could not be read or None)."""
     try:
-        pages = ctx.clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
-        found = {}
-        for page in pages:
-            for parameter in page.get("Parameters", []):
-                if parameter["Name"].endswith("/" + SETTINGS_PARAMETER):
-                    try:
-                        found[parameter["Name"]] = Settings.from_json(parameter["Value"]).mode
-                    except SettingsError:
-                        found[parameter["Name"]] = "unreadable"
-        return found, None
+        found = deployed_settings(ctx.clients)
     except (ClientError, BotoCoreError) as err:
         return {}, f"SSM parameters under {PARAMETER_ROOT} unreadable ({error_text(err)})"
+    modes = {}
+    for name, text in found.items():
+        try:
+            modes[name] = Settings.from_json(text).mode
+        except SettingsError:
+            modes[name] = "unreadable"
+    return modes, None
 
 
 def honour_mode(ctx: Context, args, command: str) -> None:

@@ -33,6 +33,7 @@ EXPIRED_QUEUE_PARAMETER = "expired-queue-arn"
 OWN_RESOURCES_PARAMETER = "own-resources"
 # The ledger's table, named by CloudFormation, is published at <prefix>/ledger-table.
 LEDGER_TABLE_PARAMETER = "ledger-table"
+# The deployed settings' JSON, <prefix>/settings (holdfast_cdk.construct publishes it).
 SETTINGS_PARAMETER = "settings"
 EXPIRED_QUEUE_NAME = "holdfast-expired-events"
 NO_QUEUE = "none"
@@ -173,6 +174,9 @@ class Context:
         """Find the expired-events queue (for the commands that engage), put it in the
         runtime and say where it came from. See `find_expired_queue`."""
         arn, found_by = find_expired_queue(self.clients, self.expired_queue_option)
+        if arn is not None and found_by == "--expired-queue-arn":
+            # Lambda would be told to send this region's expired events there.
+            self.require_here(arn, "--expired-queue-arn")
         self.runtime = self.runtime.but(expired_queue_arn=arn)
         if arn is None and not self.json:
             self.warn(f"{found_by}: async configs get bounded retries only, and keep their event age "
@@ -199,11 +203,12 @@ class Context:
             self._account = self.clients("sts").get_caller_identity()["Account"]
         return self._account
 
-    def require_here(self, arn: str, what: str = "RESOURCE_ARN") -> None:
+    def require_here(self, arn: str, what: str = "RESOURCE_ARN", shown: str | None = None) -> None:
         """Refuse (UsageError, exit 2) an ARN outside the partition, region and account this
         command acts in: every call goes to the region's endpoints with the account's
         credentials, so a foreign ARN would name, at best, another resource of the same
-        name or id here."""
+        name or id here. `shown`: what the operator gave, when that was not the ARN (a
+        queue URL)."""
         parts = arn.split(":")
         partition, region, account = parts[1], parts[3], parts[4]
         here = self.clients.region
@@ -216,7 +221,7 @@ class Context:
             wrong.append(f"account {account} (these credentials act in account {self.account()}: "
                          f"run it with credentials of {account})")
         if wrong:
-            raise UsageError(f"{what} {arn} is in " + " and ".join(wrong) + "; nothing was done")
+            raise UsageError(f"{what} {shown or arn} is in " + " and ".join(wrong) + "; nothing was done")
 
     @property
     def clients(self) -> Clients:
@@ -288,6 +293,14 @@ def published(clients: Clients, leaf: str) -> dict[str, str]:
     return found
 
 
+def deployed_settings(clients: Clients, everything: dict[str, str] | None = None) -> dict[str, str]:
+    """{parameter name: settings JSON} of every Holdfast stack here (/holdfast/<stack>/settings),
+    from `everything` when the caller has already read every parameter under /holdfast."""
+    if everything is None:
+        return published(clients, SETTINGS_PARAMETER)
+    return {name: value for name, value in everything.items() if name.endswith("/" + SETTINGS_PARAMETER)}
+
+
 @uses("ssm:GetParametersByPath", by=("cli",))
 def find_ledger_table(clients: Clients, chosen: str | None = None) -> tuple[str, str, tuple[str, str] | None]:
     """(the ledger table's name, how it was found, (name, value) of the deployed settings
@@ -316,7 +329,8 @@ def find_ledger_table(clients: Clients, chosen: str | None = None) -> tuple[str,
             f"{DEFAULT_TABLE} (no SSM parameter {PARAMETER_ROOT}/*/{LEDGER_TABLE_PARAMETER})", None
     (name, value), = tables.items()
     settings_name = name.rsplit("/", 1)[0] + "/" + SETTINGS_PARAMETER
-    deployed = (settings_name, everything[settings_name]) if settings_name in everything else None
+    settings = deployed_settings(clients, everything)
+    deployed = (settings_name, settings[settings_name]) if settings_name in settings else None
     return value, how if chosen else f"SSM parameter {name}", deployed
 
 
@@ -366,14 +380,11 @@ def find_own_resources(clients: Clients) -> tuple[Own, list[str]]:
     from their environment)."""
     found, problems = NOT_OWN, []
     try:
-        pages = clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
-        for page in pages:
-            for parameter in page.get("Parameters", []):
-                if parameter["Name"].endswith("/" + OWN_RESOURCES_PARAMETER):
-                    try:
-                        found = found | from_document(parameter["Value"])
-                    except ValueError as err:
-                        problems.append(f"SSM parameter {parameter['Name']}: {err}")
+        for name, value in published(clients, OWN_RESOURCES_PARAMETER).items():
+            try:
+                found = found | from_document(value)
+            except ValueError as err:
+                problems.append(f"SSM parameter {name}: {err}")
     except (ClientError, BotoCoreError) as err:
         problems.append(f"Holdfast's own resources unknown: SSM parameters unreadable ({error_text(err)}); "
                         "a stack-wide selector tag may select them")

@@ -12,7 +12,7 @@ Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 from __future__ import annotations
 
 from holdfast import engine
-from holdfast.cli import account_audit, readiness
+from holdfast.cli import readiness
 from holdfast.aws import Clients
 from holdfast.core.kinds import KINDS
 from holdfast.core.model import FAILED, SKIPPED
@@ -61,13 +61,8 @@ def run(ctx, args) -> int:
         checks.append(readiness.Check(f"resource {o.kind}", False, f"{o.arn}: {o.action}: {note.get('why') or o.error}",
                                    note.get("fix") or note.get("command") or "see the error; `holdfast plan` shows it again"))
     if queue:
-        found = account_audit.AuditResult()
-        account_audit.destinations(clients, settings, queue, found, ctx.progress)
-        for f in found.findings:
-            checks.append(readiness.Check("resource async destination", False, f"{f.name}: {f.problem}", f.fix_command))
-        for what in found.unreadable:
-            checks.append(readiness.Check("resource async destination", False, f"could not check {what}",
-                                       "the CLI's credentials need iam:SimulatePrincipalPolicy"))
+        ctx.progress("checking which functions' roles can deliver expired events")
+        checks += readiness.destination_checks(clients, settings, queue)
     if not stuck and report.complete:
         checks.append(readiness.Check("resources", True, f"{len(report.outcomes)} selected resources: Holdfast can act on each"))
 

@@ -28,8 +28,10 @@ queue's figures could not be read.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import urlparse
 
 from botocore.exceptions import ClientError
 
@@ -87,6 +89,8 @@ def run(ctx, args) -> int:
                 )
             if not 5 <= args.window_minutes <= 1440:
                 raise UsageError(f"--window-minutes must be from 5 to 1440, got {args.window_minutes}")
+            # The queue is read by name in this region and account, and its metrics with it.
+            ctx.require_here(queue_arn(args.queue_url, ctx.clients), "--queue-url", shown=args.queue_url)
             try:
                 figures = read_queue(ctx.clients, args.queue_url, ctx.runtime.clock.now(), args.window_minutes)
             except QueueReadError as err:
@@ -119,6 +123,25 @@ def run(ctx, args) -> int:
     model = "measured" if measured_per_batch else ("given" if args.per_batch_per_minute is not None else None)
     ctx.emit(result.to_dict(), render(result, source, per_batch=model))
     return 0
+
+
+# sqs.REGION.amazonaws.com (and .com.cn, .api.aws) or the legacy REGION.queue.amazonaws.com.
+_QUEUE_HOST = re.compile(r"^(?:sqs\.)?(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.(?:queue\.)?(?:amazonaws\.com(?:\.cn)?|api\.aws)$")
+_LEGACY_HOST = "queue.amazonaws.com"   # us-east-1's
+
+
+def queue_arn(url: str, clients) -> str:
+    """The ARN of the queue `url` names: the account and name from its path, the region
+    from its host (this region's for an endpoint of another host, such as a local one);
+    UsageError when it names no queue."""
+    parsed = urlparse(url)
+    path = [p for p in parsed.path.split("/") if p]
+    if parsed.scheme not in ("http", "https") or len(path) != 2 or not re.fullmatch(r"\d{12}", path[0]):
+        raise UsageError(f"--queue-url {url!r} is not an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
+    host = (parsed.hostname or "").lower()
+    match = _QUEUE_HOST.match(host)
+    region = match["region"] if match else "us-east-1" if host == _LEGACY_HOST else clients.region
+    return f"arn:{clients.partition}:sqs:{region}:{path[0]}:{path[1]}"
 
 
 def _queue_source(f: QueueFigures, args) -> str:

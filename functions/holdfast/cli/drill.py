@@ -86,12 +86,10 @@ from holdfast.observation.intake import receive
 from holdfast.runtime import QUIET, Runtime
 from holdfast.settings import Settings, SettingsError
 from holdfast.cli import EXIT_FAILED, EXIT_OK, drill_report
-from holdfast.cli.context import Context, UsageError, operator_name
+from holdfast.cli.context import PARAMETER_ROOT, SETTINGS_PARAMETER, Context, UsageError, operator_name, published
 
 DEFAULT_STACK = "Holdfast"
-PARAMETER_ROOT = "/holdfast"
 TEMPLATE_PARAMETER = "experiment-template-id"   # published by holdfast_cdk.GameDay
-SETTINGS_PARAMETER = "settings"                  # the deployed settings' JSON
 ASG_ICE_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
 # ExperimentStatus values after which FIS injects nothing more (FIS API reference, ExperimentState).
 ENDED = frozenset({"completed", "stopped", "failed", "cancelled"})
@@ -250,8 +248,7 @@ def parameter_prefix(ctx: Context, args) -> str:
     if args.stack_name:
         return f"{PARAMETER_ROOT}/{args.stack_name}"
     try:
-        pages = ctx.clients("ssm").get_paginator("get_parameters_by_path").paginate(Path=PARAMETER_ROOT, Recursive=True)
-        names = [p["Name"] for page in pages for p in page["Parameters"]]
+        names = list(published(ctx.clients, TEMPLATE_PARAMETER))
     except (ClientError, BotoCoreError) as err:
         ctx.warn(f"cannot list SSM parameters under {PARAMETER_ROOT} ({error_text(err)}); assuming stack {DEFAULT_STACK}")
         names = []

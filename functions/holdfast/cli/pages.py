@@ -37,14 +37,19 @@ PAGES: dict[str, tuple[str, str]] = {
         "holdfast resume --now --dry-run\n  holdfast resume --now --yes",
     ),
     "release": (
-        "Restore one resource now to its recorded original and forget its record, whatever the plan. " + WRITES,
+        "Restore one resource now to its recorded original and forget its record, whatever the plan. " + WRITES +
+        " With --all-accounts (one or more ARNs), a release request in the account and region each ARN names, "
+        "through the HoldfastOperator role: that reconciler's next tick restores the resource once and records "
+        "the outcome, which `status` shows.",
         "holdfast release arn:aws:autoscaling:us-east-1:111122223333:autoScalingGroup:"
-        "8e1f...:autoScalingGroupName/orders --yes",
+        "8e1f...:autoScalingGroupName/orders --yes\n"
+        "  holdfast release arn:aws:lambda:eu-west-1:444455556666:function:orders --all-accounts --yes",
     ),
     "status": (
-        "Read-only. Every engaged resource: original, applied and current values, drift, where its record "
-        "is; who holds resources by hand when no plan is in force; stuck resources with the command that "
-        "fixes each. With --all-accounts, every account's and region's plan.",
+        "Read-only. Every engaged resource by name and ARN, each recorded setting with its original, applied "
+        "and current values in words, drift, where its record is; who holds resources by hand when no plan is "
+        "in force; stuck resources with the command that fixes each; release requests and their outcomes. "
+        "With --all-accounts, every account's and region's plan.",
         "holdfast status\n  holdfast status --all-accounts --regions us-east-1,eu-west-1",
     ),
     "detect": (

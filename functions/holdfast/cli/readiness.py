@@ -2,6 +2,7 @@
 readiness function (holdfast.handlers.readiness) runs them too."""
 
 from holdfast.readiness import (  # noqa: F401  (the names doctor and its tests use)
+    DESTINATIONS,
     POWERTOOLS_LAYER_PARAMETER,
     POWERTOOLS_VERSION,
     READ_VERBS,
@@ -10,6 +11,8 @@ from holdfast.readiness import (  # noqa: F401  (the names doctor and its tests 
     TAG_WRITES,
     Check,
     controller_permissions,
+    destination_checks,
+    destinations_unscheduled,
     expired_queue,
     health_rule,
     kind_requests,

@@ -14,9 +14,11 @@ decides anything about a resource.
      "api_calls_by_operation": {"service:Operation": count}}
 
 and `status` prints {"command": "status", "ledger_available", "resources": [{kind, arn, name,
-original, applied, current, drift, recorded_in}], "drifted": [arn, ...], "stuck": [{kind, arn,
+original, applied, current, drift, recorded_in, settings: [{key, setting, original, applied,
+current, drift}] (the SETTING column's words)}], "drifted": [arn, ...], "stuck": [{kind, arn,
 operation, failures, error, first_failed_at, last_failed_at, generation, fix}],
-"held": {engaged, by, at, command} | null, "api_calls_by_operation"}.
+"held": {engaged, by, at, command} | null, "readiness", "release_requests": [{arn, by, at,
+state, outcome, detail, ...}] (holdfast.core.release), "api_calls_by_operation"}.
 A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
 `fix` is the command (and what to do first) that gets it out of that state.
 
@@ -38,7 +40,6 @@ command acts in: `release` acts on exactly the resource its ARN names, or on not
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any, Mapping
 
@@ -91,9 +92,13 @@ def register(sub) -> None:
     add_write_options(p, mode=True)
     p.set_defaults(func=resume)
 
-    p = sub.add_parser("release", help="restore one resource now and forget it (writes)")
-    p.add_argument("resource_arn", metavar="RESOURCE_ARN")
+    p = sub.add_parser("release", help="restore one resource now and forget it (writes); with --all-accounts, "
+                                       "ask the reconciler of each ARN's account and region to (control item only)")
+    p.add_argument("resource_arn", metavar="RESOURCE_ARN", nargs="+",
+                   help="the resource; with --all-accounts, one or more, each in the account and region its ARN names")
+    p.add_argument("--reason", default="", help="with --all-accounts: why (kept on the request with its outcome)")
     add_write_options(p, mode=True)
+    accounts.add_arguments(p, "release")
     p.set_defaults(func=release)
 
     p = sub.add_parser("status", help="every engaged resource: original, applied and current values, and drift; "
@@ -214,7 +219,13 @@ def resume(ctx: Context, args) -> int:
 
 
 def release(ctx: Context, args) -> int:
-    arn = args.resource_arn
+    fanned = accounts.fan_out(ctx, args, "release", writes=True)
+    if fanned is not None:
+        return fanned
+    if len(args.resource_arn) > 1:
+        raise UsageError(f"release takes one RESOURCE_ARN ({len(args.resource_arn)} given); several, "
+                         "in their own accounts and regions, go with --all-accounts")
+    arn, = args.resource_arn
     try:
         kind = kind_of(arn)
     except ValueError as err:
@@ -258,18 +269,21 @@ def status(ctx: Context, args) -> int:
     stuck = _stuck(ctx) if ledger_available else []
     hand = held(ctx, len(rows)) if ledger_available else None
     ready = _readiness(ctx) if ledger_available else None
+    releases = _release_requests(ctx) if ledger_available else []
     ctx.emit(
         {
             "command": "status",
             "ledger_available": ledger_available,
-            "resources": rows,
+            "resources": [{**r, "settings": settings_in_words(r)} for r in rows],
             "drifted": drifted,
             "stuck": stuck,
             "held": hand,
             "readiness": ready,
+            "release_requests": releases,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
-        _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "") + "\n" + readiness_line(ready),
+        _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "")
+        + "".join(f"\n{release_line(r)}" for r in releases) + "\n" + readiness_line(ready),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -287,16 +301,36 @@ def _readiness(ctx: Context) -> dict[str, Any] | None:
         return None
 
 
+def _release_requests(ctx: Context) -> list[dict[str, Any]]:
+    """The release requests an operator wrote through the org operator role
+    (`release --all-accounts`), pending or done with their outcome."""
+    try:
+        return [r.to_dict() for r in ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table).releases]
+    except LedgerUnavailable as err:
+        ctx.warn(f"release requests unknown: {err}")
+        return []
+
+
+def release_line(r: dict[str, Any]) -> str:
+    asked = f"release of {r['arn']} requested by {r.get('by') or 'an operator'} at {r.get('at')}"
+    if r.get("state") == "done":
+        return f"{asked}: {r.get('outcome')} at {r.get('done_at')}: {r.get('detail')}"
+    return f"{asked}: {r.get('state')} (the reconciler's next tick acts on it)"
+
+
 def readiness_line(result: dict[str, Any] | None) -> str:
     if result is None:
         return "readiness   no scheduled check has run yet (`holdfast doctor` runs them now)"
+    # Rules the scheduled run does not check, and who does (holdfast.readiness: Check.checked).
+    unchecked = [f"  not checked by the schedule: {c['check']}: {c.get('fix') or c['detail']}"
+                 for c in result.get("checks", []) if c.get("checked") is False]
     if result.get("ok"):
         selected = ", ".join(f"{k} {n}" for k, n in (result.get("selected") or {}).items()) or "no resources selected"
-        return f"readiness   ok at {result.get('at')} ({selected})"
+        return "\n".join([f"readiness   ok at {result.get('at')} ({selected})", *unchecked])
     failed = [c for c in result.get("checks", []) if not c.get("ok")]
     lines = [f"readiness   {len(failed)} check(s) failed at {result.get('at')}: {', '.join(result.get('failed') or [])}"]
     lines += [f"  {c['check']}: {c['detail']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else "") for c in failed]
-    return "\n".join(lines)
+    return "\n".join(lines + unchecked)
 
 
 def held(ctx: Context, engaged: int) -> dict[str, Any] | None:
@@ -435,13 +469,16 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list
         original, applied, current = (r.get(k) or {} for k in ("original", "applied", "current"))
         drift = r.get("drift") or {}
         keys = sorted(set(original) | set(applied) | set(current))
+        kind = r["kind"]
         for i, key in enumerate(keys):
             out.append((
-                r["kind"] if i == 0 else "", r["arn"] if i == 0 else "", key,
-                _fmt(original.get(key)), _fmt(applied.get(key)), _fmt(current.get(key)),
+                kind if i == 0 else "", (r.get("name") or "-") if i == 0 else "", r["arn"] if i == 0 else "",
+                words.setting(kind, key),
+                words.value(kind, key, original.get(key)), _applied(kind, key, applied.get(key)),
+                "(vanished)" if r.get("vanished") else words.value(kind, key, current.get(key)),
                 "DRIFT" if key in drift else "",
             ))
-    lines = [table(("KIND", "ARN", "KEY", "ORIGINAL", "APPLIED", "CURRENT", "DRIFT"), out)] if rows else ["no engaged resources"]
+    lines = [table(("KIND", "NAME", "ARN", "SETTING", "ORIGINAL", "APPLIED", "CURRENT", "DRIFT"), out)] if rows else ["no engaged resources"]
     lines.append(f"{len(rows)} engaged, {sum(1 for r in rows if r.get('drift'))} with drift")
     if stuck:
         lines.append("")
@@ -454,8 +491,23 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list
     return "\n".join(lines)
 
 
-def _fmt(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+def _applied(kind: str, key: str, applied: Any) -> str:
+    """What Holdfast set; a mapping's applied values are every cap it used (the floor and the drain's steps)."""
+    if isinstance(applied, list):
+        return ", ".join(words.value(kind, key, v) for v in applied)
+    return words.value(kind, key, applied)
+
+
+def settings_in_words(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each recorded key of a status row as the SETTING column says it (added to --json:
+    the row's own fields keep their recorded keys and values)."""
+    kind = r["kind"]
+    original, applied, current = (r.get(k) or {} for k in ("original", "applied", "current"))
+    return [{"key": key, "setting": words.setting(kind, key), "original": words.value(kind, key, original.get(key)),
+             "applied": _applied(kind, key, applied.get(key)),
+             "current": None if r.get("vanished") else words.value(kind, key, current.get(key)),
+             "drift": key in (r.get("drift") or {})}
+            for key in sorted(set(original) | set(applied) | set(current))]
 
 
 def _calls_by_service(ctx: Context) -> dict[str, int]:

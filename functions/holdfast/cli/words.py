@@ -1,4 +1,5 @@
-"""The CHANGES column in plain words: what each recorded key's change means on the resource.
+"""The CHANGES column in plain words: what each recorded key's change means on the resource;
+and `status`'s SETTING column: each recorded key and its values as an operator reads them.
 
 The actuators record changes under their own keys (an Auto Scaling process name mapped to
 "suspended", NLB attributes by short names); `ReplaceUnhealthy: false -> true` reads as
@@ -96,3 +97,46 @@ def change(kind: str, key: str, old: Any, new: Any) -> str:
 
 def drift(kind: str, key: str, current: Any) -> str:
     return f"{key}: the owner's {_raw(current)} kept (changed while engaged)"
+
+
+# `status`: (kind, key) -> the setting's name as the AWS console shows it; a key not
+# listed is printed as it is recorded (an Auto Scaling group's keys are its process names).
+SETTINGS = {
+    ("esm", "MaximumConcurrency"): "maximum concurrency (cap)",
+    ("async", "max_retries"): "async retry attempts",
+    ("async", "max_age"): "async maximum event age",
+    ("async", "on_failure"): "async on-failure destination",
+    ("async", "config"): "async invoke config",
+    ("nlb", "dns_count"): "DNS failover: minimum healthy targets",
+    ("nlb", "dns_pct"): "DNS failover: minimum healthy targets %",
+    ("nlb", "routing_count"): "unhealthy state routing: minimum healthy targets",
+    ("nlb", "routing_pct"): "unhealthy state routing: minimum healthy targets %",
+    ("scalable-target", "DynamicScalingInSuspended"): "dynamic scale-in",
+}
+
+
+def setting(kind: str, key: str) -> str:
+    """A recorded key's name for `status`, e.g. `process ReplaceUnhealthy`, `DNS failover: minimum healthy targets`."""
+    if kind == "asg":
+        return f"process {key}"
+    return SETTINGS.get((kind, key), key)
+
+
+def value(kind: str, key: str, v: Any) -> str:
+    """A recorded value for `status`: `suspended`, `uncapped`, `6 h (AWS's default)`, `off`."""
+    if kind == "asg" or (kind, key) == ("scalable-target", "DynamicScalingInSuspended"):
+        return "suspended" if v else ("not suspended" if v is not None else "-")
+    if (kind, key) == ("esm", "MaximumConcurrency"):
+        return "uncapped" if v is None else str(v)
+    if kind == "async":
+        if key == "max_retries":
+            return f"{AWS_DEFAULT_RETRIES} (AWS's default)" if v is None else str(v)
+        if key == "max_age":
+            return _age(v)
+        if key == "on_failure":
+            return "none" if not v else str(v).rsplit(":", 1)[-1]
+        if key == "config":
+            return "exists" if v else "none"
+    if kind == "nlb" and key in ("dns_count", "dns_pct", "routing_count", "routing_pct"):
+        return _healthy(v, "%" if key.endswith("_pct") else "")
+    return _raw(v)

@@ -116,12 +116,18 @@ class Constants:
     raise_interval_seconds: float = 180.0
 
     # ---- built-in evidence: what the consumer itself shows, no alarm needed ----
-    # Slow start: while every signal is at its baseline the cap is multiplied by this per
-    # datapoint measured at it. A closed pool of consumers past its downstream's knee
-    # takes concurrency ÷ knee times as long per message, so one step overshoots by at
-    # most this factor: 1.5 keeps a knee crossed in one step well short of a 1 s client
-    # timeout behind 0.8 s of work (2.0 did not in the recovery model).
-    slow_start_factor: float = 1.5
+    # Slow start: while every signal is at its baseline the cap is probed this many times
+    # higher, for one whole minute, then goes back to the cap judged at baseline until the
+    # probe's minute is published and judged (CloudWatch's lag is 2–4 minutes; a cap held
+    # through it would spend them all past a knee it crossed). Good: the probe's cap is
+    # kept and the next probe goes up from it; a warning or critical: the slow start ends
+    # at the knee the probe measured. So a knee crossed costs one datapoint. A closed pool
+    # of consumers past its downstream's knee takes concurrency ÷ knee times as long per
+    # message, so a probe overshoots by at most this factor: 1.75 keeps the recovery
+    # model's 1 s client timeout unreached (0.8 s of work takes 1.4 s, the call 0.7 s);
+    # 1.5 found a knee 4× the pre-event load one probe later (0.02 of the ratio to the
+    # lower bound), 2.0 reaches 0.9 s.
+    slow_start_factor: float = 1.75
     # Time per message (Duration's sum ÷ NumberOfMessagesReceived, so a full batch is not
     # read as a slow one) against its baseline: a warning stops raises (and, persisting,
     # steps back), critical cuts. Past a knee the ratio is concurrency ÷ knee, so 1.08 is
@@ -334,6 +340,11 @@ class CapState:
     alarmed_at: datetime | None = None      # ... and when that cut was made
     additive: bool = False                  # False: slow start (multiplicative) until the first warning or cut
     warned_at: datetime | None = None       # the datapoint of the first warning measured at the cap in force
+    # A slow-start probe: the cap in force since `probe_at` is tried for one whole minute,
+    # then the cap goes back to `probe_from` (the highest cap judged at baseline) until the
+    # probe's minute is judged. None: no probe.
+    probe_at: datetime | None = None
+    probe_from: int | None = None
 
     def __post_init__(self):
         if not self.history:
@@ -344,6 +355,26 @@ class CapState:
             raise ValueError("cap state: history is not in time order")
         if not (isinstance(self.step, int) and self.step >= 1):
             raise ValueError(f"cap state: step {self.step!r} must be an integer ≥ 1")
+        if (self.probe_at is None) != (self.probe_from is None):
+            raise ValueError("cap state: probe_at and probe_from are set together or not at all")
+
+    def in_force_from(self, now: datetime) -> "CapState":
+        """The state with its cap taken to be in force only from `now`: the mapping showed
+        another cap (a write refused or failed), so no earlier datapoint measured it."""
+        since, cap = self.history[-1]
+        if since >= now:
+            return self
+        # A probe whose own write did not land starts with the write that makes it; one
+        # whose return did not land has had its minute all the same.
+        probe_at = now if self.probe_at is not None and self.probe_at == since else self.probe_at
+        return replace(self, history=self.history[:-1] + ((now, cap),), probe_at=probe_at)
+
+    @property
+    def probe_cap(self) -> int | None:
+        """The cap a running probe tries (None: no probe)."""
+        if self.probe_at is None:
+            return None
+        return next((c for t, c in reversed(self.history) if t <= self.probe_at), None)
 
     @property
     def in_force_since(self) -> datetime:
@@ -372,6 +403,8 @@ class CapState:
             "alarmed_at": iso(self.alarmed_at),
             "additive": self.additive,
             "warned_at": iso(self.warned_at),
+            "probe_at": iso(self.probe_at),
+            "probe_from": self.probe_from,
         }
 
     @classmethod
@@ -390,6 +423,8 @@ class CapState:
                 alarmed_at=when(raw.get("alarmed_at")),
                 additive=bool(raw.get("additive", False)),
                 warned_at=when(raw.get("warned_at")),
+                probe_at=when(raw.get("probe_at")),
+                probe_from=None if raw.get("probe_from") is None else int(raw["probe_from"]),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"cap state is malformed: {err}") from err
@@ -425,9 +460,9 @@ def raise_to(cap: int, step: int, additive: bool, top: int, constants: Constants
 def describe_raises(step: int, top: int, constants: Constants = DEFAULTS) -> str:
     """`raise_to` in words, for start()'s reasons and `holdfast stage`."""
     c = constants
-    return (f"raised × {c.slow_start_factor:g} per datapoint measured at the cap with every signal at its baseline "
-            f"(slow start), then by the larger of {step} and {c.raise_share_of_cap:.0%} of the cap after the first "
-            f"warning or cut, up to {top}")
+    return (f"raised × {c.slow_start_factor:g} while every signal is at its baseline (slow start: each step a "
+            f"one-minute probe, kept once its minute is judged), then by the larger of {step} and "
+            f"{c.raise_share_of_cap:.0%} of the cap after the first warning or cut, up to {top}")
 
 
 # ---- the consumer's own evidence of its downstream ---------------------------------
@@ -751,7 +786,16 @@ def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = 
     begin = max(low, begin)
     if facts.baseline_note:
         reasons.append(facts.baseline_note)
-    state = CapState(cap=begin, step=step, history=((now, begin),), prior_cap=current_cap)
+    probe = {}
+    if not searching:
+        # From a level the downstream carried before the event, the first slow-start probe
+        # at once: one minute one step above it, then back until that minute is judged.
+        tried = min(top, raise_to(begin, step, False, top, c))
+        if tried > begin:
+            reasons.append(f"probing {tried} for one minute first, then back to {begin} until it is judged")
+            probe = {"probe_at": now, "probe_from": begin}
+            begin = tried
+    state = CapState(cap=begin, step=step, history=((now, begin),), prior_cap=current_cap, **probe)
     reasons.append(f"cap {begin}, " + describe_raises(step, top, c))
     return CapDecision(START, begin, False, tuple(reasons), state, top)
 
@@ -776,15 +820,34 @@ def cut_target(then: int, low: int, alarmed: bool, health: Health | None, consta
     return max(low, value), how
 
 
+def probe_minute(probe_at: datetime, constants: Constants = DEFAULTS) -> datetime:
+    """The first whole period at or after `probe_at`: the datapoint a probe is judged on."""
+    p = constants.period_seconds
+    start = math.ceil(probe_at.timestamp() / p) * p
+    return datetime.fromtimestamp(start, tz=probe_at.tzinfo)
+
+
 def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> CapDecision:
     """The next cap for one mapping, from its state and this tick's reading."""
     c = constants
     top, top_why = ceiling(facts, c)
     low = _floor(facts, c)
     period = timedelta(seconds=c.period_seconds)
+    probing = []
+    if state.probe_at is not None and state.cap == state.probe_cap and not state.restored:
+        minute = probe_minute(state.probe_at, c)
+        if now >= minute + period:
+            # The probe has had its whole minute: back to the cap judged at baseline until
+            # that minute's datapoints are published and judged.
+            probing.append(f"probe at {state.cap} had the minute of {minute.isoformat()}: back to {state.probe_from} "
+                           f"until that minute is judged")
+            state = replace(state, cap=state.probe_from, history=state.history + ((now, state.probe_from),))
 
     def out(action, cap, reasons, *, waiting=(), restore=False, **changes) -> CapDecision:
         new = state
+        reasons = probing + list(reasons)
+        if action in (CUT, RESTORE) and "probe_at" not in changes:
+            changes.update(probe_at=None, probe_from=None)
         if cap != state.cap:
             horizon = now - timedelta(seconds=c.history_seconds)
             history = state.history + ((now, cap),)
@@ -835,6 +898,14 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
             return out(CUT, target, clamp + [
                 f"{names} critical on the datapoint of {stamp}, measured at cap {then}: cut to {target} ({how}); "
                 f"raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
+            ], acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=now, additive=True)
+        if state.probe_at is not None and newest >= probe_minute(state.probe_at, c) and then > cap and not clamp:
+            # The probe's minute: the knee is between the cap judged at baseline and the
+            # probe; the cut's target, when above the cap now in force, is where it was measured.
+            new = min(target, then - 1)
+            return out(CUT, max(cap, new), [
+                f"{names} critical on the datapoint of {stamp}, measured at the probe's cap {then}: the slow start ends "
+                f"at {max(cap, new)} ({how}); raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
             ], acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=now, additive=True)
         return out(CUT if clamp else HOLD, cap, clamp + [
             f"{names} critical on the datapoint of {stamp}, measured at cap {then}: the cut from it ({target}) is already "
@@ -910,6 +981,18 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         waiting.append("the consumer's own evidence back at its baseline")
     # A warning measured wholly at the cap in force: the first stops raises (and ends the
     # slow start); one on a later datapoint at the same cap steps back by a small share.
+    if state.probe_at is not None and health.level == WARNING and health.at == probe_minute(state.probe_at, c):
+        # A warning on the probe's minute: the knee is near the probe. The slow start ends at
+        # the concurrency that carried that minute's goodput at baseline speed, between the
+        # cap judged at baseline and the probe.
+        tried = state.probe_cap
+        new = state.probe_from
+        if health.knee_estimate is not None:
+            new = max(new, min(tried - 1, math.floor(health.knee_estimate * c.knee_margin)))
+        new = max(low, min(new, top))
+        return out(RAISE if new > cap else HOLD, new, holds + notes + [
+            f"a warning on the probe's minute at cap {tried}: the slow start ends at {new}"
+        ], waiting=waiting, caught_up_since=None, additive=True, probe_at=None, probe_from=None, warned_at=None)
     warned = [a.measured_at for a in warnings if a.measured_at is not None and a.measured_at >= since]
     if health.level == WARNING and health.at is not None and health.at >= since:
         warned.append(health.at)
@@ -924,7 +1007,8 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
                     f"by {c.warning_step_back:.0%} to {back}; raises stop below {cap} for {c.remember_alarm_seconds / 60:g} min"
                 ], waiting=waiting, caught_up_since=None, additive=True, alarmed_cap=remembered, alarmed_at=now)
         elif state.warned_at is None:
-            state = replace(state, warned_at=newest_warning, additive=True)
+            # The slow start ends here; a probe still waiting for its minute is given up.
+            state = replace(state, warned_at=newest_warning, additive=True, probe_at=None, probe_from=None)
 
     caught_visible = True
     if visible is not None and facts.baseline_visible is not None:
@@ -957,6 +1041,26 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         return out(HOLD, cap, notes + [behind, "; ".join(health.reasons) + ": not raising"],
                    waiting=["NumberOfMessagesReceived and Duration of a minute with messages"], caught_up_since=None)
     counted = [a for a in reading.downstream if a.name not in ignored]
+    if state.probe_at is not None:
+        minute = probe_minute(state.probe_at, c)
+        tried = state.probe_cap
+        if health.at is not None and health.at == minute and health.complete and health.level == GOOD:
+            below = None if state.alarmed_cap is None or _forgotten(state, now, c) else state.alarmed_cap - 1
+            nxt = min(raise_to(tried, state.step, False, top, c), below if below is not None else top)
+            detail = "; ".join(r for r in health.reasons if "ms per message" in r)
+            said = f"the probe at cap {tried} at its baseline on the minute of {minute.isoformat()}" + (
+                f" ({detail})" if detail else "")
+            if nxt > tried and tried < top:
+                return out(RAISE, nxt, notes + [behind, said + f": probing {nxt} for one minute, then back to {tried}"],
+                           caught_up_since=None, probe_at=now, probe_from=tried)
+            return out(RAISE, tried, notes + [behind, said + f": cap {tried}"], caught_up_since=None,
+                       probe_at=None, probe_from=None)
+        if health.at is None or health.at < minute:
+            return out(HOLD, cap, notes + [behind, f"waiting for the probe's minute ({minute.isoformat()}, at cap {tried})"],
+                       waiting=[f"the datapoints of {minute.isoformat()}"], caught_up_since=None)
+        # The probe's minute was skipped (a later one published first) or could not be judged.
+        notes.append(f"the probe at cap {tried} could not be judged on its own minute: probing again")
+        state = replace(state, probe_at=None, probe_from=None)
     stale = [a.name for a in counted if a.measured_at is None or a.measured_at < since]
     if health.at is None or health.at < since:
         stale.append("the consumer's own metrics")
@@ -973,10 +1077,11 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
                                f"not probing it again for {left / 60:.0f} min"], waiting=["the alarm to be forgotten"], caught_up_since=None)
     additive = state.additive or not health.complete
     new = min(raise_to(cap, state.step, additive, top, c), below if below is not None else top)
-    how = "additive" if additive else "slow start"
+    how = "additive" if additive else f"slow start: a probe for one minute, then back to {cap} until it is judged"
     detail = "; ".join(r for r in health.reasons if "ms per message" in r)
+    probe = {} if additive else {"probe_at": now, "probe_from": cap}
     return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}" + (f" ({detail})" if detail else "")
-                                    + f": raise to {new} ({how})"], caught_up_since=None)
+                                    + f": raise to {new} ({how})"], caught_up_since=None, **probe)
 
 
 def _ignored(downstream: tuple[Alarm, ...], now: datetime, c: Constants) -> dict[str, str]:
@@ -1214,6 +1319,13 @@ class Drain:
     def restored(self) -> bool:
         return self.state is not None and self.state.restored
 
+    def wanted_minute(self, constants: Constants = DEFAULTS) -> datetime | None:
+        """The minute the consumer's evidence should be read for, when it is not the newest:
+        a running probe's (a later minute may be published first). None: the newest."""
+        if self.state is None or self.state.probe_at is None:
+            return None
+        return probe_minute(self.state.probe_at, constants)
+
     def to_dict(self) -> dict[str, Any]:
         last = self.last
         return {
@@ -1294,7 +1406,12 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
         f = ramp_forecast(visible, drain.facts.arrival_per_second, per_batch, d.cap, d.state.step, d.ceiling, constants)
         new = replace(drain, state=d.state, started_at=now, ceiling=d.ceiling, forecast=f)
         return step(START, d.cap, why + d.reasons + (f"forecast: {f.reason}",), d.waiting_on, new)
-    d = decide(drain.state, drain.facts, reading, now, constants)
+    state = drain.state
+    if not state.restored and current_cap != state.cap:
+        # The mapping does not show the cap the record says (the write was refused, failed
+        # or not yet made): it is in force from the write this tick makes, not before.
+        state = state.in_force_from(now)
+    d = decide(state, drain.facts, reading, now, constants)
     new = replace(drain, state=d.state, ceiling=d.ceiling)
     return step(d.action, None if d.restore else d.cap, d.reasons, d.waiting_on, new)
 

@@ -1,10 +1,14 @@
 """The readiness check that runs by itself (EventBridge schedule, every `readiness_hours`).
 
-The read-only checks `holdfast doctor` makes (holdfast.observation.readiness), with the
+The read-only checks `holdfast doctor` makes (holdfast.readiness), with the
 function's own role: the Powertools layer parameter of this region, the reconciler's
 permissions for every kind (IAM's policy simulation), the AWS Health rule, the
 expired-events queue, the published settings against the reconciler's, and a plan walk
 of the selected resources (how many of each kind, and which Holdfast could not act on).
+Doctor's `async-destinations` rule (can each selected function's role send to the
+expired-events queue) is listed as not checked (`checked` false, never a failure), with
+why: it needs iam:SimulatePrincipalPolicy on every role of the account, which this
+function's role does not hold.
 The walk is left out while a plan is in force: during an event it would spend the
 account's API budgets the reconciler needs.
 
@@ -62,6 +66,8 @@ def run(runtime: Runtime, *, reconciler_role: str, reconciler_function: str, set
     checks.append(readiness.expired_queue(clients, runtime.expired_queue_arn, "the stack's expired-events queue"))
     checks.append(readiness.health_rule(clients, clients.region, settings))
     checks.append(readiness.settings_drift(clients, settings_parameter, reconciler_function))
+    # doctor's rule by its name, said not checked here (holdfast.readiness: DESTINATIONS).
+    checks.append(readiness.destinations_unscheduled())
 
     selected: Counter[str] = Counter()
     first: dict[str, str] = {}

@@ -1,9 +1,10 @@
 """Operator control: the kill switch, "skip the hold of generation g", "engage now,
-from generation g", and who holds resources by hand.
+from generation g", "release this resource", and who holds resources by hand.
 
-Items: pk `CONTROL`, sk `PAUSE` (never expires), `ADVANCE` and `ENGAGE` (TTL one day) and
-`HELD` (who last engaged resources from the CLI, and when; removed by a complete
-`resume --now`). Everything an operator writes is in this partition, so a role limited to
+Items: pk `CONTROL`, sk `PAUSE` (never expires), `ADVANCE` and `ENGAGE` (TTL one day),
+`RELEASE#<resource ARN>` (one release request per resource, holdfast.core.release; TTL
+one day, kept with its outcome once done) and `HELD` (who last engaged resources from
+the CLI, and when; removed by a complete `resume --now`). Everything an operator writes is in this partition, so a role limited to
 it by dynamodb:LeadingKeys (HoldfastOperator, policies/operator.json) can steer Holdfast in
 an account without any permission on its resources: the reconciler acts on the request.
 The resource records say what is engaged; `HELD` says by whom, for `status` and `stage`
@@ -19,11 +20,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import condition_failed, contended, failure_kind
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict
+from holdfast.core.release import ACTING, DONE, REQUESTED, ReleaseRequest
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import CURRENT, PLAN_PK, key, still_current
 
 CONTROL_PK, PAUSE, ADVANCE, ENGAGE, HELD = "CONTROL", "PAUSE", "ADVANCE", "ENGAGE", "HELD"
+RELEASE_PREFIX = "RELEASE#"
+REQUEST_DAYS = 1
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Control:
     held_by: str | None = None       # who engaged resources by hand (the CLI), when
     held_at: str | None = None
     held_command: str | None = None
+    releases: tuple[ReleaseRequest, ...] = ()     # the release requests, in ARN order
 
     def engage_requested(self, generation: int) -> str | None:
         """Why the plan of `generation` should go to hold now, or None: a request is for
@@ -52,7 +57,7 @@ def _epoch(when: datetime) -> int:
     return int(when.timestamp())
 
 
-@uses("dynamodb:Query", by=("reconciler", "cli"))
+@uses("dynamodb:Query", by=("reconciler", "cli", "readonly"))
 def read_control(dynamodb, table: str) -> Control:
     try:
         items = dynamodb.query(
@@ -79,6 +84,18 @@ def read_control(dynamodb, table: str) -> Control:
         held_by=text(held, "by"),
         held_at=text(held, "at"),
         held_command=text(held, "command"),
+        releases=tuple(release_from_item(by_sk[sk]) for sk in sorted(by_sk) if sk.startswith(RELEASE_PREFIX)),
+    )
+
+
+def release_from_item(item: dict) -> ReleaseRequest:
+    text = lambda key: item[key]["S"] if key in item else None
+    number = lambda key: int(item[key]["N"]) if key in item else None
+    return ReleaseRequest(
+        arn=text("arn") or item[SK]["S"][len(RELEASE_PREFIX):], id=text("request") or "-", by=text("by"),
+        reason=text("reason"), at=text("at"), expires=number(TTL_ATTRIBUTE), state=text("state") or REQUESTED,
+        controller=text("controller"), claim_until=number("claim_until"), outcome=text("outcome"),
+        detail=text("detail"), done_at=text("done_at"),
     )
 
 
@@ -157,3 +174,94 @@ def request_engage(dynamodb, table: str, *, by: str, reason: str, now: datetime)
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot record the engage request in {table}: {failure_kind(err)}") from err
     return generation
+
+
+def _release_key(arn: str) -> dict:
+    return key(CONTROL_PK, RELEASE_PREFIX + arn)
+
+
+@uses("dynamodb:PutItem", "dynamodb:GetItem", by=("cli", "operator"))
+def request_release(dynamodb, table: str, arn: str, *, by: str, reason: str, now: datetime,
+                    request_id: str) -> tuple[ReleaseRequest, bool]:
+    """Ask the reconciler to release `arn` (restore it and forget its record) at its next
+    tick. Returns (the request in force, whether this call wrote it): while a request for
+    the same resource is still to be acted on (requested, or claimed by a tick), another
+    is a duplicate and writes nothing. A done request, or one past its expiry, is
+    replaced by the new one."""
+    epoch = _epoch(now)
+    item = {
+        **_release_key(arn),
+        "arn": {"S": arn}, "request": {"S": request_id}, "by": {"S": by}, "reason": {"S": reason or "-"},
+        "at": {"S": now.isoformat()}, "state": {"S": REQUESTED},
+        TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=REQUEST_DAYS)))},
+    }
+    try:
+        dynamodb.put_item(
+            TableName=table, Item=item,
+            ConditionExpression="attribute_not_exists(#pk) OR #state = :done OR #ttl <= :now",
+            ExpressionAttributeNames={"#pk": PK, "#state": "state", "#ttl": TTL_ATTRIBUTE},
+            ExpressionAttributeValues={":done": {"S": DONE}, ":now": {"N": str(epoch)}},
+        )
+        return release_from_item(item), True
+    except (ClientError, BotoCoreError) as err:
+        if not condition_failed(err):
+            raise LedgerUnavailable(f"cannot record the release request in {table}: {failure_kind(err)}") from err
+    try:
+        found = dynamodb.get_item(TableName=table, Key=_release_key(arn), ConsistentRead=True).get("Item")
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot read the release request in {table}: {failure_kind(err)}") from err
+    if found is None:   # deleted in between (its TTL): this request is not written; the caller may ask again
+        raise LedgerUnavailable(f"the release request for {arn} in {table} changed while it was written: try again")
+    return release_from_item(found), False
+
+
+@uses("dynamodb:UpdateItem", by=("reconciler",))
+def claim_release(dynamodb, table: str, request: ReleaseRequest, *, controller_id: str, now: datetime,
+                  until: datetime) -> bool:
+    """Take `request` for this tick: True when it was still to be acted on (the same
+    request, requested, or claimed by a tick whose claim ran out). Two ticks at once:
+    one takes it, the other gets False and leaves it."""
+    try:
+        dynamodb.update_item(
+            TableName=table, Key=_release_key(request.arn),
+            UpdateExpression="SET #state = :acting, #controller = :me, #until = :until",
+            ConditionExpression="#request = :id AND (#state = :requested OR (#state = :acting AND #until <= :now))",
+            ExpressionAttributeNames={"#state": "state", "#controller": "controller", "#until": "claim_until",
+                                      "#request": "request"},
+            ExpressionAttributeValues={":acting": {"S": ACTING}, ":requested": {"S": REQUESTED},
+                                       ":me": {"S": controller_id}, ":until": {"N": str(_epoch(until))},
+                                       ":now": {"N": str(_epoch(now))}, ":id": {"S": request.id}},
+        )
+        return True
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            return False
+        raise LedgerUnavailable(f"cannot claim the release request in {table}: {failure_kind(err)}") from err
+
+
+@uses("dynamodb:UpdateItem", by=("reconciler",))
+def finish_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: str, detail: str,
+                   controller_id: str, now: datetime, claimed: bool = True) -> bool:
+    """Record the outcome of `request`: done, never acted on again. `claimed`: only if
+    this tick still holds its claim; otherwise (an expired request, never claimed) only
+    if it is still the request that was read. False when the request changed meanwhile."""
+    condition = "#request = :id AND " + ("#state = :acting AND #controller = :me" if claimed else "#state <> :done")
+    try:
+        dynamodb.update_item(
+            TableName=table, Key=_release_key(request.arn),
+            UpdateExpression="SET #state = :done, #outcome = :outcome, #detail = :detail, #done_at = :at, "
+                             "#controller = :me REMOVE #until",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#state": "state", "#outcome": "outcome", "#detail": "detail",
+                                      "#done_at": "done_at", "#controller": "controller", "#until": "claim_until",
+                                      "#request": "request"},
+            ExpressionAttributeValues={":done": {"S": DONE}, ":outcome": {"S": outcome}, ":detail": {"S": detail or "-"},
+                                       ":at": {"S": now.isoformat()}, ":me": {"S": controller_id},
+                                       ":id": {"S": request.id},
+                                       **({":acting": {"S": ACTING}} if claimed else {})},
+        )
+        return True
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            return False
+        raise LedgerUnavailable(f"cannot record the release outcome in {table}: {failure_kind(err)}") from err

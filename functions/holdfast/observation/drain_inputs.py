@@ -368,10 +368,12 @@ def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> date
 
 
 def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_seconds: float,
-             live_for: Iterable[str] | None = None) -> dict[str, dc.Reading]:
+             live_for: Iterable[str] | None = None, minutes: Mapping[str, datetime] | None = None) -> dict[str, dc.Reading]:
     """Each consumer's Reading: its queue and function metrics and its downstream alarms.
     For the consumers in `live_for` (all when None) whose queue has no fresh age datapoint,
-    the queue's depth is read live (GetQueueAttributes)."""
+    the queue's depth is read live (GetQueueAttributes). `minutes`: consumer ARN -> the
+    minute its own evidence is to be judged on, when published (a slow-start probe's)."""
+    minutes = minutes or {}
     live_for = None if live_for is None else set(live_for)
     consumers = list(consumers)
     names = {n for c in consumers for n in c.alarms + c.warnings}
@@ -402,7 +404,7 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
             info = infos.get(name, AlarmInfo(name, None))
             point = newest("alarm:" + name, "metric")
             downstream.append(dc.Alarm(name, info.state, measured_at(info, point.at if point else None, now), severity))
-        judged = _judged_minute(data, c.arn)
+        judged = _judged_minute(data, c.arn, minutes.get(c.arn))
         out[c.arn] = dc.Reading(
             oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), throttles=newest(c.arn, "throttles"),
             downstream=tuple(downstream), sent=newest(c.arn, "sent"), visible_now=live, queue_missing=missing,
@@ -411,14 +413,18 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
     return out
 
 
-def _judged_minute(data: Mapping[tuple[str, str], list[dc.Datapoint]], owner: str) -> dict[str, dc.Datapoint | None]:
-    """The datapoints of the minute the consumer's own evidence is judged on: the newest
-    minute with both NumberOfMessagesReceived and Duration (SQS and Lambda publish on their
-    own schedules; judging one minute's receives by another's Duration would misread both),
-    else the newest with receives. None where a metric has no datapoint for that minute."""
+def _judged_minute(data: Mapping[tuple[str, str], list[dc.Datapoint]], owner: str,
+                   wanted: datetime | None = None) -> dict[str, dc.Datapoint | None]:
+    """The datapoints of the minute the consumer's own evidence is judged on: `wanted` when
+    it has both NumberOfMessagesReceived and Duration, else the newest minute with both (SQS
+    and Lambda publish on their own schedules; judging one minute's receives by another's
+    Duration would misread both), else the newest with receives. None where a metric has no
+    datapoint for that minute."""
     points = {metric: {p.at: p for p in data.get((owner, metric), [])} for metric in MINUTE_METRICS}
     received = sorted(points["received"], reverse=True)
     both = [t for t in received if t in points["duration"]]
+    if wanted is not None and wanted in both:
+        both = [wanted]
     minute = both[0] if both else received[0] if received else None
     if minute is None:
         newest = lambda metric: (data.get((owner, metric)) or [None])[0]

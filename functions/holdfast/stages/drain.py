@@ -167,8 +167,9 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False, 
 
     # The queue's live depth stands in for a missing age only once a drain has started.
     started = {arn for arn, d in drains.items() if d.state is not None}
+    wanted = {arn: m for arn, d in drains.items() if (m := d.wanted_minute(constants)) is not None}
     reading = drain_inputs.readings(clients, [out.consumers[a] for a in drains], now,
-                                    stale_seconds=constants.stale_seconds, live_for=started)
+                                    stale_seconds=constants.stale_seconds, live_for=started, minutes=wanted)
     for arn, drain in drains.items():
         step = dc.advance(drain, reading[arn], listed[arn].cap, now, constants, fallback=plan.stage == policy.DRAIN)
         unchanged = (arn in held and step.action == dc.WAIT and drain.last is not None

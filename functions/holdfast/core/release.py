@@ -1,0 +1,92 @@
+"""An operator's release request, and what the reconciler decides about it (pure).
+
+`holdfast release ARN... --all-accounts` cannot restore a resource itself: the org
+operator role may write only Holdfast's control items (policies/operator.json). It
+writes a request instead, one item per resource (holdfast.ledger.control), and the
+reconciler's next tick acts on it once with its own role: the same restore as
+`holdfast release ARN` (holdfast.engine.Engine.release: exactly that resource, the
+owner's changes while engaged kept), then the outcome on the request.
+
+A request moves requested -> acting (a tick claimed it, until `claim_until`) -> done
+(with its outcome). A claim whose tick died is taken over once it has expired; a done
+request is never acted on again. A request past its expiry (a day, as the other
+requests) is not acted on: its outcome is `expired`.
+
+Refused, with the outcome saying why, before anything is written: an ARN that is not a
+kind Holdfast manages, one in another partition, region or account than the
+reconciler's (a lookup by name would find this region's resource of the same name),
+and any request in mode recommend. A resource with no record is refused by the restore
+itself (nothing to put back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from holdfast.core.kinds import kind_of
+
+REQUESTED, ACTING, DONE = "requested", "acting", "done"
+# Outcomes besides the restore's own actions (restored, drift-kept, vanished, failed).
+REFUSED, EXPIRED = "refused", "expired"
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    arn: str
+    id: str                           # one per request written: a duplicate write of it is the same request
+    by: str | None = None
+    reason: str | None = None
+    at: str | None = None             # when it was requested (ISO 8601)
+    expires: int | None = None        # epoch seconds; not acted on after
+    state: str = REQUESTED
+    controller: str | None = None     # the tick that claimed it
+    claim_until: int | None = None    # epoch seconds
+    outcome: str | None = None
+    detail: str | None = None
+    done_at: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _epoch(now: datetime) -> int:
+    return int(now.timestamp())
+
+
+def expired(request: ReleaseRequest, now: datetime) -> bool:
+    return request.state != DONE and request.expires is not None and request.expires <= _epoch(now)
+
+
+def due(request: ReleaseRequest, now: datetime) -> bool:
+    """Whether a tick should act on `request` now: requested, or claimed by a tick whose
+    claim has run out, and not expired."""
+    if request.state == DONE or expired(request, now):
+        return False
+    if request.state == ACTING:
+        return request.claim_until is not None and request.claim_until <= _epoch(now)
+    return request.state == REQUESTED
+
+
+def refusal(arn: str, *, partition: str, region: str, account: str | None, mode: str) -> str | None:
+    """Why the reconciler must not act on a release of `arn`, or None. `account` None:
+    the reconciler's account could not be learnt, so no ARN can be shown to be its own."""
+    try:
+        kind_of(arn)
+    except ValueError as err:
+        return str(err)
+    parts = arn.split(":")
+    wrong = []
+    if parts[1] != partition:
+        wrong.append(f"partition {parts[1]} (Holdfast here runs in {partition})")
+    if parts[3] != region:
+        wrong.append(f"region {parts[3]} (this reconciler acts in {region})")
+    if account is None:
+        wrong.append(f"account {parts[4]} (this reconciler's account is unknown: it could not call sts:GetCallerIdentity)")
+    elif parts[4] != account:
+        wrong.append(f"account {parts[4]} (this reconciler acts in {account})")
+    if wrong:
+        return f"{arn} is in " + " and ".join(wrong) + "; nothing was done"
+    if mode != "auto":
+        return f"Holdfast here runs in mode {mode}: it writes to no resource, so nothing was released"
+    return None

@@ -1,0 +1,193 @@
+"""Release requests: `holdfast release ARN --all-accounts` writes CONTROL/RELEASE#<arn>
+through the org operator role, which may write only control items, and the reconciler's
+next tick acts on it once with its own role (holdfast.core.release, reconciler.release).
+
+The request is written with the operator role's policy evaluated on every DynamoDB call
+(the `operator_dynamodb` client of tests/iam/test_operator_role.py: holdfast_fixtures.iam_policy
+with DynamoDB's `dynamodb:LeadingKeys`). The ticks are the harness's (a scripted verdict,
+in-memory resources for the walks); the released resources are real moto resources,
+restored by the real engine, as `holdfast release` restores them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from holdfast.core import release as release_requests
+from holdfast.engine import Engine
+from holdfast.ledger import control as ledger_control
+from holdfast.ledger.resources import ResourceLedger
+from holdfast.runtime import Runtime
+from tests.actuators.fleet import aws_semantics, describe_asg, make_asg  # noqa: F401  (a fixture)
+from tests.iam.test_operator_role import operator_dynamodb  # noqa: F401  (a fixture)
+from tests.reconciler.conftest import SETTINGS, Harness
+
+ACCOUNT = "123456789012"
+
+
+@pytest.fixture
+def engaged(aws_semantics, harness):
+    """Two Auto Scaling groups engaged by Holdfast (ReplaceUnhealthy and AZRebalance suspended), `web` with
+    `HealthCheck` suspended by its owner before: name -> ARN."""
+    arns = {"web": make_asg(harness.observer, "web", suspended=("HealthCheck",)), "api": make_asg(harness.observer, "api")}
+    report = Engine(harness.runtime("cli")).engage(kinds=("asg",))
+    assert {o.arn for o in report.outcomes if o.action == "engaged"} == set(arns.values())
+    return arns
+
+
+def suspended(harness, name: str) -> set[str]:
+    return {p["ProcessName"] for p in describe_asg(harness.observer, name)["SuspendedProcesses"]}
+
+
+def request(operator_dynamodb, harness, arn: str, *, by: str = "oncall", request_id: str = "r1"):
+    return ledger_control.request_release(operator_dynamodb, harness.table, arn, by=by, reason="drill",
+                                          now=harness.clock.now(), request_id=request_id)
+
+
+def releases(harness) -> dict[str, release_requests.ReleaseRequest]:
+    return {r.arn: r for r in ledger_control.read_control(harness.observer("dynamodb"), harness.table).releases}
+
+
+def test_a_request_written_by_the_operator_role_is_acted_on_once(engaged, harness, operator_dynamodb):
+    web = engaged["web"]
+    (asked, written) = request(operator_dynamodb, harness, web)
+    assert written and asked.state == release_requests.REQUESTED and operator_dynamodb.denied == []
+    # The role wrote a control item only: the group is untouched until the reconciler acts.
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+
+    result = harness.tick("A")
+
+    assert "release:restored" in result.actions
+    assert suspended(harness, "web") == {"HealthCheck"}              # the owner's suspension kept
+    assert suspended(harness, "api") == {"ReplaceUnhealthy", "AZRebalance"}   # only the named resource
+    assert ResourceLedger(harness.observer("dynamodb"), harness.table).get(web) is None
+    done = releases(harness)[web]
+    assert (done.state, done.outcome, done.controller) == ("done", "restored", "A")
+    assert "restored to its owner's settings" in done.detail and done.by == "oncall"
+
+    # The next ticks leave the done request alone: nothing is released again.
+    harness.clock.advance(60)
+    assert not any(a.startswith("release:") for a in harness.tick("B").actions)
+    assert releases(harness)[web] == done
+
+
+def test_a_duplicate_request_while_one_is_pending_writes_nothing_and_one_release_happens(engaged, harness,
+                                                                                         operator_dynamodb):
+    web = engaged["web"]
+    first, written = request(operator_dynamodb, harness, web, by="alice", request_id="r1")
+    again, rewritten = request(operator_dynamodb, harness, web, by="bob", request_id="r2")
+    assert written and not rewritten
+    assert (again.id, again.by) == ("r1", "alice")                   # the pending request, as it was
+    assert operator_dynamodb.denied == []
+
+    result = harness.tick("A")
+    assert [a for a in result.actions if a.startswith("release:")] == ["release:restored"]
+
+    # Once done, a new request is a new request: acted on again, and refused, since
+    # nothing is recorded any more (nothing is written to the group).
+    _, written = request(operator_dynamodb, harness, web, by="bob", request_id="r3")
+    assert written
+    before = describe_asg(harness.observer, "web")
+    harness.clock.advance(60)
+    assert "release:refused" in harness.tick("A").actions
+    assert describe_asg(harness.observer, "web") == before
+    done = releases(harness)[web]
+    assert (done.id, done.outcome) == ("r3", "refused")
+    assert done.detail == f"{web} is not engaged and Holdfast holds no record of it; nothing to release"
+
+
+def test_two_ticks_at_once_one_claims_the_request(engaged, harness, operator_dynamodb):
+    web = engaged["web"]
+    asked, _ = request(operator_dynamodb, harness, web)
+    dynamodb, now = harness.observer("dynamodb"), harness.clock.now()
+    until = now + timedelta(minutes=4)
+    assert ledger_control.claim_release(dynamodb, harness.table, asked, controller_id="A", now=now, until=until)
+    assert not ledger_control.claim_release(dynamodb, harness.table, asked, controller_id="B", now=now, until=until)
+    # A's tick died holding it: after its claim ran out, a tick takes it over and acts.
+    assert not any(a.startswith("release:") for a in harness.tick("B").actions)
+    harness.clock.advance(5 * 60)
+    assert "release:restored" in harness.tick("B").actions
+    assert releases(harness)[web].controller == "B"
+
+
+def test_a_request_for_an_unrecorded_a_foreign_or_a_non_resource_arn_is_refused_with_why(engaged, harness,
+                                                                                       operator_dynamodb):
+    stranger = make_asg(harness.observer, "stranger")                 # selected, never engaged
+    parts = engaged["api"].split(":")
+    other_account = ":".join(parts[:4] + ["210987654321"] + parts[5:])
+    other_region = ":".join(parts[:3] + ["eu-west-1"] + parts[4:])
+    not_ours = f"arn:aws:sqs:us-east-1:{ACCOUNT}:orders"
+    for i, arn in enumerate((stranger, other_account, other_region, not_ours)):
+        request(operator_dynamodb, harness, arn, request_id=f"r{i}")
+    before = {name: describe_asg(harness.observer, name) for name in ("stranger", "api", "web")}
+
+    result = harness.tick("A")
+
+    assert [a for a in result.actions if a.startswith("release:")] == ["release:refused"] * 4
+    assert {name: describe_asg(harness.observer, name) for name in before} == before   # nothing written
+    done = releases(harness)
+    assert all(done[a].state == "done" and done[a].outcome == "refused" for a in done)
+    assert done[stranger].detail == f"{stranger} is not engaged and Holdfast holds no record of it; nothing to release"
+    assert done[other_account].detail == (f"{other_account} is in account 210987654321 (this reconciler acts in "
+                                          f"{ACCOUNT}); nothing was done")
+    assert "region eu-west-1 (this reconciler acts in us-east-1)" in done[other_region].detail
+    assert "is not a resource kind Holdfast manages" in done[not_ours].detail
+
+
+def test_in_recommend_mode_a_request_is_refused_and_writes_nothing(engaged, clients, ledger_table, operator_dynamodb):
+    h = Harness(clients, ledger_table, settings=replace(SETTINGS, mode="recommend"))
+    web = engaged["web"]
+    request(operator_dynamodb, h, web)
+    h.tick("A")
+    done = releases(h)[web]
+    assert done.outcome == "refused" and "mode recommend" in done.detail
+    assert suspended(h, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+
+
+def test_paused_waits_and_a_request_past_its_day_expires_unacted(engaged, harness, operator_dynamodb):
+    web = engaged["web"]
+    ledger_control.set_paused(operator_dynamodb, harness.table, True, by="oncall", reason="x", now=harness.clock.now())
+    request(operator_dynamodb, harness, web)
+    assert harness.tick("A").actions == ["paused"]
+    assert releases(harness)[web].state == "requested"
+    harness.clock.advance(25 * 3600)
+    ledger_control.set_paused(operator_dynamodb, harness.table, False, by="oncall", reason="", now=harness.clock.now())
+    assert "release:expired" in harness.tick("A").actions
+    assert releases(harness)[web].outcome == "expired"
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+
+
+def test_the_operator_role_cannot_mark_a_request_done_itself(engaged, harness, operator_dynamodb):
+    asked, _ = request(operator_dynamodb, harness, engaged["web"])
+    with pytest.raises(Exception):
+        ledger_control.finish_release(operator_dynamodb, harness.table, asked, outcome="restored", detail="x",
+                                      controller_id="op", now=harness.clock.now(), claimed=False)
+    assert operator_dynamodb.denied == ["dynamodb:UpdateItem ['CONTROL']"]
+
+
+def test_a_recorded_resource_that_is_gone_is_forgotten_and_says_so(engaged, harness, operator_dynamodb):
+    api = engaged["api"]
+    harness.observer("autoscaling").delete_auto_scaling_group(AutoScalingGroupName="api", ForceDelete=True)
+    request(operator_dynamodb, harness, api)
+    assert "release:vanished" in harness.tick("A").actions
+    done = releases(harness)[api]
+    assert (done.outcome, done.detail) == ("vanished", "the resource no longer exists; its record is forgotten")
+    assert ResourceLedger(harness.observer("dynamodb"), harness.table).get(api) is None
+
+
+def test_status_shows_each_request_and_its_outcome(engaged, harness, operator_dynamodb, capsys):
+    import json
+
+    from holdfast.cli import main
+
+    web = engaged["web"]
+    request(operator_dynamodb, harness, web)
+    assert main(["--region", "us-east-1", "status"]) == 0
+    assert f"release of {web} requested by oncall at {harness.clock.now().isoformat()}: requested" in capsys.readouterr().out
+    harness.tick("A")
+    capsys.readouterr()   # the tick's log lines
+    assert main(["--json", "--region", "us-east-1", "status"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)["release_requests"]
+    assert (shown["arn"], shown["state"], shown["outcome"], shown["by"]) == (web, "done", "restored", "oncall")
