@@ -492,7 +492,7 @@ def test_invariants(seq, reserved, owner):
             # on the probe's minute); or a slow-start probe ended by its own minute's
             # evidence, between the cap returned to and the probe's.
             counted = [a for a in r.downstream if dc.counts(a, now)]
-            since = min(before.in_force_since, before.probe_at or before.in_force_since)
+            since = before.in_force_since if before.probe_at is None else dc.probe_minute(before.probe_at)
             raised = d.action == RAISE and all(a.state == OK and a.measured_at >= since for a in counted)
             ended = (before.probe_at is not None and d.state.probe_at is None and d.cap < before.probe_cap
                      and d.state.additive)

@@ -146,6 +146,41 @@ def test_a_first_warning_at_the_cap_returned_to_gives_up_the_probe():
     assert warned.cap == 16 and warned.state.additive and warned.state.probe_at is None
 
 
+def test_a_probe_is_kept_only_once_every_named_alarm_has_measured_its_minute():
+    slo = lambda at, state="OK": dc.Alarm("db-latency", state, m(at), CRITICAL)
+    start = dc.decide(state(16), FACTS, reading(1, downstream=(slo(1),)), m(3)).state   # probe 28 at minute 3
+    back = dc.decide(start, FACTS, reading(2, downstream=(slo(2),)), m(4)).state
+    # Minute 3 at baseline on the consumer's own evidence, the alarm's newest datapoint minute 2 (at 16).
+    early = dc.decide(back, FACTS, reading(3, downstream=(slo(2),)), m(6))
+    assert (early.action, early.cap) == (HOLD, 16) and "waiting for db-latency" in early.reasons[-1]
+    kept = dc.decide(early.state, FACTS, reading(3, downstream=(slo(3),)), m(7))
+    assert (kept.action, kept.cap, kept.state.probe_from) == (RAISE, 49, 28)
+
+
+def test_a_warning_alarm_on_or_after_the_probes_minute_ends_the_slow_start():
+    warn = lambda at, state: dc.Alarm("db-latency-warning", state, m(at), WARNING)
+    start = dc.decide(state(16), FACTS, reading(1, downstream=(warn(1, "OK"),)), m(3)).state
+    back = dc.decide(start, FACTS, reading(2, downstream=(warn(2, "OK"),)), m(4)).state
+    d = dc.decide(back, FACTS, reading(2, downstream=(warn(3, "ALARM"),)), m(6))
+    assert d.cap == 16 and d.state.additive and d.state.probe_at is None and "probe's minute at cap 28" in d.reasons[-1]
+    # It back to OK on a later minute (at 16) does not bring the probe back.
+    later = dc.decide(d.state, FACTS, reading(4, downstream=(warn(4, "OK"),)), m(8))
+    assert later.state.probe_at is None and later.cap <= dc.raise_to(16, 2, True, 1000)
+
+
+def test_a_cap_the_mapping_never_shows_is_given_up_for_the_one_it_shows():
+    d = dc.Drain(since=m(0), facts=FACTS, state=dc.decide(state(16), FACTS, reading(1), m(3)).state)   # probe 28 at 3
+    # The walk clamps the mapping to a reserved concurrency lowered to 20 meanwhile.
+    first = dc.advance(d, reading(2), 20, m(4))
+    assert first.cap == 28 and first.drain.state.unseen_since == m(4)       # written again, from now
+    second = dc.advance(first.drain, reading(3), 20, m(5))
+    assert second.drain.state.cap == 20 and second.drain.state.probe_at is None and second.drain.state.unseen_since is None
+    assert "has shown 20 since" in second.reasons[0] and second.drain.state.history[-1][1] == 20
+    # Shown as recorded again: nothing is said.
+    third = dc.advance(second.drain, reading(4), 20, m(6))
+    assert not any("has shown" in r for r in third.reasons)
+
+
 def test_the_shell_reads_a_probes_minute_though_a_later_one_is_published():
     now = m(8)
     cw = FakeCloudWatch({

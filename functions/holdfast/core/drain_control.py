@@ -345,6 +345,9 @@ class CapState:
     # probe's minute is judged. None: no probe.
     probe_at: datetime | None = None
     probe_from: int | None = None
+    # When the mapping was first seen not to show `cap` (a write refused, failed, or clamped
+    # by the function's reserved concurrency or by the owner); None: it shows it.
+    unseen_since: datetime | None = None
 
     def __post_init__(self):
         if not self.history:
@@ -358,16 +361,30 @@ class CapState:
         if (self.probe_at is None) != (self.probe_from is None):
             raise ValueError("cap state: probe_at and probe_from are set together or not at all")
 
-    def in_force_from(self, now: datetime) -> "CapState":
-        """The state with its cap taken to be in force only from `now`: the mapping showed
-        another cap (a write refused or failed), so no earlier datapoint measured it."""
+    def shown(self, current_cap: int | None, now: datetime, period: timedelta) -> tuple["CapState", str | None]:
+        """The state given the cap the mapping shows now, and what was said about it.
+
+        Shown as recorded: as it was. Not shown (a write refused under a newer plan, or
+        failed): the cap counts as in force only from the write this tick makes, so no
+        earlier datapoint is judged as if it measured it; a probe whose own write did not
+        land starts with that write, one whose return did not land has had its minute all
+        the same. Still not shown a period later (the walk clamps it to the function's
+        reserved concurrency, or the owner set the cap): the drain goes on from the cap
+        shown, and a probe is given up."""
         since, cap = self.history[-1]
+        if current_cap == cap:
+            return (self if self.unseen_since is None else replace(self, unseen_since=None)), None
+        if self.unseen_since is not None and now - self.unseen_since >= period and isinstance(current_cap, int):
+            adopted = max(LAMBDA_MIN_CAP, min(current_cap, LAMBDA_MAX_CONCURRENCY))
+            return replace(self, cap=adopted, history=self.history + ((now, adopted),), unseen_since=None,
+                           probe_at=None, probe_from=None), (
+                f"the mapping has shown {current_cap} since {self.unseen_since.isoformat()} where the drain wrote "
+                f"{cap} (clamped by the function's reserved concurrency, or set by its owner): going on from {adopted}")
         if since >= now:
-            return self
-        # A probe whose own write did not land starts with the write that makes it; one
-        # whose return did not land has had its minute all the same.
+            return self, None
         probe_at = now if self.probe_at is not None and self.probe_at == since else self.probe_at
-        return replace(self, history=self.history[:-1] + ((now, cap),), probe_at=probe_at)
+        return replace(self, history=self.history[:-1] + ((now, cap),), probe_at=probe_at,
+                       unseen_since=self.unseen_since or now), None
 
     @property
     def probe_cap(self) -> int | None:
@@ -405,6 +422,7 @@ class CapState:
             "warned_at": iso(self.warned_at),
             "probe_at": iso(self.probe_at),
             "probe_from": self.probe_from,
+            "unseen_since": iso(self.unseen_since),
         }
 
     @classmethod
@@ -425,6 +443,7 @@ class CapState:
                 warned_at=when(raw.get("warned_at")),
                 probe_at=when(raw.get("probe_at")),
                 probe_from=None if raw.get("probe_from") is None else int(raw["probe_from"]),
+                unseen_since=when(raw.get("unseen_since")),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"cap state is malformed: {err}") from err
@@ -981,17 +1000,25 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         waiting.append("the consumer's own evidence back at its baseline")
     # A warning measured wholly at the cap in force: the first stops raises (and ends the
     # slow start); one on a later datapoint at the same cap steps back by a small share.
-    if state.probe_at is not None and health.level == WARNING and health.at == probe_minute(state.probe_at, c):
-        # A warning on the probe's minute: the knee is near the probe. The slow start ends at
-        # the concurrency that carried that minute's goodput at baseline speed, between the
-        # cap judged at baseline and the probe.
+    probe_warned = []
+    if state.probe_at is not None:
+        minute = probe_minute(state.probe_at, c)
+        if health.level == WARNING and health.at == minute:
+            probe_warned.append("the consumer's own evidence")
+        probe_warned += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
+    if probe_warned:
+        # A warning on the probe's minute (or on a later one, at the cap returned to): the
+        # knee is near. The slow start ends at the concurrency that carried the probe
+        # minute's goodput at baseline speed, between the cap judged at baseline and the
+        # probe; without that minute's own evidence, at the cap returned to.
         tried = state.probe_cap
         new = state.probe_from
-        if health.knee_estimate is not None:
+        if health.at == probe_minute(state.probe_at, c) and health.knee_estimate is not None:
             new = max(new, min(tried - 1, math.floor(health.knee_estimate * c.knee_margin)))
         new = max(low, min(new, top))
         return out(RAISE if new > cap else HOLD, new, holds + notes + [
-            f"a warning on the probe's minute at cap {tried}: the slow start ends at {new}"
+            f"a warning ({', '.join(probe_warned)}) measured at or after the probe's minute at cap {tried}: the slow "
+            f"start ends at {new}"
         ], waiting=waiting, caught_up_since=None, additive=True, probe_at=None, probe_from=None, warned_at=None)
     warned = [a.measured_at for a in warnings if a.measured_at is not None and a.measured_at >= since]
     if health.level == WARNING and health.at is not None and health.at >= since:
@@ -1044,6 +1071,13 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
     if state.probe_at is not None:
         minute = probe_minute(state.probe_at, c)
         tried = state.probe_cap
+        unmeasured = [a.name for a in counted if a.measured_at is None or a.measured_at < minute]
+        if health.at is not None and health.at == minute and health.complete and health.level == GOOD and unmeasured:
+            return out(HOLD, cap, notes + [behind, f"the probe at cap {tried} at its baseline on its own evidence; "
+                                                   f"waiting for {', '.join(unmeasured)} on a datapoint of its minute "
+                                                   f"({minute.isoformat()}) or later"],
+                       waiting=[f"a datapoint of {', '.join(unmeasured)} of {minute.isoformat()} or later"],
+                       caught_up_since=None)
         if health.at is not None and health.at == minute and health.complete and health.level == GOOD:
             below = None if state.alarmed_cap is None or _forgotten(state, now, c) else state.alarmed_cap - 1
             nxt = min(raise_to(tried, state.step, False, top, c), below if below is not None else top)
@@ -1406,14 +1440,13 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
         f = ramp_forecast(visible, drain.facts.arrival_per_second, per_batch, d.cap, d.state.step, d.ceiling, constants)
         new = replace(drain, state=d.state, started_at=now, ceiling=d.ceiling, forecast=f)
         return step(START, d.cap, why + d.reasons + (f"forecast: {f.reason}",), d.waiting_on, new)
-    state = drain.state
-    if not state.restored and current_cap != state.cap:
-        # The mapping does not show the cap the record says (the write was refused, failed
-        # or not yet made): it is in force from the write this tick makes, not before.
-        state = state.in_force_from(now)
+    state, said = drain.state, None
+    if not state.restored:
+        state, said = state.shown(current_cap, now, timedelta(seconds=constants.period_seconds))
     d = decide(state, drain.facts, reading, now, constants)
     new = replace(drain, state=d.state, ceiling=d.ceiling)
-    return step(d.action, None if d.restore else d.cap, d.reasons, d.waiting_on, new)
+    reasons = d.reasons if said is None else (said,) + d.reasons
+    return step(d.action, None if d.restore else d.cap, reasons, d.waiting_on, new)
 
 
 def constants_from(settings) -> Constants:
