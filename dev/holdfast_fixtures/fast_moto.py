@@ -1,5 +1,5 @@
-"""Two costs that a process running many moto accounts pays again and again, and that no
-test or demo observes; `install()` removes both. Call it before moto is imported.
+"""Three costs that a process running many moto accounts pays again and again, and that no
+test or demo observes; `install()` removes them. Call it before moto is imported.
 
 - moto's EC2 backend loads its default AMIs into each region's backend when the backend
   is first used after a reset (`moto/ec2/models/amis.py`): about 1,300 in us-east-1 (the
@@ -11,6 +11,10 @@ test or demo observes; `install()` removes both. Call it before moto is imported
   `Clients` is built per test and per controller, so most of a short test's CPU went to
   JSON decoding. One loader per data path for the whole process (botocore's loader caches
   what it parsed per instance, and callers never change it) parses each file once.
+- moto's server finds the backend for each request's host by listing moto's package
+  directory and checking each entry is a directory (`moto.backends.list_of_moto_modules`,
+  from `DomainDispatcherApplication.get_backend_for_host`): about 150 system calls per
+  request, the same answer every time while the process runs. It is listed once.
 """
 
 from __future__ import annotations
@@ -36,3 +40,8 @@ def install() -> None:
     import botocore.session
 
     botocore.session.create_loader = _shared_loader
+
+    import moto.backends
+
+    modules = tuple(moto.backends.list_of_moto_modules())
+    moto.backends.list_of_moto_modules = lambda: iter(modules)
