@@ -14,10 +14,14 @@ TEST_WORKERS ?= 2
 
 .PHONY: test demo serve synth bench e2e clean
 
+# --no-compile: pip would byte-compile every module of every package (aws-cdk-lib's are
+# large) at install; Python compiles the few a run imports, once, when it first imports them.
+# --no-build-isolation: the editable install builds with the setuptools just installed
+# from requirements-dev.txt instead of installing setuptools again into a throwaway env.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
-	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile -r requirements-dev.txt
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile --no-build-isolation --no-deps -e .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -99,14 +99,56 @@ def moto_server():
 # The session fixtures of tests/stack/conftest.py: each synthesizes an app (seconds of CPU
 # in the jsii node process), once per worker that runs a test asking for it.
 SYNTH_FIXTURES = {"synthesized", "org_synthesized", "foreign", "game_day_synthesized"}
+SYNTH_DIR = "tests/stack/"
+# The work units that take longest (measured with `--durations`), handed out first so that
+# none of them starts last and runs alone on one core while the other waits; every other
+# unit follows in xdist's order (most tests first).
+LONGEST_FIRST = (
+    "tests/demo/test_demo.py",
+    SYNTH_DIR,
+    "tests/cli/test_readme_examples.py",
+    "tests/reconciler/test_interleavings.py",
+    "tests/reconciler/test_crashes.py",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """What runs whole on one worker: a test file, so its module fixtures (the demo's
+    replay, a module's fleet) are built once; and all of tests/stack/, so each synthesized
+    app is built once."""
+    path = nodeid.split("::", 1)[0]
+    return SYNTH_DIR if path.startswith(SYNTH_DIR) else path
 
 
 def pytest_collection_modifyitems(config, items):
-    """Groups for `--dist loadgroup`: a test file runs whole on one worker, so its module
-    fixtures (the demo's replay, a module's fleet) are built once; the files that use a
-    synthesized app share one group, so each app is synthesized once. Without xdist the
-    mark does nothing."""
-    synth_files = {item.path for item in items if SYNTH_FIXTURES & set(item.fixturenames)}
-    for item in items:
-        group = "cdk-synth" if item.path in synth_files else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    """The work units rest on this: a test outside tests/stack/ that asked for a
+    synthesized app would synthesize it again on another worker."""
+    strays = sorted({item.nodeid.split("::")[0] for item in items
+                     if SYNTH_FIXTURES & set(item.fixturenames) and not item.nodeid.startswith(SYNTH_DIR)})
+    if strays:
+        raise pytest.UsageError(f"{', '.join(strays)} use a synthesized app ({', '.join(sorted(SYNTH_FIXTURES))}): "
+                                f"move them under {SYNTH_DIR}, where one worker builds each app once")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` with `work_unit`'s groups, longest first. xdist's own loadgroup
+    reads `xdist_group` marks by renaming each test (`item._nodeid`), which pytest 9 no
+    longer reads; the units are named here from the test ids instead."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_ordered", False):
+                rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+                order = sorted(self.workqueue, key=lambda unit: rank.get(unit, len(rank)))
+                for unit in order:
+                    self.workqueue.move_to_end(unit)
+                self._ordered = True
+            super()._assign_work_unit(node)
+
+    return WorkUnits(config, log)

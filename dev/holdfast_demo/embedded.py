@@ -3,13 +3,25 @@ AWS's semantics where moto departs from them (holdfast_fixtures.moto_patches).
 
 Credentials are fixed dummies, so the demo can never reach a real account whatever
 the shell's environment holds.
+
+Clients made from `session()` in the same process as the server skip the socket: their
+request, signed and serialized by botocore as for the wire, goes to the server's own WSGI
+application (the one its HTTP listener calls) in the calling thread, and the answer is
+parsed by botocore as if it had come back over HTTP. Moto's routing, its backends and the
+patches all see the same request; only the TCP connection, the listener's thread per
+connection and HTTP's framing are left out (they were a quarter of the demo's CPU). Any
+other client (the CLI in another process, a test's own client) reaches the server
+over HTTP.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
+from urllib.parse import unquote, urlsplit
 
 from holdfast_fixtures import fast_moto
 
@@ -51,15 +63,83 @@ def moto_server(*, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     _internal.moto_api_backend.reset()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    _APPS[url] = server._server.app   # the application its listener serves
     try:
         with aws_semantics():
-            host, port = server.get_host_and_port()
-            url = f"http://{host}:{port}"
             warm_up(url)
             yield url
     finally:
+        _APPS.pop(url, None)
         server.stop()
         _internal.moto_api_backend.reset()
+
+
+# Each running embedded server's URL and its WSGI application (moto's DomainDispatcherApplication).
+_APPS: dict[str, Any] = {}
+
+
+def answer_in_process(request, **_: Any):
+    """botocore's `before-send`: a request for a running embedded server, answered by that
+    server's WSGI application in this thread; None (send it over HTTP) for any other URL.
+
+    The WSGI environment is the one werkzeug's listener builds for the same request
+    (werkzeug.serving.WSGIRequestHandler.make_environ, with moto's MotoRequestHandler
+    keeping header names that hold an underscore), and the headers http.client would add
+    (Host, Accept-Encoding) are added when botocore did not set them."""
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+    from moto.core.request import PRESERVED_HEADER_NAMES_ENVIRON_KEY, environ_key_for_header, \
+        should_preserve_original_header_name
+    from werkzeug.test import run_wsgi_app
+
+    parts = urlsplit(request.url)
+    app = _APPS.get(f"{parts.scheme}://{parts.netloc}")
+    if app is None:
+        return None
+    body = request.body
+    if hasattr(body, "read"):
+        body = body.read()
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    body = body or b""
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    headers = [(k, v.decode("latin-1") if isinstance(v, bytes) else str(v)) for k, v in request.headers.items()]
+    named = {k.lower() for k, _ in headers}
+    headers += [(k, v) for k, v in (("Host", parts.netloc), ("Accept-Encoding", "identity")) if k.lower() not in named]
+    if body and "content-length" not in named:
+        headers.append(("Content-Length", str(len(body))))
+    environ: dict[str, Any] = {
+        "wsgi.version": (1, 0), "wsgi.url_scheme": parts.scheme, "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
+        "REQUEST_METHOD": request.method, "SCRIPT_NAME": "", "PATH_INFO": _wsgi(unquote(parts.path)),
+        "QUERY_STRING": _wsgi(parts.query), "REQUEST_URI": _wsgi(target), "RAW_URI": _wsgi(target),
+        "REMOTE_ADDR": "127.0.0.1", "REMOTE_PORT": 0, "SERVER_NAME": parts.hostname,
+        "SERVER_PORT": str(parts.port), "SERVER_PROTOCOL": "HTTP/1.1",
+    }
+    for name, value in headers:
+        if "_" not in name:   # werkzeug drops the others
+            key = environ_key_for_header(name)
+            environ[key] = f"{environ[key]},{value}" if key in environ and key.startswith("HTTP_") else value
+    dashed, preserved = set(environ), {}
+    for name, value in headers:   # moto keeps S3 metadata names with an underscore, never over a dashed one
+        key = environ_key_for_header(name)
+        if "_" in name and should_preserve_original_header_name(name) and key not in dashed:
+            preserved.setdefault(key, name)
+            environ[key] = f"{environ[key]},{value}" if key in environ else value
+    environ[PRESERVED_HEADER_NAMES_ENVIRON_KEY] = preserved
+    answer, status, answer_headers = run_wsgi_app(app, environ, buffered=True)
+    try:
+        data = b"".join(answer)
+    finally:
+        getattr(answer, "close", lambda: None)()
+    return AWSResponse(request.url, int(status.split(" ", 1)[0]), list(answer_headers.items()), MockRawResponse(data))
+
+
+def _wsgi(text: str) -> str:
+    """PEP 3333's native string: the UTF-8 bytes as latin-1 (werkzeug's _wsgi_encoding_dance)."""
+    return text.encode("utf-8").decode("latin-1")
 
 
 @uses("dynamodb:ListTables", "sqs:ListQueues", "sns:ListTopics", "sts:GetCallerIdentity",
@@ -77,7 +157,10 @@ def warm_up(url: str) -> None:
 
 
 def session():
-    """A boto3 session with dummy credentials: the embedded AWS accepts any."""
+    """A boto3 session with dummy credentials (the embedded AWS accepts any) whose clients
+    reach an embedded server of this process without a socket (`answer_in_process`)."""
     import boto3
 
-    return boto3.session.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name=REGION)
+    own = boto3.session.Session(aws_access_key_id="demo", aws_secret_access_key="demo", region_name=REGION)
+    own.events.register("before-send", answer_in_process)
+    return own

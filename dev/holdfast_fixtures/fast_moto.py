@@ -1,5 +1,5 @@
-"""Two costs that a process running many moto accounts pays again and again, and that no
-test or demo observes; `install()` removes both. Call it before moto is imported.
+"""Four costs that a process running many moto accounts pays again and again, and that no
+test or demo observes; `install()` removes them. Call it before moto is imported.
 
 - moto's EC2 backend loads its default AMIs into each region's backend when the backend
   is first used after a reset (`moto/ec2/models/amis.py`): about 1,300 in us-east-1 (the
@@ -11,6 +11,15 @@ test or demo observes; `install()` removes both. Call it before moto is imported
   `Clients` is built per test and per controller, so most of a short test's CPU went to
   JSON decoding. One loader per data path for the whole process (botocore's loader caches
   what it parsed per instance, and callers never change it) parses each file once.
+- moto's server finds the backend for each request's host by listing moto's package
+  directory and checking each entry is a directory (`moto.backends.list_of_moto_modules`,
+  from `DomainDispatcherApplication.get_backend_for_host`): about 150 system calls per
+  request, the same answer every time while the process runs. It is listed once.
+- moto's `BaseResponse.call_action` asks whether the request's action is a method of the
+  response class by listing every function of the class (`inspect.getmembers`, a few
+  hundred attributes) on each request. The same question is answered by looking the one
+  name up; patches that add an action to a class (holdfast_fixtures.message_moves) are
+  seen, as the lookup happens on each request.
 """
 
 from __future__ import annotations
@@ -36,3 +45,32 @@ def install() -> None:
     import botocore.session
 
     botocore.session.create_loader = _shared_loader
+
+    import moto.backends
+
+    modules = tuple(moto.backends.list_of_moto_modules())
+    moto.backends.list_of_moto_modules = lambda: iter(modules)
+
+    import moto.core.responses
+
+    moto.core.responses.method_names_from_class = FunctionNames
+
+
+class FunctionNames:
+    """`name in FunctionNames(cls)` is `name in moto.core.utils.method_names_from_class(cls)`
+    (the names `inspect.getmembers(cls, inspect.isfunction)` lists) without listing them."""
+
+    def __init__(self, cls: type):
+        self.cls = cls
+
+    def __contains__(self, name: object) -> bool:
+        import inspect
+
+        # dir() of a class: the names in its own and its bases' namespaces
+        return isinstance(name, str) and any(name in vars(k) for k in self.cls.__mro__) \
+            and inspect.isfunction(getattr(self.cls, name, None))
+
+    def __iter__(self):
+        from moto.core.utils import method_names_from_class
+
+        return iter(method_names_from_class(self.cls))

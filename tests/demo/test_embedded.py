@@ -18,3 +18,37 @@ def test_the_demos_aws_starts_empty_whatever_ran_before(moto_server):
         own = session()
         assert own.client("dynamodb", endpoint_url=url).list_tables()["TableNames"] == []
         assert "QueueUrls" not in own.client("sqs", endpoint_url=url).list_queues()
+
+
+def test_the_demos_clients_skip_the_socket_and_get_the_answers_http_gets(monkeypatch):
+    import boto3
+    import pytest
+    import urllib3.connection
+    from botocore.exceptions import ClientError
+
+    with demo_server() as url:
+        # GIVEN a client of the demo's session, and one of a plain session (over HTTP)
+        own = session().client("sqs", endpoint_url=url)
+        wire = boto3.session.Session(aws_access_key_id="demo", aws_secret_access_key="demo",
+                                     region_name="us-east-1").client("sqs", endpoint_url=url)
+        wire.create_queue(QueueName="made-over-http", Attributes={"VisibilityTimeout": "45"})
+        over_http = wire.get_queue_attributes(QueueUrl=wire.get_queue_url(QueueName="made-over-http")["QueueUrl"],
+                                              AttributeNames=["VisibilityTimeout"])["Attributes"]
+        with pytest.raises(ClientError) as http_error:
+            wire.get_queue_url(QueueName="missing")
+
+        # WHEN no connection can be opened
+        def refuse(self, *args, **kwargs):
+            raise AssertionError("a connection was opened")
+
+        monkeypatch.setattr(urllib3.connection.HTTPConnection, "connect", refuse)
+
+        # THEN the demo's client still reaches the same AWS, answers and errors alike
+        in_process = own.get_queue_attributes(QueueUrl=own.get_queue_url(QueueName="made-over-http")["QueueUrl"],
+                                              AttributeNames=["VisibilityTimeout"])["Attributes"]
+        assert in_process == over_http == {"VisibilityTimeout": "45"}
+        with pytest.raises(ClientError) as own_error:
+            own.get_queue_url(QueueName="missing")
+        assert own_error.value.response["Error"] == http_error.value.response["Error"]
+        assert own_error.value.response["ResponseMetadata"]["HTTPStatusCode"] == \
+            http_error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
