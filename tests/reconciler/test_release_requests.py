@@ -191,3 +191,97 @@ def test_status_shows_each_request_and_its_outcome(engaged, harness, operator_dy
     assert main(["--json", "--region", "us-east-1", "status"]) == 0
     (shown,) = json.loads(capsys.readouterr().out)["release_requests"]
     assert (shown["arn"], shown["state"], shown["outcome"], shown["by"]) == (web, "done", "restored", "oncall")
+
+
+def put_request_item(operator_dynamodb, harness, arn: str, **attributes) -> None:
+    """What the operator role may write in CONTROL by hand: any item, any attribute types."""
+    item = {"pk": {"S": "CONTROL"}, "sk": {"S": f"RELEASE#{arn}"}, "arn": {"S": arn}, "request": {"S": "hand"},
+            "by": {"S": "oncall"}, "reason": {"S": "by hand"}, "at": {"S": harness.clock.now().isoformat()},
+            "state": {"S": "requested"}, "expires_at": {"N": str(int(harness.clock.now().timestamp()) + 3600)}}
+    operator_dynamodb.put_item(TableName=harness.table, Item={**item, **attributes})
+    assert operator_dynamodb.denied == []
+
+
+def test_a_malformed_request_is_refused_with_why_and_the_ticks_go_on(engaged, harness, operator_dynamodb, capsys):
+    from holdfast.cli import main
+
+    web, api = engaged["web"], engaged["api"]
+    put_request_item(operator_dynamodb, harness, web, expires_at={"N": "1893456000.5"})
+    put_request_item(operator_dynamodb, harness, api, request={"S": "hand2"}, state={"S": "sideways"})
+    ledger_control.set_paused(operator_dynamodb, harness.table, True, by="oncall", reason="drill", now=harness.clock.now())
+
+    # The other control items are read as before: the kill switch holds the tick.
+    assert harness.tick("A").actions == ["paused"]
+    assert main(["--region", "us-east-1", "status"]) == 0
+    shown = capsys.readouterr().out
+    assert f"release of {web} requested by oncall" in shown and "1893456000.5" in shown
+    ledger_control.set_paused(operator_dynamodb, harness.table, False, by="oncall", reason="", now=harness.clock.now())
+
+    # The tick detects and engages as ever, and refuses each malformed request, saying why.
+    harness.script.set("impaired", harness.clock.now())
+    result = harness.tick("A")
+    assert result.stage == "hold" and any(o.action == "engaged" for o in result.outcomes)
+    assert sorted(a for a in result.actions if a.startswith("release:")) == ["release:refused"] * 2
+    done = releases(harness)
+    assert (done[web].state, done[web].outcome) == ("done", "refused")
+    assert "expires_at 1893456000.5 is not whole epoch seconds" in done[web].detail
+    assert "state 'sideways'" in done[api].detail
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}   # nothing released
+
+    # Refused, the request is done: a new request replaces it and is acted on.
+    harness.clock.advance(60)
+    _, written = request(operator_dynamodb, harness, api, request_id="r9")
+    assert written
+    assert main(["--region", "us-east-1", "status"]) == 0
+    assert "expires_at 1893456000.5 is not whole epoch seconds" in capsys.readouterr().out
+
+
+def test_a_takeover_that_finds_the_resource_restored_says_an_earlier_attempt_restored_it(engaged, harness,
+                                                                                          operator_dynamodb):
+    web = engaged["web"]
+    asked, _ = request(operator_dynamodb, harness, web)
+    now = harness.clock.now()
+    assert ledger_control.claim_release(harness.observer("dynamodb"), harness.table, asked, controller_id="A",
+                                        now=now, until=now + timedelta(minutes=4))
+    # A's tick restored the group, then stopped before recording the outcome.
+    assert Engine(harness.runtime("A")).release(web).action == "restored"
+    harness.clock.advance(5 * 60)
+    assert "release:restored-unconfirmed" in harness.tick("B").actions
+    done = releases(harness)[web]
+    assert (done.state, done.outcome, done.controller) == ("done", "restored-unconfirmed", "B")
+    assert done.detail.startswith("restored by an earlier attempt (unconfirmed)")
+
+
+def test_a_claimed_request_is_not_expired_while_its_claim_runs(engaged, harness, operator_dynamodb):
+    web = engaged["web"]
+    asked, _ = request(operator_dynamodb, harness, web)
+    harness.clock.advance(24 * 3600 - 60)
+    now, dynamodb = harness.clock.now(), harness.observer("dynamodb")
+    assert ledger_control.claim_release(dynamodb, harness.table, asked, controller_id="A", now=now,
+                                        until=now + timedelta(minutes=4))
+    harness.clock.advance(120)      # past the request's day, within A's claim
+    assert not any(a.startswith("release:") for a in harness.tick("B").actions)
+    assert (releases(harness)[web].state, releases(harness)[web].controller) == ("acting", "A")
+    # A records its outcome as its claim allows.
+    assert ledger_control.finish_release(dynamodb, harness.table, asked, outcome="restored", detail="x",
+                                         controller_id="A", now=harness.clock.now())
+
+
+def test_a_request_asked_before_the_hold_began_is_refused(engaged, harness, operator_dynamodb):
+    web = engaged["web"]
+    harness.tick("A")                        # normal: nothing engaged by the plan
+    asked, _ = request(operator_dynamodb, harness, web)
+    harness.clock.advance(60)
+    harness.script.set("impaired", harness.clock.now())
+    result = harness.tick("A")               # the new hold begins, then the request is looked at
+    assert result.stage == "hold" and "release:refused" in result.actions
+    done = releases(harness)[web]
+    began = harness.plan().impaired_at.isoformat()
+    assert done.detail == (f"asked at {asked.at}, before this hold began at {began}: the hold may have engaged "
+                           f"{web} since; nothing was done; ask again to release it from this hold")
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+    # Asked again during the hold, it is acted on.
+    harness.clock.advance(60)
+    request(operator_dynamodb, harness, web, request_id="r2")
+    assert "release:restored" in harness.tick("A").actions
+    assert suspended(harness, "web") == {"HealthCheck"}

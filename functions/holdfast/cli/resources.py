@@ -315,6 +315,8 @@ def release_line(r: dict[str, Any]) -> str:
     asked = f"release of {r['arn']} requested by {r.get('by') or 'an operator'} at {r.get('at')}"
     if r.get("state") == "done":
         return f"{asked}: {r.get('outcome')} at {r.get('done_at')}: {r.get('detail')}"
+    if r.get("problem"):
+        return f"{asked}: not a request Holdfast can act on ({r['problem']}); the reconciler's next tick refuses it"
     return f"{asked}: {r.get('state')} (the reconciler's next tick acts on it)"
 
 
