@@ -285,3 +285,32 @@ def test_a_request_asked_before_the_hold_began_is_refused(engaged, harness, oper
     request(operator_dynamodb, harness, web, request_id="r2")
     assert "release:restored" in harness.tick("A").actions
     assert suspended(harness, "web") == {"HealthCheck"}
+
+
+def test_each_claim_runs_from_its_own_start_and_none_is_taken_once_the_tick_is_out_of_time(engaged, harness,
+                                                                                         operator_dynamodb):
+    arns = {**engaged, "db": make_asg(harness.observer, "db")}
+    Engine(harness.runtime("cli")).engage(kinds=("asg",))
+    for i, arn in enumerate(arns.values()):
+        request(operator_dynamodb, harness, arn, request_id=f"r{i}")
+    claims: list[tuple[str, int, int]] = []   # (ARN, claim_until, epoch now) as each restore starts
+
+    def slow_restore(params, **_):
+        """Each group's restore takes 30 s of the tick's 45 (the clock is the harness's)."""
+        now = int(harness.clock.now().timestamp())
+        claims.extend((r.arn, r.claim_until, now) for r in releases(harness).values() if r.state == "acting")
+        harness.clock.advance(30)
+
+    harness.observer("autoscaling").meta.events.register("before-call.autoscaling.ResumeProcesses", slow_restore)
+    first = harness.tick("A")
+
+    # Two restores fit in the tick: each claimed and acted on while its claim runs; the
+    # third waits, unclaimed, for the next tick rather than being claimed already expired.
+    assert [a for a in first.actions if a.startswith("release:")] == ["release:restored"] * 2
+    assert len(claims) == 2 and all(until > now for _, until, now in claims), claims
+    waiting = [r for r in releases(harness).values() if r.state == "requested"]
+    assert len(waiting) == 1
+    harness.clock.advance(60)
+    assert [a for a in harness.tick("B").actions if a.startswith("release:")] == ["release:restored"]
+    assert all(r.outcome == "restored" for r in releases(harness).values())
+    assert claims[-1][0] == waiting[0].arn and claims[-1][1] > claims[-1][2]
