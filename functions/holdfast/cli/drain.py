@@ -125,22 +125,41 @@ def run(ctx, args) -> int:
     return 0
 
 
-# sqs.REGION.amazonaws.com (and .com.cn, .api.aws) or the legacy REGION.queue.amazonaws.com.
-_QUEUE_HOST = re.compile(r"^(?:sqs\.)?(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.(?:queue\.)?(?:amazonaws\.com(?:\.cn)?|api\.aws)$")
+# The domains of AWS's endpoints: on one, the host of an SQS queue URL names the queue's
+# region (sqs.REGION.amazonaws.com, .amazonaws.com.cn, sqs.REGION.api.aws (dual-stack),
+# sqs-fips.REGION.amazonaws.com and .api.aws, REGION.queue.amazonaws.com (legacy), and an
+# interface VPC endpoint's vpce-ID.sqs.REGION.vpce.amazonaws.com), except us-east-1's
+# legacy queue.amazonaws.com.
+_AWS_DOMAINS = ("amazonaws.com", "amazonaws.com.cn", "api.aws", "amazonaws.eu", "c2s.ic.gov", "sc2s.sgov.gov")
+_SQS_LABELS = {"sqs", "sqs-fips", "queue"}
+_REGION_LABEL = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
 _LEGACY_HOST = "queue.amazonaws.com"   # us-east-1's
 
 
 def queue_arn(url: str, clients) -> str:
     """The ARN of the queue `url` names: the account and name from its path, the region
-    from its host (this region's for an endpoint of another host, such as a local one);
-    UsageError when it names no queue."""
+    from its host (this region's for a host on no AWS domain, such as a local endpoint);
+    UsageError when it names no queue, or is on an AWS domain and its host names no SQS
+    endpoint of one region (assuming this region would read a queue of the same name here)."""
     parsed = urlparse(url)
     path = [p for p in parsed.path.split("/") if p]
     if parsed.scheme not in ("http", "https") or len(path) != 2 or not re.fullmatch(r"\d{12}", path[0]):
         raise UsageError(f"--queue-url {url!r} is not an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
-    host = (parsed.hostname or "").lower()
-    match = _QUEUE_HOST.match(host)
-    region = match["region"] if match else "us-east-1" if host == _LEGACY_HOST else clients.region
+    host = (parsed.hostname or "").lower().rstrip(".")
+    domain = next((d for d in _AWS_DOMAINS if host == d or host.endswith("." + d)), None)
+    if domain is None:
+        region = clients.region
+    elif host == _LEGACY_HOST:
+        region = "us-east-1"
+    else:
+        labels = host[: -len(domain)].rstrip(".").split(".")
+        regions = [label for label in labels if _REGION_LABEL.match(label)]
+        if len(regions) != 1 or not _SQS_LABELS & set(labels):
+            raise UsageError(
+                f"--queue-url {url!r}: its host {host} names no SQS endpoint of one region, so the queue's region "
+                "is unknown; give the URL GetQueueUrl returns (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME); "
+                "nothing was done")
+        region = regions[0]
     return f"arn:{clients.partition}:sqs:{region}:{path[0]}:{path[1]}"
 
 
