@@ -385,6 +385,9 @@ def reconcile(t: _Tick) -> TickResult:
         seen = observe(t.runtime, now, collect=t.collect)
     except LedgerUnavailable as err:
         return without_ledger(t, str(err), now)
+    if seen.control.problems:   # an operator wrote a control item by hand: say what was not read
+        logger.warning("control items not read as written", extra={"controller": t.runtime.controller_id,
+                                                                   "reasons": list(seen.control.problems)})
     if seen.control.paused:
         return _paused(t, seen)
     decided = decide(t, seen, now)

@@ -314,3 +314,40 @@ def test_each_claim_runs_from_its_own_start_and_none_is_taken_once_the_tick_is_o
     assert [a for a in harness.tick("B").actions if a.startswith("release:")] == ["release:restored"]
     assert all(r.outcome == "restored" for r in releases(harness).values())
     assert claims[-1][0] == waiting[0].arn and claims[-1][1] > claims[-1][2]
+
+
+def test_control_items_written_by_hand_in_the_wrong_shape_are_named_and_the_ticks_go_on(engaged, harness,
+                                                                                       operator_dynamodb, capsys):
+    import json
+
+    from holdfast.cli import main
+
+    for sk, attributes in (("ENGAGE", {"generation": {"N": "0.5"}, "by": {"N": "7"}}),
+                           ("PAUSE", {"paused": {"S": "false"}, "by": {"S": "oncall"}})):
+        operator_dynamodb.put_item(TableName=harness.table, Item={"pk": {"S": "CONTROL"}, "sk": {"S": sk}, **attributes})
+    assert operator_dynamodb.denied == []
+
+    harness.script.set("impaired", harness.clock.now())
+    assert harness.tick("A").stage == "hold"       # detected and engaged as ever
+    capsys.readouterr()   # the tick's log lines
+    assert main(["--json", "--region", "us-east-1", "status"]) == 0
+    problems = json.loads(capsys.readouterr().out)["control_problems"]
+    assert sorted(problems) == ["ENGAGE: by {'N': '7'} is not a string; read as absent",
+                                "ENGAGE: generation {'N': '0.5'} is not a whole number; the request is not acted on "
+                        "(write it again with the CLI)",
+                        "PAUSE: paused {'S': 'false'} is not a boolean; read as not paused (`holdfast pause` writes it)"]
+
+
+def test_the_control_items_are_read_past_a_page(engaged, harness, operator_dynamodb):
+    for i in range(5):
+        put_request_item(operator_dynamodb, harness, f"{engaged['web']}-{i}", request={"S": f"p{i}"})
+    dynamodb = harness.observer("dynamodb")
+
+    def two_a_page(params, **_):
+        params["Limit"] = 2        # as DynamoDB cuts a page at 1 MB
+
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.Query", two_a_page)
+    try:
+        assert len(ledger_control.read_control(dynamodb, harness.table).releases) == 5
+    finally:
+        dynamodb.meta.events.unregister("before-parameter-build.dynamodb.Query", two_a_page)

@@ -45,6 +45,7 @@ class Control:
     held_at: str | None = None
     held_command: str | None = None
     releases: tuple[ReleaseRequest, ...] = ()     # the release requests, in ARN order
+    problems: tuple[str, ...] = ()    # fields of PAUSE, ADVANCE, ENGAGE, HELD that could not be read, and why
 
     def engage_requested(self, generation: int) -> str | None:
         """Why the plan of `generation` should go to hold now, or None: a request is for
@@ -80,20 +81,48 @@ def read_control(dynamodb, table: str) -> Control:
         raise LedgerUnavailable(f"cannot read the kill switch from {table}: {failure_kind(err)}") from err
     by_sk = {item[SK]["S"]: item for item in items}
     pause, advance, engage, held = by_sk.get(PAUSE), by_sk.get(ADVANCE), by_sk.get(ENGAGE), by_sk.get(HELD)
-    text = lambda item, key: item[key]["S"] if item and key in item else None
+    problems: list[str] = []
+
+    # The operator role may write any item in CONTROL: a field of the wrong type is read
+    # as absent and named in `problems`, never an error that stops every tick.
+    def text(item: dict | None, name: str) -> str | None:
+        value = item.get(name) if item else None
+        if value is None:
+            return None
+        if isinstance(value, dict) and isinstance(value.get("S"), str):
+            return value["S"]
+        problems.append(f"{item[SK]['S']}: {name} {_shown(value)} is not a string; read as absent")
+        return None
+
+    def generation(item: dict | None) -> int | None:
+        value = item.get("generation") if item else None
+        if value is None:
+            return None
+        try:
+            return int(value["N"])
+        except (KeyError, TypeError, ValueError):
+            problems.append(f"{item[SK]['S']}: generation {_shown(value)} is not a whole number; "
+                            "the request is not acted on (write it again with the CLI)")
+            return None
+
+    paused = pause.get("paused") if pause else None
+    if paused is not None and not (isinstance(paused, dict) and isinstance(paused.get("BOOL"), bool)):
+        problems.append(f"{PAUSE}: paused {_shown(paused)} is not a boolean; read as not paused "
+                        "(`holdfast pause` writes it)")
     return Control(
-        paused=bool(pause and pause.get("paused", {}).get("BOOL")),
+        paused=bool(isinstance(paused, dict) and paused.get("BOOL") is True),
         paused_by=text(pause, "by"),
         paused_at=text(pause, "at"),
         reason=text(pause, "reason"),
-        advance_generation=int(advance["generation"]["N"]) if advance else None,
-        engage_generation=int(engage["generation"]["N"]) if engage and "generation" in engage else None,
+        advance_generation=generation(advance),
+        engage_generation=generation(engage),
         engage_by=text(engage, "by"),
         engage_reason=text(engage, "reason"),
         held_by=text(held, "by"),
         held_at=text(held, "at"),
         held_command=text(held, "command"),
         releases=tuple(release_from_item(by_sk[sk]) for sk in sorted(by_sk) if sk.startswith(RELEASE_PREFIX)),
+        problems=tuple(problems),
     )
 
 
