@@ -198,7 +198,8 @@ def put_request_item(operator_dynamodb, harness, arn: str, **attributes) -> None
     item = {"pk": {"S": "CONTROL"}, "sk": {"S": f"RELEASE#{arn}"}, "arn": {"S": arn}, "request": {"S": "hand"},
             "by": {"S": "oncall"}, "reason": {"S": "by hand"}, "at": {"S": harness.clock.now().isoformat()},
             "state": {"S": "requested"}, "expires_at": {"N": str(int(harness.clock.now().timestamp()) + 3600)}}
-    operator_dynamodb.put_item(TableName=harness.table, Item={**item, **attributes})
+    item = {name: value for name, value in {**item, **attributes}.items() if value is not None}   # None: left out
+    operator_dynamodb.put_item(TableName=harness.table, Item=item)
     assert operator_dynamodb.denied == []
 
 
@@ -351,3 +352,16 @@ def test_the_control_items_are_read_past_a_page(engaged, harness, operator_dynam
         assert len(ledger_control.read_control(dynamodb, harness.table).releases) == 5
     finally:
         dynamodb.meta.events.unregister("before-parameter-build.dynamodb.Query", two_a_page)
+
+
+def test_a_request_item_with_no_request_id_or_one_of_another_type_is_refused(engaged, harness, operator_dynamodb):
+    web, api = engaged["web"], engaged["api"]
+    put_request_item(operator_dynamodb, harness, web, request={"N": "5"})
+    put_request_item(operator_dynamodb, harness, api, request=None)
+    result = harness.tick("A")
+    assert sorted(a for a in result.actions if a.startswith("release:")) == ["release:refused"] * 2
+    done = releases(harness)
+    assert "request {'N': '5'} is not a string" in done[web].detail
+    assert "it has no request id" in done[api].detail
+    assert all(r.state == "done" and r.expires == int(harness.clock.now().timestamp()) + 86400 for r in done.values())
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
