@@ -365,3 +365,20 @@ def test_a_request_item_with_no_request_id_or_one_of_another_type_is_refused(eng
     assert "it has no request id" in done[api].detail
     assert all(r.state == "done" and r.expires == int(harness.clock.now().timestamp()) + 86400 for r in done.values())
     assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+
+
+def test_the_engagement_in_force_began_at_the_latest_hold_or_a_later_step_back():
+    from datetime import datetime, timezone
+
+    from holdfast.core import policy
+
+    t = lambda minute: datetime(2025, 10, 20, 7, minute, tzinfo=timezone.utc)
+    asked = release_requests.ReleaseRequest(arn="arn:x", id="r", at=t(10).isoformat())
+    held = policy.Plan(generation=2, stage=policy.HOLD, entered_at=t(5), impaired_at=t(5))
+    draining = policy.Plan(generation=3, stage=policy.DRAIN, entered_at=t(20), impaired_at=t(5))
+    stepped_back = policy.Plan(generation=4, stage=policy.HOLD, entered_at=t(30), impaired_at=t(5), stepped_back=True)
+    assert [release_requests.engagement_began(p) for p in (None, policy.Plan(), held, draining, stepped_back)] == \
+        [None, None, t(5), t(5), t(30)]
+    assert release_requests.stale(asked, t(5)) is None          # asked during the hold
+    assert release_requests.stale(asked, t(30)).startswith(f"asked at {t(10).isoformat()}, before this hold began "
+                                                           f"at {t(30).isoformat()}")
