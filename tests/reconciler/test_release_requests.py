@@ -263,6 +263,9 @@ def test_a_claimed_request_is_not_expired_while_its_claim_runs(engaged, harness,
     harness.clock.advance(120)      # past the request's day, within A's claim
     assert not any(a.startswith("release:") for a in harness.tick("B").actions)
     assert (releases(harness)[web].state, releases(harness)[web].controller) == ("acting", "A")
+    # A tick that read the request before A claimed it cannot mark it expired either.
+    assert not ledger_control.finish_release(dynamodb, harness.table, asked, outcome="expired", detail="x",
+                                             controller_id="B", now=harness.clock.now(), claimed=False)
     # A records its outcome as its claim allows.
     assert ledger_control.finish_release(dynamodb, harness.table, asked, outcome="restored", detail="x",
                                          controller_id="A", now=harness.clock.now())
@@ -382,3 +385,19 @@ def test_the_engagement_in_force_began_at_the_latest_hold_or_a_later_step_back()
     assert release_requests.stale(asked, t(5)) is None          # asked during the hold
     assert release_requests.stale(asked, t(30)).startswith(f"asked at {t(10).isoformat()}, before this hold began "
                                                            f"at {t(30).isoformat()}")
+
+
+def test_a_claimed_request_past_its_day_expires_once_its_claim_has_run_out_and_says_it_was_claimed(engaged, harness,
+                                                                                                 operator_dynamodb):
+    web = engaged["web"]
+    asked, _ = request(operator_dynamodb, harness, web)
+    harness.clock.advance(24 * 3600 - 60)
+    now = harness.clock.now()
+    assert ledger_control.claim_release(harness.observer("dynamodb"), harness.table, asked, controller_id="A",
+                                        now=now, until=now + timedelta(minutes=4))
+    harness.clock.advance(5 * 60)
+    assert "release:expired" in harness.tick("B").actions
+    done = releases(harness)[web]
+    assert (done.outcome, done.controller) == ("expired", "B")
+    assert "claimed by A, whose tick stopped before recording an outcome" in done.detail
+    assert "may or may not have been restored" in done.detail
