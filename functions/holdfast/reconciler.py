@@ -642,8 +642,8 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
             if ledger_control.refuse_malformed_release(t.dynamodb, t.table, request, outcome=release_requests.REFUSED,
                                                        detail=why, controller_id=me, now=now):
                 result.actions.append(f"release:{release_requests.REFUSED}")
-            t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
-                  outcome=release_requests.REFUSED, reasons=[why])
+                t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
+                      outcome=release_requests.REFUSED, reasons=[why])
         elif release_requests.expired(request, now):
             if request.state == release_requests.ACTING:
                 why = (f"requested at {request.at} and claimed by {request.controller}, whose tick stopped before "
