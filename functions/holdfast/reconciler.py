@@ -394,6 +394,9 @@ def reconcile(t: _Tick) -> TickResult:
         seen = observe(t.runtime, now, collect=t.collect, ledger=t.ledger)
     except LedgerUnavailable as err:
         return without_ledger(t, str(err), now)
+    if seen.control.problems:   # an operator wrote a control item by hand: say what was not read
+        logger.warning("control items not read as written", extra={"controller": t.runtime.controller_id,
+                                                                   "reasons": list(seen.control.problems)})
     if seen.control.paused:
         return _paused(t, seen)
     decided = decide(t, seen, now)
@@ -632,30 +635,58 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
     """The operators' release requests (CONTROL/RELEASE#<arn>, holdfast.core.release),
     after the walk so that this tick's engage walk does not engage again what it restores:
     each claimed (so two ticks at once act on it once), checked (a kind Holdfast manages,
-    this partition, region and account, mode auto), restored exactly as `holdfast release`
-    does (Engine.release: no plan guard, the owner's changes while engaged kept), and
-    marked done with its outcome. A request past its expiry is marked `expired`, unacted."""
+    this partition, region and account, mode auto, asked during the engagement in force),
+    restored exactly as `holdfast release` does (Engine.release: no plan guard, the
+    owner's changes while engaged kept), and marked done with its outcome. An item that is
+    not a request Holdfast can act on is refused, saying why; a request past its expiry
+    is marked `expired`, unacted. Each claim lasts from when it is taken until the tick's
+    time is up at the latest; once it is up, the rest wait for the next tick."""
     if not control.releases:
         return
     now, me = t.runtime.clock.now(), t.runtime.controller_id
     for request in control.releases:
-        if release_requests.expired(request, now):
+        if release_requests.malformed(request):
+            why = (f"not a release request Holdfast can act on: {request.problem}; nothing was done; "
+                   "ask again with `holdfast release ARN --all-accounts`")
+            if ledger_control.refuse_malformed_release(t.dynamodb, t.table, request, outcome=release_requests.REFUSED,
+                                                       detail=why, controller_id=me, now=now):
+                result.actions.append(f"release:{release_requests.REFUSED}")
+                t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
+                      outcome=release_requests.REFUSED, reasons=[why])
+        elif release_requests.expired(request, now):
+            if request.state == release_requests.ACTING:
+                why = (f"requested at {request.at} and claimed by {request.controller}, whose tick stopped before "
+                       "recording an outcome; it expired before another tick took it over: the resource may or may "
+                       "not have been restored (`holdfast status` shows whether it is engaged); request it again "
+                       "if it is still wanted")
+            else:
+                why = (f"requested at {request.at} and not acted on before it expired (Holdfast was paused, off "
+                       "or unable to read its ledger): nothing was done; request it again if it is still wanted")
             ledger_control.finish_release(
                 t.dynamodb, t.table, request, outcome=release_requests.EXPIRED, controller_id=me, now=now, claimed=False,
-                detail=f"requested at {request.at} and not acted on before it expired (Holdfast was paused, off "
-                       "or unable to read its ledger): nothing was done; request it again if it is still wanted")
+                detail=why)
             result.actions.append(f"release:{release_requests.EXPIRED}")
     due = [r for r in control.releases if release_requests.due(r, now)][:RELEASES_PER_TICK]
     if not due:
         return
     account = caller_account(t.runtime)
-    until = now + timedelta(seconds=ledger_claims.lease_seconds(t.settings.schedule_minutes))
+    began = release_requests.engagement_began(plan)
+    lease, d = ledger_claims.lease_seconds(t.settings.schedule_minutes), t.deadline
     releaser: Engine | None = None
-    for request in due:
+    for i, request in enumerate(due):
+        if d():
+            t.log("tick time up: the other release requests wait for the next tick", plan,
+                  waiting=[r.arn for r in due[i:]])
+            break
+        # The claim runs from now, never past the tick's end: a tick that took it over
+        # while this one still restores would restore again and one outcome would be lost.
+        now = t.runtime.clock.now()
+        until = now + timedelta(seconds=max(0.0, min(lease, d.total - d.elapsed())))
         if not ledger_control.claim_release(t.dynamodb, t.table, request, controller_id=me, now=now, until=until):
             continue   # another tick took it, or it was replaced
-        why = release_requests.refusal(request.arn, partition=t.runtime.clients.partition,
-                                       region=t.runtime.clients.region, account=account, mode=t.settings.mode)
+        why = (release_requests.refusal(request.arn, partition=t.runtime.clients.partition,
+                                        region=t.runtime.clients.region, account=account, mode=t.settings.mode)
+               or release_requests.stale(request, began))
         if why is None:
             releaser = releaser or Engine(t.runtime)
             try:
@@ -664,7 +695,8 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                 action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:
             action = release_requests.REFUSED
-        ledger_control.finish_release(t.dynamodb, t.table, request, outcome=action, detail=why, controller_id=me, now=now)
+        ledger_control.finish_release(t.dynamodb, t.table, request, outcome=action, detail=why, controller_id=me,
+                                      now=t.runtime.clock.now())
         result.actions.append(f"release:{action}")
         t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
               outcome=action, reasons=[why])
@@ -691,6 +723,13 @@ def release_one(t: _Tick, releaser: Engine, request) -> tuple[str, str]:
             return VANISHED, "the resource no longer exists; its record is forgotten"
         return release_requests.REFUSED, f"{arn} does not exist and Holdfast holds no record of it; nothing to release{again}"
     if outcome.action == ALREADY:
+        if request.state == release_requests.ACTING:
+            # Taken over: the tick that claimed it may have restored it and stopped
+            # before recording the outcome.
+            return release_requests.UNCONFIRMED, (
+                f"restored by an earlier attempt (unconfirmed): the tick {request.controller} that claimed this "
+                f"request stopped before recording its outcome, and {arn} is now not engaged and Holdfast holds no "
+                "record of it; nothing was written now")
         return release_requests.REFUSED, f"{arn} is not engaged and Holdfast holds no record of it; nothing to release{again}"
     return outcome.action, outcome.error or "; ".join(str(n.get("why", n)) for n in outcome.notes.values()) or "-"
 

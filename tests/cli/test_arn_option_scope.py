@@ -109,3 +109,67 @@ def test_drain_estimate_reads_a_queue_url_of_this_region_and_account_in_each_for
 def test_a_queue_url_that_names_no_queue_is_a_usage_error(fleet, capsys):
     code, doc, err = run(capsys, "drain-estimate", "--queue-url", "https://sqs.us-east-1.amazonaws.com/orders")
     assert code == 2 and "is not an SQS queue URL" in err, err
+
+
+# The other forms of a queue URL on an AWS domain: FIPS, dual-stack and an interface VPC
+# endpoint's (SQS's endpoints in the AWS General Reference; the SQS Developer Guide's
+# "Internetwork traffic privacy" for vpce-ID.sqs.REGION.vpce.amazonaws.com).
+OTHER_FORMS = ["https://sqs-fips.{region}.amazonaws.com/{account}/orders",
+               "https://sqs-fips.{region}.api.aws/{account}/orders",
+               "https://sqs.{region}.api.aws/{account}/orders",
+               "https://vpce-1a2b.sqs.{region}.vpce.amazonaws.com/{account}/orders",
+               "https://vpce-0a1b2c3d4e5f-abcd1234.sqs.{region}.vpce.amazonaws.com/{account}/orders"]
+
+
+@pytest.mark.parametrize("form", OTHER_FORMS)
+@pytest.mark.parametrize("region", ["eu-west-1", "us-east-2", "us-gov-west-1"])
+def test_drain_estimate_takes_the_region_of_a_fips_dual_stack_or_vpc_endpoint_queue_url(fleet, capsys, form, region):
+    url = form.format(region=region, account=ACCOUNT)
+    calls = dict(fleet.calls)
+    code, doc, err = run(capsys, "drain-estimate", "--queue-url", url, "--arrival-per-minute", "1",
+                         "--consumer-per-minute", "3")
+    assert code == 2 and doc["error"]["cause"] == "usage", err
+    assert f"region {region}" in err and f"--region {region}" in err and "--queue-url" in err
+    made = [op for op, n in fleet.calls.items() if n != calls.get(op, 0)]
+    assert not [op for op in made if op.startswith(("sqs:", "cloudwatch:", "lambda:"))], made
+
+
+@pytest.mark.parametrize("form", OTHER_FORMS)
+def test_drain_estimate_reads_a_fips_dual_stack_or_vpc_endpoint_queue_url_of_this_region(fleet, capsys, form):
+    code, doc, err = run(capsys, "drain-estimate", "--queue-url", form.format(region=REGION, account=ACCOUNT),
+                         "--arrival-per-minute", "1", "--consumer-per-minute", "3")
+    assert code == 0, err
+    assert doc["backlog_messages"] == 3
+
+
+@pytest.mark.parametrize("url", [f"https://sqs.amazonaws.com/{ACCOUNT}/orders",
+                                 f"https://vpce-1a2b.sqs.vpce.amazonaws.com/{ACCOUNT}/orders",
+                                 f"https://sqs.eu-west-1.us-east-1.amazonaws.com/{ACCOUNT}/orders",
+                                 f"https://lambda.{REGION}.amazonaws.com/{ACCOUNT}/orders",
+                                 f"https://sqs.mars-north-1.amazonaws.com/{ACCOUNT}/orders"])
+def test_a_queue_url_on_an_aws_domain_whose_region_cannot_be_told_is_a_usage_error(fleet, capsys, url):
+    calls = dict(fleet.calls)
+    code, doc, err = run(capsys, "drain-estimate", "--queue-url", url, "--arrival-per-minute", "1",
+                         "--consumer-per-minute", "3")
+    assert code == 2 and doc["error"]["cause"] == "usage" and err.count("\n") == 1, err
+    assert "names no SQS endpoint of one region" in err and "nothing was done" in err
+    made = [op for op, n in fleet.calls.items() if n != calls.get(op, 0)]
+    assert not [op for op in made if op.startswith(("sqs:", "cloudwatch:", "lambda:"))], made
+
+
+@pytest.mark.parametrize("url, partition, region", [
+    (f"https://sqs.cn-north-1.amazonaws.com.cn/{ACCOUNT}/orders", "aws-cn", "cn-north-1"),
+    (f"https://sqs.eusc-de-east-1.amazonaws.eu/{ACCOUNT}/orders", "aws-eusc", "eusc-de-east-1"),
+    (f"https://sqs.us-iso-east-1.c2s.ic.gov/{ACCOUNT}/orders", "aws-iso", "us-iso-east-1"),
+    (f"https://sqs-fips.us-gov-west-1.amazonaws.com/{ACCOUNT}/orders", "aws-us-gov", "us-gov-west-1"),
+    (f"https://queue.amazonaws.com/{ACCOUNT}/orders", "aws", "us-east-1"),
+    (f"http://localhost:4566/{ACCOUNT}/orders", "aws", REGION)])
+def test_a_queue_url_names_its_partition_and_region(url, partition, region):
+    """Every partition's domains and region names are botocore's partitions data; a
+    host on no AWS domain (a local endpoint) is this region's."""
+    from holdfast.cli.drain import queue_arn
+
+    class Here:
+        region, partition = REGION, "aws"
+
+    assert queue_arn(url, Here()) == f"arn:{partition}:sqs:{region}:{ACCOUNT}:orders"

@@ -191,3 +191,213 @@ def test_status_shows_each_request_and_its_outcome(engaged, harness, operator_dy
     assert main(["--json", "--region", "us-east-1", "status"]) == 0
     (shown,) = json.loads(capsys.readouterr().out)["release_requests"]
     assert (shown["arn"], shown["state"], shown["outcome"], shown["by"]) == (web, "done", "restored", "oncall")
+
+
+def put_request_item(operator_dynamodb, harness, arn: str, **attributes) -> None:
+    """What the operator role may write in CONTROL by hand: any item, any attribute types."""
+    item = {"pk": {"S": "CONTROL"}, "sk": {"S": f"RELEASE#{arn}"}, "arn": {"S": arn}, "request": {"S": "hand"},
+            "by": {"S": "oncall"}, "reason": {"S": "by hand"}, "at": {"S": harness.clock.now().isoformat()},
+            "state": {"S": "requested"}, "expires_at": {"N": str(int(harness.clock.now().timestamp()) + 3600)}}
+    item = {name: value for name, value in {**item, **attributes}.items() if value is not None}   # None: left out
+    operator_dynamodb.put_item(TableName=harness.table, Item=item)
+    assert operator_dynamodb.denied == []
+
+
+def test_a_malformed_request_is_refused_with_why_and_the_ticks_go_on(engaged, harness, operator_dynamodb, capsys):
+    from holdfast.cli import main
+
+    web, api = engaged["web"], engaged["api"]
+    put_request_item(operator_dynamodb, harness, web, expires_at={"N": "1893456000.5"})
+    put_request_item(operator_dynamodb, harness, api, request={"S": "hand2"}, state={"S": "sideways"})
+    ledger_control.set_paused(operator_dynamodb, harness.table, True, by="oncall", reason="drill", now=harness.clock.now())
+
+    # The other control items are read as before: the kill switch holds the tick.
+    assert harness.tick("A").actions == ["paused"]
+    assert main(["--region", "us-east-1", "status"]) == 0
+    shown = capsys.readouterr().out
+    assert f"release of {web} requested by oncall" in shown and "1893456000.5" in shown
+    ledger_control.set_paused(operator_dynamodb, harness.table, False, by="oncall", reason="", now=harness.clock.now())
+
+    # The tick detects and engages as ever, and refuses each malformed request, saying why.
+    harness.script.set("impaired", harness.clock.now())
+    result = harness.tick("A")
+    assert result.stage == "hold" and any(o.action == "engaged" for o in result.outcomes)
+    assert sorted(a for a in result.actions if a.startswith("release:")) == ["release:refused"] * 2
+    done = releases(harness)
+    assert (done[web].state, done[web].outcome) == ("done", "refused")
+    assert "expires_at 1893456000.5 is not whole epoch seconds" in done[web].detail
+    assert "state 'sideways'" in done[api].detail
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}   # nothing released
+
+    # Refused, the request is done: a new request replaces it and is acted on.
+    harness.clock.advance(60)
+    _, written = request(operator_dynamodb, harness, api, request_id="r9")
+    assert written
+    assert main(["--region", "us-east-1", "status"]) == 0
+    assert "expires_at 1893456000.5 is not whole epoch seconds" in capsys.readouterr().out
+
+
+def test_a_takeover_that_finds_the_resource_restored_says_an_earlier_attempt_restored_it(engaged, harness,
+                                                                                          operator_dynamodb):
+    web = engaged["web"]
+    asked, _ = request(operator_dynamodb, harness, web)
+    now = harness.clock.now()
+    assert ledger_control.claim_release(harness.observer("dynamodb"), harness.table, asked, controller_id="A",
+                                        now=now, until=now + timedelta(minutes=4))
+    # A's tick restored the group, then stopped before recording the outcome.
+    assert Engine(harness.runtime("A")).release(web).action == "restored"
+    harness.clock.advance(5 * 60)
+    assert "release:restored-unconfirmed" in harness.tick("B").actions
+    done = releases(harness)[web]
+    assert (done.state, done.outcome, done.controller) == ("done", "restored-unconfirmed", "B")
+    assert done.detail.startswith("restored by an earlier attempt (unconfirmed)")
+
+
+def test_a_claimed_request_is_not_expired_while_its_claim_runs(engaged, harness, operator_dynamodb):
+    web = engaged["web"]
+    asked, _ = request(operator_dynamodb, harness, web)
+    harness.clock.advance(24 * 3600 - 60)
+    now, dynamodb = harness.clock.now(), harness.observer("dynamodb")
+    assert ledger_control.claim_release(dynamodb, harness.table, asked, controller_id="A", now=now,
+                                        until=now + timedelta(minutes=4))
+    harness.clock.advance(120)      # past the request's day, within A's claim
+    assert not any(a.startswith("release:") for a in harness.tick("B").actions)
+    assert (releases(harness)[web].state, releases(harness)[web].controller) == ("acting", "A")
+    # A tick that read the request before A claimed it cannot mark it expired either.
+    assert not ledger_control.finish_release(dynamodb, harness.table, asked, outcome="expired", detail="x",
+                                             controller_id="B", now=harness.clock.now(), claimed=False)
+    # A records its outcome as its claim allows.
+    assert ledger_control.finish_release(dynamodb, harness.table, asked, outcome="restored", detail="x",
+                                         controller_id="A", now=harness.clock.now())
+
+
+def test_a_request_asked_before_the_hold_began_is_refused(engaged, harness, operator_dynamodb):
+    web = engaged["web"]
+    harness.tick("A")                        # normal: nothing engaged by the plan
+    asked, _ = request(operator_dynamodb, harness, web)
+    harness.clock.advance(60)
+    harness.script.set("impaired", harness.clock.now())
+    result = harness.tick("A")               # the new hold begins, then the request is looked at
+    assert result.stage == "hold" and "release:refused" in result.actions
+    done = releases(harness)[web]
+    began = harness.plan().impaired_at.isoformat()
+    assert done.detail == (f"asked at {asked.at}, before this hold began at {began}: the hold may have engaged "
+                           f"{web} since; nothing was done; ask again to release it from this hold")
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+    # Asked again during the hold, it is acted on.
+    harness.clock.advance(60)
+    request(operator_dynamodb, harness, web, request_id="r2")
+    assert "release:restored" in harness.tick("A").actions
+    assert suspended(harness, "web") == {"HealthCheck"}
+
+
+def test_each_claim_runs_from_its_own_start_and_none_is_taken_once_the_tick_is_out_of_time(engaged, harness,
+                                                                                         operator_dynamodb):
+    arns = {**engaged, "db": make_asg(harness.observer, "db")}
+    Engine(harness.runtime("cli")).engage(kinds=("asg",))
+    for i, arn in enumerate(arns.values()):
+        request(operator_dynamodb, harness, arn, request_id=f"r{i}")
+    claims: list[tuple[str, int, int]] = []   # (ARN, claim_until, epoch now) as each restore starts
+
+    def slow_restore(params, **_):
+        """Each group's restore takes 30 s of the tick's 45 (the clock is the harness's)."""
+        now = int(harness.clock.now().timestamp())
+        claims.extend((r.arn, r.claim_until, now) for r in releases(harness).values() if r.state == "acting")
+        harness.clock.advance(30)
+
+    harness.observer("autoscaling").meta.events.register("before-call.autoscaling.ResumeProcesses", slow_restore)
+    first = harness.tick("A")
+
+    # Two restores fit in the tick: each claimed and acted on while its claim runs; the
+    # third waits, unclaimed, for the next tick rather than being claimed already expired.
+    assert [a for a in first.actions if a.startswith("release:")] == ["release:restored"] * 2
+    assert len(claims) == 2 and all(until > now for _, until, now in claims), claims
+    waiting = [r for r in releases(harness).values() if r.state == "requested"]
+    assert len(waiting) == 1
+    harness.clock.advance(60)
+    assert [a for a in harness.tick("B").actions if a.startswith("release:")] == ["release:restored"]
+    assert all(r.outcome == "restored" for r in releases(harness).values())
+    assert claims[-1][0] == waiting[0].arn and claims[-1][1] > claims[-1][2]
+
+
+def test_control_items_written_by_hand_in_the_wrong_shape_are_named_and_the_ticks_go_on(engaged, harness,
+                                                                                       operator_dynamodb, capsys):
+    import json
+
+    from holdfast.cli import main
+
+    for sk, attributes in (("ENGAGE", {"generation": {"N": "0.5"}, "by": {"N": "7"}}),
+                           ("PAUSE", {"paused": {"S": "false"}, "by": {"S": "oncall"}})):
+        operator_dynamodb.put_item(TableName=harness.table, Item={"pk": {"S": "CONTROL"}, "sk": {"S": sk}, **attributes})
+    assert operator_dynamodb.denied == []
+
+    harness.script.set("impaired", harness.clock.now())
+    assert harness.tick("A").stage == "hold"       # detected and engaged as ever
+    capsys.readouterr()   # the tick's log lines
+    assert main(["--json", "--region", "us-east-1", "status"]) == 0
+    problems = json.loads(capsys.readouterr().out)["control_problems"]
+    assert sorted(problems) == ["ENGAGE: by {'N': '7'} is not a string; read as absent",
+                                "ENGAGE: generation {'N': '0.5'} is not a whole number; the request is not acted on "
+                        "(write it again with the CLI)",
+                        "PAUSE: paused {'S': 'false'} is not a boolean; read as not paused (`holdfast pause` writes it)"]
+
+
+def test_the_control_items_are_read_past_a_page(engaged, harness, operator_dynamodb):
+    for i in range(5):
+        put_request_item(operator_dynamodb, harness, f"{engaged['web']}-{i}", request={"S": f"p{i}"})
+    dynamodb = harness.observer("dynamodb")
+
+    def two_a_page(params, **_):
+        params["Limit"] = 2        # as DynamoDB cuts a page at 1 MB
+
+    dynamodb.meta.events.register("before-parameter-build.dynamodb.Query", two_a_page)
+    try:
+        assert len(ledger_control.read_control(dynamodb, harness.table).releases) == 5
+    finally:
+        dynamodb.meta.events.unregister("before-parameter-build.dynamodb.Query", two_a_page)
+
+
+def test_a_request_item_with_no_request_id_or_one_of_another_type_is_refused(engaged, harness, operator_dynamodb):
+    web, api = engaged["web"], engaged["api"]
+    put_request_item(operator_dynamodb, harness, web, request={"N": "5"})
+    put_request_item(operator_dynamodb, harness, api, request=None)
+    result = harness.tick("A")
+    assert sorted(a for a in result.actions if a.startswith("release:")) == ["release:refused"] * 2
+    done = releases(harness)
+    assert "request {'N': '5'} is not a string" in done[web].detail
+    assert "it has no request id" in done[api].detail
+    assert all(r.state == "done" and r.expires == int(harness.clock.now().timestamp()) + 86400 for r in done.values())
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+
+
+def test_the_engagement_in_force_began_at_the_latest_hold_or_a_later_step_back():
+    from datetime import datetime, timezone
+
+    from holdfast.core import policy
+
+    t = lambda minute: datetime(2025, 10, 20, 7, minute, tzinfo=timezone.utc)
+    asked = release_requests.ReleaseRequest(arn="arn:x", id="r", at=t(10).isoformat())
+    held = policy.Plan(generation=2, stage=policy.HOLD, entered_at=t(5), impaired_at=t(5))
+    draining = policy.Plan(generation=3, stage=policy.DRAIN, entered_at=t(20), impaired_at=t(5))
+    stepped_back = policy.Plan(generation=4, stage=policy.HOLD, entered_at=t(30), impaired_at=t(5), stepped_back=True)
+    assert [release_requests.engagement_began(p) for p in (None, policy.Plan(), held, draining, stepped_back)] == \
+        [None, None, t(5), t(5), t(30)]
+    assert release_requests.stale(asked, t(5)) is None          # asked during the hold
+    assert release_requests.stale(asked, t(30)).startswith(f"asked at {t(10).isoformat()}, before this hold began "
+                                                           f"at {t(30).isoformat()}")
+
+
+def test_a_claimed_request_past_its_day_expires_once_its_claim_has_run_out_and_says_it_was_claimed(engaged, harness,
+                                                                                                 operator_dynamodb):
+    web = engaged["web"]
+    asked, _ = request(operator_dynamodb, harness, web)
+    harness.clock.advance(24 * 3600 - 60)
+    now = harness.clock.now()
+    assert ledger_control.claim_release(harness.observer("dynamodb"), harness.table, asked, controller_id="A",
+                                        now=now, until=now + timedelta(minutes=4))
+    harness.clock.advance(5 * 60)
+    assert "release:expired" in harness.tick("B").actions
+    done = releases(harness)[web]
+    assert (done.outcome, done.controller) == ("expired", "B")
+    assert "claimed by A, whose tick stopped before recording an outcome" in done.detail
+    assert "may or may not have been restored" in done.detail

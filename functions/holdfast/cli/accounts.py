@@ -45,7 +45,7 @@ why). Bad input (an account id that is not 12 digits, an unknown region) is exit
                    "paused", "engaged", "engaged_by_kind", "readiness", "result", "releases", "planned",
                    "error"}], "errors"}
   releases: [{"arn", "id", "by", "reason", "at", "expires", "state" (requested|acting|done),
-              "controller", "claim_until", "outcome", "detail", "done_at"(, "written")}]
+              "controller", "claim_until", "outcome", "detail", "done_at", "problem"(, "written")}]
 """
 
 from __future__ import annotations

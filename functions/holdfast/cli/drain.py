@@ -28,11 +28,13 @@ queue's figures could not be read.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
+import botocore.loaders
 from botocore.exceptions import ClientError
 
 from holdfast.core import drain
@@ -125,23 +127,53 @@ def run(ctx, args) -> int:
     return 0
 
 
-# sqs.REGION.amazonaws.com (and .com.cn, .api.aws) or the legacy REGION.queue.amazonaws.com.
-_QUEUE_HOST = re.compile(r"^(?:sqs\.)?(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.(?:queue\.)?(?:amazonaws\.com(?:\.cn)?|api\.aws)$")
+# On an AWS domain, the host of an SQS queue URL names the queue's region:
+# sqs.REGION.amazonaws.com (.amazonaws.com.cn, ...), sqs.REGION.api.aws (dual-stack),
+# sqs-fips.REGION.amazonaws.com and .api.aws, REGION.queue.amazonaws.com (legacy), and an
+# interface VPC endpoint's vpce-ID.sqs.REGION.vpce.amazonaws.com; us-east-1's legacy
+# queue.amazonaws.com names none.
+_SQS_LABELS = {"sqs", "sqs-fips", "queue"}
 _LEGACY_HOST = "queue.amazonaws.com"   # us-east-1's
+
+
+@functools.lru_cache(maxsize=1)
+def _aws_domains() -> tuple[tuple[str, ...], tuple[tuple[str, re.Pattern], ...]]:
+    """Every partition's DNS suffixes (IPv4 and dual-stack; longest first), and each
+    partition with the pattern of its region names, from botocore's partitions data."""
+    partitions = botocore.loaders.create_loader().load_data("partitions")["partitions"]
+    suffixes = {s for p in partitions for s in (p["outputs"]["dnsSuffix"], p["outputs"].get("dualStackDnsSuffix")) if s}
+    return (tuple(sorted(suffixes, key=len, reverse=True)),
+            tuple((p["id"], re.compile(p["regionRegex"])) for p in partitions))
 
 
 def queue_arn(url: str, clients) -> str:
     """The ARN of the queue `url` names: the account and name from its path, the region
-    from its host (this region's for an endpoint of another host, such as a local one);
-    UsageError when it names no queue."""
+    and partition from its host (this region's and partition's for a host on no AWS
+    domain, such as a local endpoint);
+    UsageError when it names no queue, or is on an AWS domain and its host names no SQS
+    endpoint of one region (assuming this region would read a queue of the same name here)."""
     parsed = urlparse(url)
     path = [p for p in parsed.path.split("/") if p]
     if parsed.scheme not in ("http", "https") or len(path) != 2 or not re.fullmatch(r"\d{12}", path[0]):
         raise UsageError(f"--queue-url {url!r} is not an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)")
-    host = (parsed.hostname or "").lower()
-    match = _QUEUE_HOST.match(host)
-    region = match["region"] if match else "us-east-1" if host == _LEGACY_HOST else clients.region
-    return f"arn:{clients.partition}:sqs:{region}:{path[0]}:{path[1]}"
+    host = (parsed.hostname or "").lower().rstrip(".")
+    suffixes, partitions = _aws_domains()
+    domain = next((d for d in suffixes if host == d or host.endswith("." + d)), None)
+    partition = clients.partition
+    if domain is None:
+        region = clients.region
+    elif host == _LEGACY_HOST:
+        region, partition = "us-east-1", "aws"
+    else:
+        labels = host[: -len(domain)].rstrip(".").split(".")
+        regions = [(label, p) for label in labels for p, names in partitions if names.match(label)]
+        if len(regions) != 1 or not _SQS_LABELS & set(labels):
+            raise UsageError(
+                f"--queue-url {url!r}: its host {host} names no SQS endpoint of one region, so the queue's region "
+                "is unknown; give the URL GetQueueUrl returns (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME); "
+                "nothing was done")
+        ((region, partition),) = regions
+    return f"arn:{partition}:sqs:{region}:{path[0]}:{path[1]}"
 
 
 def _queue_source(f: QueueFigures, args) -> str:

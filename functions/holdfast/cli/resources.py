@@ -18,7 +18,8 @@ original, applied, current, drift, recorded_in, settings: [{key, setting, origin
 current, drift}] (the SETTING column's words)}], "drifted": [arn, ...], "stuck": [{kind, arn,
 operation, failures, error, first_failed_at, last_failed_at, generation, fix}],
 "held": {engaged, by, at, command} | null, "readiness", "release_requests": [{arn, by, at,
-state, outcome, detail, ...}] (holdfast.core.release), "api_calls_by_operation"}.
+state, outcome, detail, problem, ...}] (holdfast.core.release), "control_problems": [what of
+the other control items could not be read as written], "api_calls_by_operation"}.
 A stuck resource failed on `stuck_after_failures` walks and no longer holds its stage back;
 `fix` is the command (and what to do first) that gets it out of that state.
 
@@ -269,7 +270,7 @@ def status(ctx: Context, args) -> int:
     stuck = _stuck(ctx) if ledger_available else []
     hand = held(ctx, len(rows)) if ledger_available else None
     ready = _readiness(ctx) if ledger_available else None
-    releases = _release_requests(ctx) if ledger_available else []
+    releases, unread = _release_requests(ctx) if ledger_available else ([], [])
     ctx.emit(
         {
             "command": "status",
@@ -280,10 +281,12 @@ def status(ctx: Context, args) -> int:
             "held": hand,
             "readiness": ready,
             "release_requests": releases,
+            "control_problems": unread,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
         _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "")
-        + "".join(f"\n{release_line(r)}" for r in releases) + "\n" + readiness_line(ready),
+        + "".join(f"\n{release_line(r)}" for r in releases)
+        + "".join(f"\ncontrol item not read as written: {p}" for p in unread) + "\n" + readiness_line(ready),
     )
     if not ctx.json:
         _report_calls(ctx, _calls_by_service(ctx))
@@ -301,20 +304,24 @@ def _readiness(ctx: Context) -> dict[str, Any] | None:
         return None
 
 
-def _release_requests(ctx: Context) -> list[dict[str, Any]]:
+def _release_requests(ctx: Context) -> tuple[list[dict[str, Any]], list[str]]:
     """The release requests an operator wrote through the org operator role
-    (`release --all-accounts`), pending or done with their outcome."""
+    (`release --all-accounts`), pending or done with their outcome, and what of the
+    other control items could not be read as written."""
     try:
-        return [r.to_dict() for r in ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table).releases]
+        control = ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table)
     except LedgerUnavailable as err:
         ctx.warn(f"release requests unknown: {err}")
-        return []
+        return [], []
+    return [r.to_dict() for r in control.releases], list(control.problems)
 
 
 def release_line(r: dict[str, Any]) -> str:
     asked = f"release of {r['arn']} requested by {r.get('by') or 'an operator'} at {r.get('at')}"
     if r.get("state") == "done":
         return f"{asked}: {r.get('outcome')} at {r.get('done_at')}: {r.get('detail')}"
+    if r.get("problem"):
+        return f"{asked}: not a request Holdfast can act on ({r['problem']}); the reconciler's next tick refuses it"
     return f"{asked}: {r.get('state')} (the reconciler's next tick acts on it)"
 
 

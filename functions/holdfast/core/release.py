@@ -15,8 +15,12 @@ requests) is not acted on: its outcome is `expired`.
 Refused, with the outcome saying why, before anything is written: an ARN that is not a
 kind Holdfast manages, one in another partition, region or account than the
 reconciler's (a lookup by name would find this region's resource of the same name),
-and any request in mode recommend. A resource with no record is refused by the restore
-itself (nothing to put back).
+any request in mode recommend, an item Holdfast cannot read as a request (the operator
+role may write any item in its partition: `problem` says what is wrong), and a request
+asked before the engagement in force began (`engagement_began`): it was asked about an
+earlier posture, and acted on now it would strip the protection of a hold its operator
+had not seen. A resource with no record is refused by the restore itself (nothing to
+put back).
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from holdfast.core.kinds import kind_of
+from holdfast.core.policy import Plan
 
 REQUESTED, ACTING, DONE = "requested", "acting", "done"
 # Outcomes besides the restore's own actions (restored, drift-kept, vanished, failed).
-REFUSED, EXPIRED = "refused", "expired"
+REFUSED, EXPIRED, UNCONFIRMED = "refused", "expired", "restored-unconfirmed"
+STATES = (REQUESTED, ACTING, DONE)
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class ReleaseRequest:
     outcome: str | None = None
     detail: str | None = None
     done_at: str | None = None
+    problem: str | None = None        # why the item is not a request Holdfast can act on (holdfast.ledger.control)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -54,18 +61,74 @@ def _epoch(now: datetime) -> int:
     return int(now.timestamp())
 
 
+def claimed(request: ReleaseRequest, now: datetime) -> bool:
+    """Claimed by a tick whose claim has not run out."""
+    return request.state == ACTING and request.claim_until is not None and request.claim_until > _epoch(now)
+
+
+def malformed(request: ReleaseRequest) -> bool:
+    """An item that is not a request Holdfast can act on, and not done: the tick refuses it."""
+    return request.problem is not None and request.state != DONE
+
+
 def expired(request: ReleaseRequest, now: datetime) -> bool:
-    return request.state != DONE and request.expires is not None and request.expires <= _epoch(now)
+    return (request.state != DONE and not malformed(request) and not claimed(request, now)
+            and request.expires is not None and request.expires <= _epoch(now))
 
 
 def due(request: ReleaseRequest, now: datetime) -> bool:
     """Whether a tick should act on `request` now: requested, or claimed by a tick whose
     claim has run out, and not expired."""
-    if request.state == DONE or expired(request, now):
+    if request.state == DONE or malformed(request) or expired(request, now):
         return False
     if request.state == ACTING:
         return request.claim_until is not None and request.claim_until <= _epoch(now)
     return request.state == REQUESTED
+
+
+def problem(*, arn: str, key_arn: str, id: str | None, at: str | None, state: str | None,
+            claim_until: int | None) -> str | None:
+    """What makes a request item one Holdfast cannot act on, or None: the fields as
+    read (a field of the wrong type is None here; holdfast.ledger.control names it)."""
+    wrong = []
+    if arn != key_arn:
+        wrong.append(f"its arn {arn!r} is not the resource of its key ({key_arn})")
+    if not id:
+        wrong.append("it has no request id")
+    if requested_at(at) is None:
+        wrong.append(f"its time of asking {at!r} is not an ISO 8601 time with a UTC offset")
+    if state not in STATES:
+        wrong.append(f"its state {state!r} is none of {', '.join(STATES)}")
+    elif state == ACTING and claim_until is None:
+        wrong.append("it is claimed with no claim_until")
+    return "; ".join(wrong) or None
+
+
+def requested_at(at: str | None) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(at) if isinstance(at, str) else None
+    except ValueError:
+        return None
+    return when if when is not None and when.utcoffset() is not None else None
+
+
+def engagement_began(plan: Plan | None) -> datetime | None:
+    """When the engagement in force began: the latest hold (an impairment, or an
+    operator's engage: `impaired_at`), or a later step back, which engages again what its
+    stage holds (`entered_at` of a stepped-back plan). None before any hold."""
+    if plan is None:
+        return None
+    times = [t for t in (plan.impaired_at, plan.entered_at if plan.stepped_back else None) if t is not None]
+    return max(times, default=None)
+
+
+def stale(request: ReleaseRequest, began: datetime | None) -> str | None:
+    """Why `request` is refused as asked before the engagement that began at `began`, or None."""
+    asked = requested_at(request.at)
+    if began is None or asked is None or asked >= began:
+        return None
+    return (f"asked at {request.at}, before this hold began at {began.isoformat()}: the hold may have engaged "
+            f"{request.arn} since; nothing was done; ask again to release it from this hold")
 
 
 def refusal(arn: str, *, partition: str, region: str, account: str | None, mode: str) -> str | None:

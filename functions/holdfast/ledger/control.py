@@ -21,6 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import condition_failed, contended, failure_kind
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict
 from holdfast.core.release import ACTING, DONE, REQUESTED, ReleaseRequest
+from holdfast.core.release import problem as release_problem
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import CURRENT, PLAN_PK, key, still_current
@@ -44,6 +45,7 @@ class Control:
     held_at: str | None = None
     held_command: str | None = None
     releases: tuple[ReleaseRequest, ...] = ()     # the release requests, in ARN order
+    problems: tuple[str, ...] = ()    # fields of PAUSE, ADVANCE, ENGAGE, HELD that could not be read, and why
 
     def engage_requested(self, generation: int) -> str | None:
         """Why the plan of `generation` should go to hold now, or None: a request is for
@@ -59,44 +61,117 @@ def _epoch(when: datetime) -> int:
 
 @uses("dynamodb:Query", by=("reconciler", "cli", "readonly"))
 def read_control(dynamodb, table: str) -> Control:
+    items: list[dict] = []
+    page: dict = {}
     try:
-        items = dynamodb.query(
-            TableName=table,
-            KeyConditionExpression="#pk = :pk",
-            ExpressionAttributeNames={"#pk": PK},
-            ExpressionAttributeValues={":pk": {"S": CONTROL_PK}},
-            ConsistentRead=True,
-        )["Items"]
+        while True:   # a page is 1 MB at most: many release requests done with long details fill one
+            answer = dynamodb.query(
+                TableName=table,
+                KeyConditionExpression="#pk = :pk",
+                ExpressionAttributeNames={"#pk": PK},
+                ExpressionAttributeValues={":pk": {"S": CONTROL_PK}},
+                ConsistentRead=True,
+                **page,
+            )
+            items += answer["Items"]
+            if "LastEvaluatedKey" not in answer:
+                break
+            page = {"ExclusiveStartKey": answer["LastEvaluatedKey"]}
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot read the kill switch from {table}: {failure_kind(err)}") from err
     by_sk = {item[SK]["S"]: item for item in items}
     pause, advance, engage, held = by_sk.get(PAUSE), by_sk.get(ADVANCE), by_sk.get(ENGAGE), by_sk.get(HELD)
-    text = lambda item, key: item[key]["S"] if item and key in item else None
+    problems: list[str] = []
+
+    # The operator role may write any item in CONTROL: a field of the wrong type is read
+    # as absent and named in `problems`, never an error that stops every tick.
+    def text(item: dict | None, name: str) -> str | None:
+        value = item.get(name) if item else None
+        if value is None:
+            return None
+        if isinstance(value, dict) and isinstance(value.get("S"), str):
+            return value["S"]
+        problems.append(f"{item[SK]['S']}: {name} {_shown(value)} is not a string; read as absent")
+        return None
+
+    def generation(item: dict | None) -> int | None:
+        value = item.get("generation") if item else None
+        if value is None:
+            return None
+        try:
+            return int(value["N"])
+        except (KeyError, TypeError, ValueError):
+            problems.append(f"{item[SK]['S']}: generation {_shown(value)} is not a whole number; "
+                            "the request is not acted on (write it again with the CLI)")
+            return None
+
+    paused = pause.get("paused") if pause else None
+    if paused is not None and not (isinstance(paused, dict) and isinstance(paused.get("BOOL"), bool)):
+        problems.append(f"{PAUSE}: paused {_shown(paused)} is not a boolean; read as not paused "
+                        "(`holdfast pause` writes it)")
     return Control(
-        paused=bool(pause and pause.get("paused", {}).get("BOOL")),
+        paused=bool(isinstance(paused, dict) and paused.get("BOOL") is True),
         paused_by=text(pause, "by"),
         paused_at=text(pause, "at"),
         reason=text(pause, "reason"),
-        advance_generation=int(advance["generation"]["N"]) if advance else None,
-        engage_generation=int(engage["generation"]["N"]) if engage and "generation" in engage else None,
+        advance_generation=generation(advance),
+        engage_generation=generation(engage),
         engage_by=text(engage, "by"),
         engage_reason=text(engage, "reason"),
         held_by=text(held, "by"),
         held_at=text(held, "at"),
         held_command=text(held, "command"),
         releases=tuple(release_from_item(by_sk[sk]) for sk in sorted(by_sk) if sk.startswith(RELEASE_PREFIX)),
+        problems=tuple(problems),
     )
 
 
 def release_from_item(item: dict) -> ReleaseRequest:
-    text = lambda key: item[key]["S"] if key in item else None
-    number = lambda key: int(item[key]["N"]) if key in item else None
-    return ReleaseRequest(
-        arn=text("arn") or item[SK]["S"][len(RELEASE_PREFIX):], id=text("request") or "-", by=text("by"),
-        reason=text("reason"), at=text("at"), expires=number(TTL_ATTRIBUTE), state=text("state") or REQUESTED,
-        controller=text("controller"), claim_until=number("claim_until"), outcome=text("outcome"),
-        detail=text("detail"), done_at=text("done_at"),
-    )
+    """The release request `item` holds. Never raises: the operator role may write any
+    item in CONTROL, so one that Holdfast did not write (a field of the wrong type, a
+    number that is not whole seconds, an unknown state) is read as far as it can be, with
+    `problem` saying what is wrong; the tick refuses it (reconciler.release), and the
+    other requests and control items are read as ever."""
+    wrong: list[str] = []
+
+    def text(name: str) -> str | None:
+        value = item.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("S"), str):
+            wrong.append(f"{name} {_shown(value)} is not a string")
+            return None
+        return value["S"]
+
+    def number(name: str) -> int | None:
+        value = item.get(name)
+        if value is None:
+            return None
+        raw = value.get("N") if isinstance(value, dict) else None
+        if not isinstance(raw, str):
+            wrong.append(f"{name} {_shown(value)} is not a number")
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            wrong.append(f"{name} {raw} is not whole epoch seconds")
+            return None
+
+    key_arn = item[SK]["S"][len(RELEASE_PREFIX):]
+    arn, request_id, at, state = text("arn"), text("request"), text("at"), text("state")
+    claim_until = number("claim_until")
+    fields = dict(by=text("by"), reason=text("reason"), expires=number(TTL_ATTRIBUTE), controller=text("controller"),
+                  outcome=text("outcome"), detail=text("detail"), done_at=text("done_at"))
+    shape = release_problem(arn=key_arn if arn is None else arn, key_arn=key_arn, id=request_id, at=at,
+                            state=state, claim_until=claim_until)
+    problems = wrong + ([shape] if shape else [])
+    return ReleaseRequest(arn=key_arn, id=request_id or "-", at=at, state=state or REQUESTED,
+                          claim_until=claim_until, problem="; ".join(problems) or None, **fields)
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @uses("dynamodb:PutItem", "dynamodb:DeleteItem", by=("cli",))
@@ -243,9 +318,12 @@ def claim_release(dynamodb, table: str, request: ReleaseRequest, *, controller_i
 def finish_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: str, detail: str,
                    controller_id: str, now: datetime, claimed: bool = True) -> bool:
     """Record the outcome of `request`: done, never acted on again. `claimed`: only if
-    this tick still holds its claim; otherwise (an expired request, never claimed) only
-    if it is still the request that was read. False when the request changed meanwhile."""
-    condition = "#request = :id AND " + ("#state = :acting AND #controller = :me" if claimed else "#state <> :done")
+    this tick still holds its claim; otherwise (an expired request, never claimed by this
+    tick) only if it is still the request that was read and no tick's claim on it is
+    running (that tick may be restoring it). False when the request changed meanwhile."""
+    condition = "#request = :id AND " + (
+        "#state = :acting AND #controller = :me" if claimed
+        else "#state <> :done AND NOT (#state = :acting AND #until > :now)")
     try:
         dynamodb.update_item(
             TableName=table, Key=_release_key(request.arn),
@@ -257,8 +335,37 @@ def finish_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: st
                                       "#request": "request"},
             ExpressionAttributeValues={":done": {"S": DONE}, ":outcome": {"S": outcome}, ":detail": {"S": detail or "-"},
                                        ":at": {"S": now.isoformat()}, ":me": {"S": controller_id},
-                                       ":id": {"S": request.id},
-                                       **({":acting": {"S": ACTING}} if claimed else {})},
+                                       ":id": {"S": request.id}, ":acting": {"S": ACTING},
+                                       **({} if claimed else {":now": {"N": str(_epoch(now))}})},
+        )
+        return True
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            return False
+        raise LedgerUnavailable(f"cannot record the release outcome in {table}: {failure_kind(err)}") from err
+
+
+@uses("dynamodb:UpdateItem", by=("reconciler",))
+def refuse_malformed_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: str, detail: str,
+                             controller_id: str, now: datetime) -> bool:
+    """Record `outcome` on a request item Holdfast cannot act on (`request.problem`):
+    done, its expiry a day from now (a whole number, so DynamoDB's TTL removes it),
+    and a new request may replace it. Only if it is still that item: its request id
+    is the one read, or it still has none (a new request has one). False otherwise."""
+    try:
+        dynamodb.update_item(
+            TableName=table, Key=_release_key(request.arn),
+            UpdateExpression="SET #state = :done, #outcome = :outcome, #detail = :detail, #done_at = :at, "
+                             "#controller = :me, #ttl = :expires REMOVE #until",
+            ConditionExpression="attribute_exists(#pk) AND (attribute_not_exists(#state) OR #state <> :done) AND "
+                                "(#request = :id OR attribute_not_exists(#request) OR NOT attribute_type(#request, :string))",
+            ExpressionAttributeNames={"#pk": PK, "#state": "state", "#outcome": "outcome", "#detail": "detail",
+                                      "#done_at": "done_at", "#controller": "controller", "#until": "claim_until",
+                                      "#request": "request", "#ttl": TTL_ATTRIBUTE},
+            ExpressionAttributeValues={":done": {"S": DONE}, ":outcome": {"S": outcome}, ":detail": {"S": detail or "-"},
+                                       ":at": {"S": now.isoformat()}, ":me": {"S": controller_id},
+                                       ":id": {"S": request.id}, ":string": {"S": "S"},
+                                       ":expires": {"N": str(_epoch(now + timedelta(days=REQUEST_DAYS)))}},
         )
         return True
     except (ClientError, BotoCoreError) as err:
