@@ -408,7 +408,7 @@ def reconcile(t: _Tick) -> TickResult:
             notify(t, plan)
             result.actions.append("notified")
         t.started = now
-        walk(t, plan, result)
+        walk(t, plan, result, release_requests.left_released(seen.control.released, plan))
         release(t, plan, seen.control, result)
     except Contention as err:
         # A progress mark met another controller's transaction: the ledger is fine, the
@@ -489,8 +489,9 @@ def todo(t: _Tick, plan: Plan, now) -> _Todo:
     )
 
 
-def walk(t: _Tick, plan: Plan, result: TickResult) -> None:
-    """The engage walk, then the relax walk, then the tick's finish (its stuck resources)."""
+def walk(t: _Tick, plan: Plan, result: TickResult, released: frozenset[str] = frozenset()) -> None:
+    """The engage walk, then the relax walk, then the tick's finish (its stuck resources).
+    `released`: resources released by hand in this engagement, which its walks leave alone."""
     now = t.runtime.clock.now()
     t.failing = ledger_failures.load(t.dynamodb, t.table)
     work = todo(t, plan, now)
@@ -500,13 +501,14 @@ def walk(t: _Tick, plan: Plan, result: TickResult) -> None:
     needs_skip = (work.engage_first or any(Marker.parse(m).hold_engage for m in work.rewalking)) and not t.dry_run
     skip = t.stages.in_drain(t.runtime, plan) if needs_skip else frozenset()
     try:
-        if engage_walk(t, plan, result, work, skip):
+        if engage_walk(t, plan, result, work, skip, released):
             relax_walk(t, plan, result, work, now)
     finally:
         result.stuck = stuck_now(t, plan)
 
 
-def engage_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, skip: frozenset[str]) -> bool:
+def engage_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, skip: frozenset[str],
+                released: frozenset[str] = frozenset()) -> bool:
     """Every engage walk of this tick in one engine call, so kinds of different services
     are walked at once (Auto Scaling, ELB and Application Auto Scaling beside Lambda,
     holdfast.engine.SERVICE_OF): the kinds not yet engaged, in their declared order,
@@ -536,6 +538,7 @@ def engage_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, skip: fro
             # The drains' mappings are left alone by the engage of a controlled kind only.
             controlled = {k for k, (m, _) in markers.items() if m.hold_engage}
             leave = frozenset(a for a in skip if kind_of(a) in controlled) if skip else frozenset()
+            leave |= released   # released by hand in this engagement: left as released
             options = {"skip": leave} if leave else {}
             # Each kind counted against max_resources on its own, as the tick always did, and
             # walked as soon as it is listed: the groups' first write does not wait for Lambda's listings.
@@ -691,6 +694,8 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
             releaser = releaser or Engine(t.runtime)
             try:
                 action, why = release_one(t, releaser, request)
+                if action in (RESTORED, DRIFT_KEPT) and began is not None and plan.stage != NORMAL:
+                    why += keep_released(t, request.arn, began, request.by or "a release request")
             except (ValueError, *AWS_ERRORS) as err:   # bad input never stops the tick: the outcome says it
                 action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:
@@ -700,6 +705,16 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         result.actions.append(f"release:{action}")
         t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
               outcome=action, reasons=[why])
+
+
+def keep_released(t: _Tick, arn: str, began, by: str) -> str:
+    """Mark `arn` released in the engagement that began at `began`, so this hold's walks
+    leave it as released; what to add to the outcome."""
+    try:
+        ledger_control.mark_released(t.dynamodb, t.table, arn, began=began, by=by, now=t.runtime.clock.now())
+        return "; left released for the rest of this hold"
+    except LedgerUnavailable as err:
+        return f"; the next re-walk of this hold may engage it again ({err})"
 
 
 def release_one(t: _Tick, releaser: Engine, request) -> tuple[str, str]:

@@ -401,3 +401,16 @@ def test_a_claimed_request_past_its_day_expires_once_its_claim_has_run_out_and_s
     assert (done.outcome, done.controller) == ("expired", "B")
     assert "claimed by A, whose tick stopped before recording an outcome" in done.detail
     assert "may or may not have been restored" in done.detail
+
+
+def test_a_request_acted_on_during_a_hold_leaves_the_resource_released_for_the_rest_of_it(engaged, harness,
+                                                                                        operator_dynamodb):
+    web = engaged["web"]
+    request(operator_dynamodb, harness, web)
+    harness.script.set("impaired", harness.clock.now())   # a hold begins before the tick acts on the request
+    result = harness.tick("A")
+    assert "release:restored" in result.actions
+    done = releases(harness)[web]
+    assert "left released for the rest of this hold" in done.detail
+    marks = ledger_control.read_control(harness.observer("dynamodb"), harness.table).released
+    assert [m.arn for m in marks] == [web] and marks[0].by == "oncall"

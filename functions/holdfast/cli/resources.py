@@ -165,6 +165,23 @@ def engage(ctx: Context, args) -> int:
     return _finish(ctx, "engage", report, reachable, queue=queue)
 
 
+def _keep_released(ctx: Context, arn: str) -> None:
+    """During a hold, mark `arn` released in its engagement: the hold's re-walks leave it as
+    released (holdfast.core.release.left_released); the next hold protects it again."""
+    from holdfast.core.release import engagement_began
+
+    try:
+        plan = ledger_plan.read(ctx.clients("dynamodb"), ctx.ledger_table)
+        began = engagement_began(plan)
+        if began is not None and plan.stage != policy.NORMAL:
+            ledger_control.mark_released(ctx.clients("dynamodb"), ctx.ledger_table, arn, began=began, by=caller(ctx),
+                                         now=ctx.runtime.clock.now())
+            ctx.warn(f"{arn} stays released for the rest of this hold (it began at {began.isoformat()}); "
+                     "the next hold protects it again")
+    except LedgerUnavailable as err:
+        ctx.warn(f"{err}; the next re-walk of this hold may engage it again")
+
+
 def _record_held(ctx: Context, command: str) -> None:
     try:
         ledger_control.set_held(ctx.clients("dynamodb"), ctx.ledger_table, True, by=caller(ctx), command=command,
@@ -250,6 +267,8 @@ def release(ctx: Context, args) -> int:
             ledger_failures.clear(ctx.clients("dynamodb"), ctx.ledger_table, arn)
         except LedgerUnavailable as err:
             ctx.warn(f"could not clear its failure count: {err}")
+    if reachable and outcome.action in (RESTORED, DRIFT_KEPT):
+        _keep_released(ctx, arn)
     if outcome.action == ALREADY or (outcome.action == VANISHED and reachable and not recorded):
         what = "does not exist" if outcome.action == VANISHED else "is not engaged"
         raise UsageError(f"{arn} {what} and Holdfast holds no record of it; nothing to release")

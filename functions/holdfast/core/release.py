@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from holdfast.core.kinds import kind_of
-from holdfast.core.policy import Plan
+from holdfast.core.policy import NORMAL, Plan
 
 REQUESTED, ACTING, DONE = "requested", "acting", "done"
 # Outcomes besides the restore's own actions (restored, drift-kept, vanished, failed).
@@ -55,6 +55,26 @@ class ReleaseRequest:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Released:
+    """A resource released by hand (`holdfast release`, or a release request) during the
+    engagement that began at `began` (ISO 8601): that engagement's walks, re-walks
+    included, leave it as released; the next engagement protects it again."""
+
+    arn: str
+    began: str
+    by: str | None = None
+    at: str | None = None
+
+
+def left_released(released: tuple[Released, ...], plan: Plan | None) -> frozenset[str]:
+    """The ARNs the engage walks of `plan`'s engagement leave alone: released by hand in it."""
+    began = engagement_began(plan)
+    if began is None or plan is None or plan.stage == NORMAL:
+        return frozenset()
+    return frozenset(r.arn for r in released if r.began == began.isoformat())
 
 
 def _epoch(now: datetime) -> int:

@@ -20,7 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import condition_failed, contended, failure_kind
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict
-from holdfast.core.release import ACTING, DONE, REQUESTED, ReleaseRequest
+from holdfast.core.release import ACTING, DONE, REQUESTED, Released, ReleaseRequest
 from holdfast.core.release import problem as release_problem
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
@@ -28,6 +28,7 @@ from holdfast.ledger.conditions import CURRENT, PLAN_PK, key, still_current
 
 CONTROL_PK, PAUSE, ADVANCE, ENGAGE, HELD = "CONTROL", "PAUSE", "ADVANCE", "ENGAGE", "HELD"
 RELEASE_PREFIX = "RELEASE#"
+RELEASED_PREFIX = "RELEASED#"   # a resource released by hand, and the engagement it was released in
 REQUEST_DAYS = 1
 
 
@@ -45,6 +46,7 @@ class Control:
     held_at: str | None = None
     held_command: str | None = None
     releases: tuple[ReleaseRequest, ...] = ()     # the release requests, in ARN order
+    released: tuple[Released, ...] = ()           # resources released by hand, and in which engagement
     problems: tuple[str, ...] = ()    # fields of PAUSE, ADVANCE, ENGAGE, HELD that could not be read, and why
 
     def engage_requested(self, generation: int) -> str | None:
@@ -122,8 +124,37 @@ def read_control(dynamodb, table: str) -> Control:
         held_at=text(held, "at"),
         held_command=text(held, "command"),
         releases=tuple(release_from_item(by_sk[sk]) for sk in sorted(by_sk) if sk.startswith(RELEASE_PREFIX)),
+        released=tuple(r for sk in sorted(by_sk) if sk.startswith(RELEASED_PREFIX)
+                       and (r := _released(by_sk[sk], problems)) is not None),
         problems=tuple(problems),
     )
+
+
+def _released(item: dict, problems: list[str]) -> Released | None:
+    """The release mark `item` holds, or None (named in `problems`) when it is not one."""
+    values = {}
+    for name in ("arn", "began", "by", "at"):
+        value = item.get(name)
+        if value is not None and not (isinstance(value, dict) and isinstance(value.get("S"), str)):
+            problems.append(f"{item[SK]['S']}: {name} {_shown(value)} is not a string; the mark is not read")
+            return None
+        values[name] = value["S"] if value else None
+    if values["arn"] != item[SK]["S"][len(RELEASED_PREFIX):] or not values["began"]:
+        problems.append(f"{item[SK]['S']}: not a release mark Holdfast wrote (no began, or another arn); not read")
+        return None
+    return Released(**values)
+
+
+@uses("dynamodb:PutItem", by=("cli", "reconciler"))
+def mark_released(dynamodb, table: str, arn: str, *, began: datetime, by: str, now: datetime) -> None:
+    """Record that `arn` was released by hand in the engagement that began at `began`: its
+    walks leave it as released (holdfast.core.release.left_released). Kept two days."""
+    item = {"arn": {"S": arn}, "began": {"S": began.isoformat()}, "by": {"S": by or "-"}, "at": {"S": now.isoformat()},
+            TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=2)))}}
+    try:
+        dynamodb.put_item(TableName=table, Item={**key(CONTROL_PK, RELEASED_PREFIX + arn), **item})
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot record the release of {arn} in {table}: {failure_kind(err)}") from err
 
 
 def release_from_item(item: dict) -> ReleaseRequest:

@@ -1,0 +1,89 @@
+"""A resource released by hand during a hold stays released for the rest of that hold.
+
+An operator can force any state, one resource's release included: `holdfast release`
+(or a release request) restores it, and the hold's re-walks, which re-protect resources
+set back, must not engage it again. The next hold protects it again
+(holdfast.core.release.left_released; the mark is CONTROL/RELEASED#<arn>). The real tick
+and engine on moto (in-process), with AWS's semantics where it departs from them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+from holdfast.cli import main
+from holdfast.clock import FakeClock
+from holdfast.core import release as release_requests
+from holdfast.core.model import ENGAGED
+from holdfast.core.policy import HOLD, NORMAL, Plan
+from holdfast.handlers.shell import runtime_from_env
+from holdfast.ledger import control as ledger_control
+from holdfast.reconciler import tick
+from holdfast.settings import Settings
+from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.actuators.fleet import make_function
+from tests.reconciler.conftest import T0
+from tests.reconciler.fakes import Script
+
+
+def config(clients, arn) -> tuple[int, int]:
+    c = clients("lambda").get_function_event_invoke_config(FunctionName=arn)
+    return c["MaximumEventAgeInSeconds"], c["MaximumRetryAttempts"]
+
+
+def test_a_resource_released_during_a_hold_is_not_engaged_again_by_its_rewalks(clients, ledger_table, aws_semantics,
+                                                                                 capsys):
+    orders, billing = (make_function(clients, name) for name in ("orders", "billing"))
+    for arn in (orders, billing):
+        clients("lambda").put_function_event_invoke_config(FunctionName=arn, MaximumEventAgeInSeconds=3600,
+                                                           MaximumRetryAttempts=2)
+    env = {"HOLDFAST_LEDGER_TABLE": ledger_table, "HOLDFAST_SETTINGS": Settings(mode="auto").to_json()}
+    clock = FakeClock(T0)
+    runtime = runtime_from_env("reconciler", env).but(clients=clients, clock=clock)
+    script = Script()
+    script.set("impaired", clock.now())
+    engaged = {o.arn for o in tick(runtime, collect=script.collect).outcomes if o.action == ENGAGED}
+    assert {orders, billing} <= engaged
+    protected = config(clients, orders)
+    assert protected != (3600, 2)
+
+    # An operator releases `orders` by hand in the hold.
+    assert main(["--region", "us-east-1", "--json", "release", orders, "--yes"]) == 0
+    said = capsys.readouterr().err
+    assert config(clients, orders) == (3600, 2)
+
+    # Re-walks of the same hold (every rewalk_minutes) leave it as released; the rest stays engaged.
+    for _ in range(3):
+        clock.advance(6 * 60)
+        result = tick(runtime, collect=script.collect)
+        assert orders not in {o.arn for o in result.outcomes if o.action == ENGAGED}
+    assert config(clients, orders) == (3600, 2) and config(clients, billing) == protected
+    control = ledger_control.read_control(clients("dynamodb"), ledger_table)
+    assert [r.arn for r in control.released] == [orders]
+    assert "stays released for the rest of this hold" in said
+
+
+def test_the_mark_holds_for_its_own_engagement_only():
+    plan = Plan(generation=3, stage=HOLD, entered_at=T0, impaired_at=T0)
+    mark = release_requests.Released("arn:aws:lambda:us-east-1:123456789012:function:orders", T0.isoformat(), "oncall")
+    assert release_requests.left_released((mark,), plan) == {mark.arn}
+    # A later hold (a new impairment), or a step back that engages again: protected again.
+    later = replace(plan, impaired_at=T0 + timedelta(hours=2), entered_at=T0 + timedelta(hours=2))
+    assert release_requests.left_released((mark,), later) == frozenset()
+    stepped = replace(plan, stepped_back=True, entered_at=T0 + timedelta(minutes=30))
+    assert release_requests.left_released((mark,), stepped) == frozenset()
+    assert release_requests.left_released((mark,), replace(plan, stage=NORMAL)) == frozenset()
+    assert release_requests.left_released((mark,), None) == frozenset()
+
+
+def test_a_mark_not_written_by_holdfast_is_named_and_not_read(clients, ledger_table):
+    dynamodb = clients("dynamodb")
+    dynamodb.put_item(TableName=ledger_table, Item={"pk": {"S": "CONTROL"}, "sk": {"S": "RELEASED#arn:x"},
+                                                    "arn": {"S": "arn:y"}, "began": {"S": T0.isoformat()}})
+    dynamodb.put_item(TableName=ledger_table, Item={"pk": {"S": "CONTROL"}, "sk": {"S": "RELEASED#arn:z"},
+                                                    "arn": {"S": "arn:z"}, "began": {"N": "1"}})
+    control = ledger_control.read_control(dynamodb, ledger_table)
+    assert control.released == ()
+    assert len([p for p in control.problems if p.startswith("RELEASED#")]) == 2, control.problems
+    json.dumps(control.problems)
