@@ -62,6 +62,10 @@ def test_a_resource_released_during_a_hold_is_not_engaged_again_by_its_rewalks(c
     control = ledger_control.read_control(clients("dynamodb"), ledger_table)
     assert [r.arn for r in control.released] == [orders]
     assert "stays released for the rest of this hold" in said
+    capsys.readouterr()
+    assert main(["--region", "us-east-1", "--json", "status"]) == 0
+    [mark] = json.loads(capsys.readouterr().out)["released"]
+    assert (mark["arn"], mark["began"]) == (orders, T0.isoformat())
 
 
 def test_the_mark_holds_for_its_own_engagement_only():

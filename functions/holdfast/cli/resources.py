@@ -289,7 +289,7 @@ def status(ctx: Context, args) -> int:
     stuck = _stuck(ctx) if ledger_available else []
     hand = held(ctx, len(rows)) if ledger_available else None
     ready = _readiness(ctx) if ledger_available else None
-    releases, unread = _release_requests(ctx) if ledger_available else ([], [])
+    releases, unread, marks = _release_requests(ctx) if ledger_available else ([], [], [])
     ctx.emit(
         {
             "command": "status",
@@ -300,11 +300,14 @@ def status(ctx: Context, args) -> int:
             "held": hand,
             "readiness": ready,
             "release_requests": releases,
+            "released": marks,
             "control_problems": unread,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
         _status_text(rows, ledger_available, stuck) + (f"\n{held_text(hand)}" if hand else "")
         + "".join(f"\n{release_line(r)}" for r in releases)
+        + "".join(f"\n{m['arn']} released by {m['by']} at {m['at']}: left released in the hold that began at "
+                  f"{m['began']}" for m in marks)
         + "".join(f"\ncontrol item not read as written: {p}" for p in unread) + "\n" + readiness_line(ready),
     )
     if not ctx.json:
@@ -323,16 +326,18 @@ def _readiness(ctx: Context) -> dict[str, Any] | None:
         return None
 
 
-def _release_requests(ctx: Context) -> tuple[list[dict[str, Any]], list[str]]:
+def _release_requests(ctx: Context) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     """The release requests an operator wrote through the org operator role
-    (`release --all-accounts`), pending or done with their outcome, and what of the
-    other control items could not be read as written."""
+    (`release --all-accounts`), pending or done with their outcome; what of the other
+    control items could not be read as written; and the resources released by hand, each
+    with the hold it stays released in."""
     try:
         control = ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table)
     except LedgerUnavailable as err:
         ctx.warn(f"release requests unknown: {err}")
-        return [], []
-    return [r.to_dict() for r in control.releases], list(control.problems)
+        return [], [], []
+    return ([r.to_dict() for r in control.releases], list(control.problems),
+            [dict(arn=m.arn, began=m.began, by=m.by, at=m.at) for m in control.released])
 
 
 def release_line(r: dict[str, Any]) -> str:
