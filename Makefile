@@ -14,22 +14,27 @@ TEST_WORKERS ?= 2
 
 .PHONY: test demo serve synth bench e2e clean
 
-# --no-compile: pip would byte-compile every module of every package (aws-cdk-lib's are
-# large) at install; Python compiles the few a run imports, once, when it first imports them.
-# --no-build-isolation: the editable install builds with the setuptools just installed
-# from requirements-dev.txt instead of installing setuptools again into a throwaway env.
+# pip byte-compiles what it installs one file at a time; compileall does the same on every
+# core (-j 0): the venv in about 70 s instead of 90 on 2 cores. --no-build-isolation: the
+# editable install builds with the setuptools just installed from requirements-dev.txt
+# instead of installing setuptools again into a throwaway environment.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile -r requirements-dev.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile --no-build-isolation --no-deps -e .
+	$(PY) -m compileall -q -j 0 $(VENV)/lib
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The tree's own modules compiled first (a second): the suite starts the console script
+# and the sandbox a few hundred times, and where PYTHONDONTWRITEBYTECODE is set each
+# process would otherwise compile what it imports again.
 test: $(VENV)/.installed
 	PYTHONPATH=functions:stacks:dev $(VENV)/bin/lint-imports --no-cache
+	$(PY) -m compileall -q -j 0 functions stacks dev
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 demo: $(VENV)/.installed

@@ -130,6 +130,7 @@ def pytest_collection_modifyitems(config, items):
                                 f"move them under {SYNTH_DIR}, where one worker builds each app once")
 
 
+@pytest.hookimpl(optionalhook=True)   # a hook of pytest-xdist's
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup` with `work_unit`'s groups, longest first. xdist's own loadgroup
     reads `xdist_group` marks by renaming each test (`item._nodeid`), which pytest 9 no
