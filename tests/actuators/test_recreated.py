@@ -261,3 +261,28 @@ def test_an_alias_whose_owner_changed_its_config_while_engaged_keeps_its_record_
 
 def make_arn(name) -> str:
     return f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+
+
+def test_an_alias_whose_getalias_is_denied_is_engaged_and_keeps_its_record(clients, ledger_table):
+    """GetAlias denied, as AWS answers a role without lambda:GetAlias (403
+    AccessDeniedException): the engage stands without the alias's RevisionId, and the record
+    is trusted as before the check: the owner's change is kept, the rest restored exactly."""
+    from botocore.exceptions import ClientError
+
+    calls = []
+
+    def denied(**_):
+        calls.append("GetAlias")
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized: lambda:GetAlias"},
+                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetAlias")
+
+    lam = clients("lambda")
+    aliased(clients)
+    lam.meta.events.register("before-call.lambda.GetAlias", denied)
+    assert alias_outcome(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS)).action == ENGAGED
+    assert calls   # the check was asked, and answered with a denial
+    lam.update_function_event_invoke_config(FunctionName="f", Qualifier="live", MaximumEventAgeInSeconds=600)
+    outcome = alias_outcome(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert "recreated" not in outcome.notes
+    outcome = alias_outcome(walks.relax_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    assert outcome.action == DRIFT_KEPT and alias_config(clients)[:2] == (2, 600)

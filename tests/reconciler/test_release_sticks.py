@@ -90,4 +90,3 @@ def test_a_mark_not_written_by_holdfast_is_named_and_not_read(clients, ledger_ta
     control = ledger_control.read_control(dynamodb, ledger_table)
     assert control.released == ()
     assert len([p for p in control.problems if p.startswith("RELEASED#")]) == 2, control.problems
-    json.dumps(control.problems)
