@@ -679,6 +679,30 @@ LATE_DROP = Scenario("knee drops 40%, metrics late", Consumer(), Downstream(capa
                      extra_lag_minutes=2, warmup_seconds=WARM)
 CLASSES = (RBIF, STORM, FAR_KNEE, KNEE_DROP, ARRIVALS_DOUBLE, LATE, LATE_DROP)
 
+# Consumers and downstreams the controller's constants were not tuned on, each a case a
+# real account has: its own work dwarfing its database call (the knee shows as a few per
+# cent of the time per message), full batches taking 70 % of the function's timeout at
+# the baseline speed, a call that is most of the work, a knee only 10 % above the
+# arrivals, a knee eight times the pre-event load, a knee that rises when a replica is
+# added, arrivals tripling at recovery, the database failing for 5 minutes mid-drain, a
+# redrive policy of 2 receives with the database back 15 minutes late.
+E = 172 * 60
+SLOW_WORK = Scenario("own work 2 s a message, knee 30/s", Consumer(compute_seconds=2.0), Downstream(capacity=30.0),
+                     warmup_seconds=WARM)
+FAST_WORK = Scenario("own work 0.2 s a message, knee 30/s", Consumer(compute_seconds=0.2), Downstream(capacity=30.0),
+                     warmup_seconds=WARM)
+NEAR_ARRIVALS = Scenario("knee 22/s, 10 % above the arrivals", Consumer(), Downstream(capacity=22.0), warmup_seconds=WARM)
+VERY_FAR_KNEE = Scenario("knee 8x the pre-event load", Consumer(), Downstream(capacity=160.0), warmup_seconds=WARM)
+KNEE_RISES = Scenario("knee rises 30 -> 60/s 20 min in", Consumer(), Downstream(capacity=30.0, drops=((E + 1200, 60.0),)),
+                      warmup_seconds=WARM)
+ARRIVALS_TRIPLE = Scenario("arrivals triple at recovery", Consumer(), Downstream(capacity=90.0), arrival_after_factor=3.0,
+                           warmup_seconds=WARM)
+BLIP = Scenario("database down 5 min, 40 min in", Consumer(), Downstream(capacity=40.0, blips=((E + 2400, 300),)),
+                warmup_seconds=WARM)
+SHORT_REDRIVE = Scenario("maxReceiveCount 2, database back 15 min late", Consumer(max_receive_count=2),
+                         Downstream(capacity=30.0, blips=((E, 900),)), warmup_seconds=WARM)
+UNTUNED = (SLOW_WORK, FAST_WORK, NEAR_ARRIVALS, VERY_FAR_KNEE, KNEE_RISES, ARRIVALS_TRIPLE, BLIP, SHORT_REDRIVE)
+
 
 # ---- Bronson et al.'s open-loop example --------------------------------------------
 

@@ -584,7 +584,8 @@ class Settings:
     drain_timeout_warning_share: float = setting(
         0.5,
         number(0.1, 0.95),
-        "The mean invocation's Duration at this share of the function's timeout is a warning."
+        "The mean invocation's Duration at this share of the function's timeout is a warning, when the time per "
+        "message is above its baseline (full batches at the baseline speed are how the timeout was sized)."
     )
     drain_timeout_critical_share: float = setting(
         0.8,
@@ -601,7 +602,9 @@ class Settings:
     drain_warning_step_back: float = setting(
         0.05,
         number(0.01, 0.5),
-        "A warning that persists (a second datapoint at the same cap) lowers the cap by this share."
+        "A warning that persists (a second datapoint at the same cap) lowers the cap by this share, or, when the "
+        "consumer's own minute warned, to the concurrency that carried its goodput at the baseline time per "
+        "message if that is lower (never by more than drain_cut_factor)."
     )
     drain_pre_event_minutes: int = setting(
         30,

@@ -53,8 +53,14 @@ def state(cap=16, *, additive=False, since=0, **kw):
     (reading(deleted=0, errors=0, invocations=60), CRITICAL, "100.0% of 600 messages received not deleted"),
     (reading(deleted=588), WARNING, "2.0% of 600"),
     (reading(errors=6, invocations=60), CRITICAL, "function Errors 10.0% of 60 invocations"),
-    # Whole batches near the function's timeout (30 s): 600 × 4 s over 60 invocations = 40 s.
-    (reading(ms=800, invocations=20), CRITICAL, "80% of the function's 30 s timeout"),
+    # Whole batches near the function's timeout (30 s): 600 × 0.8 s over 20 invocations =
+    # 24 s, 80 % of it. At the baseline time per message that is how the owner sized the
+    # timeout (no cap changes a batch's length): judged by the time per message.
+    (reading(ms=800, invocations=20), dc.GOOD, "80% of the function's 30 s timeout at the baseline time per message"),
+    # Slower than its baseline (past the band raises are allowed in, 1.04×) and near the
+    # timeout: any more and whole batches fail. 1.05× is critical at 84 %, a warning at 52 %.
+    (reading(ms=840, invocations=20), CRITICAL, "84% of the function's 30 s timeout, slower than its baseline"),
+    (reading(ms=840, invocations=32), WARNING, "52% of the function's 30 s timeout, slower than its baseline"),
     # A function without Duration data: judged on the failure share alone, said so.
     (reading(duration=False), dc.GOOD, "no Duration datapoint for the minute"),
     (reading(received=0), dc.UNKNOWN, "no messages received"),
@@ -203,14 +209,61 @@ def test_the_shell_reads_a_probes_minute_though_a_later_one_is_published():
 
 
 def test_the_first_warning_holds_and_ends_the_slow_start_a_persisting_one_steps_back():
-    d = dc.decide(state(40), FACTS, reading(1, ms=900), m(3))
+    # 40 batches at 1.12× the baseline time per message, 2,667 messages a minute: at the
+    # baseline 0.8 s a message that goodput needs 35 batches (Little's law).
+    warned = dict(received=2667, ms=900)
+    d = dc.decide(state(40), FACTS, reading(1, **warned), m(3))
     assert (d.action, d.cap) == (HOLD, 40) and d.state.additive and d.state.warned_at == m(1)
-    same = dc.decide(d.state, FACTS, reading(1, ms=900), m(4))          # the same datapoint: no second step
+    same = dc.decide(d.state, FACTS, reading(1, **warned), m(4))          # the same datapoint: no second step
     assert (same.action, same.cap) == (HOLD, 40)
-    back = dc.decide(same.state, FACTS, reading(2, ms=900), m(5))       # a second datapoint at 40
+    back = dc.decide(same.state, FACTS, reading(2, **warned), m(5))       # a second datapoint at 40
+    assert (back.action, back.cap) == (CUT, 35)
+    assert "stepped back to the goodput's concurrency at baseline speed (35), at most × 0.7 to 35" in back.reasons[-1]
+    assert back.state.alarmed_cap == 40
+    ok = dc.decide(back.state, FACTS, reading(6), m(8))                  # at baseline at 35: additive, below 40
+    assert (ok.action, ok.cap) == (RAISE, 38) and "additive" in ok.reasons[-1]   # max(2, 11 % of 35)
+
+
+def test_a_persisting_warning_goes_back_no_further_than_a_cut_and_an_alarms_by_a_small_share():
+    # Own evidence whose goodput needs only 8 batches: back to 40 × 0.7, no further.
+    d = dc.decide(state(40), FACTS, reading(1, ms=900), m(3))
+    back = dc.decide(d.state, FACTS, reading(2, ms=900), m(5))
+    assert (back.action, back.cap) == (CUT, 28)
+    # A warning alarm (the consumer's own evidence at baseline): by 5 %.
+    def warning(minute):
+        return reading(minute, downstream=(dc.Alarm("db-latency-warning", dc.ALARM, m(minute), WARNING),))
+    d = dc.decide(state(40), FACTS, warning(1), m(3))
+    back = dc.decide(d.state, FACTS, warning(2), m(5))
     assert (back.action, back.cap) == (CUT, 38) and "stepped back by 5% to 38" in back.reasons[-1]
-    ok = dc.decide(back.state, FACTS, reading(6), m(8))                  # at baseline at 38: additive, below 40
-    assert (ok.action, ok.cap) == (RAISE, 39) and "additive" in ok.reasons[-1]
+
+
+def test_raises_stop_in_the_upper_half_of_the_band_below_the_warning_and_are_sized_to_it():
+    # 1.05×: above the 1.04× where raises stop, below the 1.08× warning: hold.
+    d = dc.decide(state(40, additive=True), FACTS, reading(1, ms=840), m(3))
+    assert (d.action, d.cap) == (HOLD, 40) and "raises only below 1.04×" in d.reasons[-1]
+    # The slow start ends there too.
+    d = dc.decide(state(40), FACTS, reading(1, ms=840), m(3))
+    assert (d.action, d.state.additive, d.state.probe_at) == (HOLD, True, None)
+    # 1.02×, measurably slower than the baseline: past a knee the ratio grows as the cap,
+    # so the raise stops where it would reach 1.04×: 40 × 1.04 ÷ 1.02 = 40.8 -> no raise;
+    # from 100, to 101 instead of the additive 111.
+    d = dc.decide(state(40, additive=True), FACTS, reading(1, ms=816), m(3))
+    assert (d.action, d.cap) == (HOLD, 40) and "a raise would carry it past 1.04×" in d.reasons[-1]
+    d = dc.decide(state(100, additive=True), FACTS, reading(1, ms=816), m(3))
+    assert (d.action, d.cap) == (RAISE, 101) and "sized so the time per message stays below 1.04×" in d.reasons[-1]
+    # 1.005×: within 1 % of the baseline, not measurably slower: the additive raise.
+    d = dc.decide(state(40, additive=True), FACTS, reading(1, ms=804), m(3))
+    assert (d.action, d.cap) == (RAISE, 44)
+
+
+def test_a_probe_near_the_warning_ends_the_slow_start_at_the_knee_it_measured():
+    probe = dc.decide(state(16), FACTS, reading(1), m(3)).state
+    back = dc.decide(probe, FACTS, reading(2), m(4)).state
+    # Minute 3 at 28, 1.06× the baseline, 1,980 messages a minute: the goodput needs
+    # 26.4 batches at baseline speed; the slow start ends at 26 × 0.95 = 24.
+    d = dc.decide(back, FACTS, reading(3, received=1980, ms=848), m(6))
+    assert (d.action, d.cap, d.state.probe_at, d.state.additive) == (RAISE, 24, None, True)
+    assert "near its warning (1.06×" in d.reasons[-1] and "the slow start ends at 24" in d.reasons[-1]
 
 
 def test_after_the_slow_start_raises_are_additive():

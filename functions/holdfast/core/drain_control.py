@@ -143,8 +143,18 @@ class Constants:
     # failed batch, a timeout), as a share of those received, this far above the baseline
     # share: critical (a warning above it by `error_share_slack`).
     failure_critical_slack: float = 0.05
-    # A warning on two datapoints measured at the same cap steps back by this share of it.
+    # A warning on two datapoints measured at the same cap steps back by this share of it,
+    # or, when the consumer's own evidence warned, to the concurrency that carried that
+    # minute's goodput at the baseline time per message (Little's law: past a knee, the
+    # knee), if that is lower; never by more than a cut (`cut_factor`).
     warning_step_back: float = 0.05
+    # Raises only while the time per message is in this lower share of the band from its
+    # baseline to the warning (1.04× with the default 1.08× warning): between it and the
+    # warning the drain holds (TCP Vegas's band between alpha and beta). Past a knee the
+    # ratio is concurrency ÷ knee, so a raise from just under the warning would carry the
+    # drain a whole raise past it; in the recovery model, a knee 10 % above the arrivals
+    # was crossed every half hour, 5 datapoints over the SLO each time.
+    raise_band_share: float = 0.5
     # The cut on the built-in evidence goes to the concurrency that would carry the
     # measured goodput at the baseline time per message (Little's law: the knee when the
     # downstream is saturated), times this margin; never below half the cap it measured.
@@ -175,6 +185,7 @@ class Constants:
             (0 < self.timeout_warning_share < self.timeout_critical_share <= 1, "timeout shares must be 0 < warning < critical ≤ 1"),
             (0 < self.failure_critical_slack <= 1, "failure_critical_slack must be in (0, 1]"),
             (0 < self.warning_step_back < 1, "warning_step_back must be in (0, 1)"),
+            (0 < self.raise_band_share <= 1, "raise_band_share must be in (0, 1]"),
             (0.5 <= self.knee_margin <= 1, "knee_margin must be in [0.5, 1]"),
             (self.plausible_start_factor >= 1, "plausible_start_factor must be ≥ 1"),
         )
@@ -503,6 +514,9 @@ class Health:
     failure_share: float | None = None
     knee_estimate: int | None = None
     complete: bool = False
+    # The time per message is in the lower part of the band below the warning
+    # (Constants.raise_band_share): room to raise. False when it was not judged.
+    room: bool = False
 
 
 def duration_thresholds(facts: Facts, constants: Constants = DEFAULTS) -> tuple[float, float]:
@@ -512,6 +526,13 @@ def duration_thresholds(facts: Facts, constants: Constants = DEFAULTS) -> tuple[
     warn = max(c.duration_warning_ratio, 1 + 3 * facts.spread)
     crit = max(c.duration_critical_ratio, warn + (c.duration_critical_ratio - c.duration_warning_ratio), 1 + 5 * facts.spread)
     return warn, crit
+
+
+def raise_below(facts: Facts, constants: Constants = DEFAULTS) -> float:
+    """The ratio of the time per message to its baseline below which a raise may come:
+    `raise_band_share` of the way from the baseline to the warning."""
+    warn, _ = duration_thresholds(facts, constants)
+    return 1 + (warn - 1) * constants.raise_band_share
 
 
 def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> Health:
@@ -574,7 +595,7 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
         share = e_share if share is None else max(share, e_share)
 
     ratio = estimate = None
-    complete = False
+    complete = room = False
     if duration is None:
         reasons.append("no Duration datapoint for the minute: judged on the failure share alone")
     elif not facts.seconds_per_message:
@@ -594,14 +615,20 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
             if high_ratio >= warn:
                 seen(CRITICAL if high_ratio >= crit else WARNING,
                      f"p90 Duration per message {high_ratio:.2f}× its baseline")
+        room = ratio < raise_below(facts, c)
         if invocations is not None and invocations.value > 0 and facts.timeout_seconds:
             used = duration.value / 1000.0 / invocations.value / facts.timeout_seconds
-            if used >= c.timeout_warning_share:
-                seen(CRITICAL if used >= c.timeout_critical_share else WARNING,
-                     f"mean invocation {used:.0%} of the function's {facts.timeout_seconds:g} s timeout")
+            said = f"mean invocation {used:.0%} of the function's {facts.timeout_seconds:g} s timeout"
+            if used >= c.timeout_warning_share and room:
+                # Full batches at the baseline time per message: how the owner sized the
+                # timeout, not the downstream's health; no cap changes a batch's length.
+                reasons.append(said + " at the baseline time per message (full batches): judged by that time")
+            elif used >= c.timeout_warning_share:
+                # Slower than its baseline and near the timeout: any more and whole batches fail.
+                seen(CRITICAL if used >= c.timeout_critical_share else WARNING, said + ", slower than its baseline")
     if share is None and not complete:
         return Health(at, UNKNOWN, tuple(reasons + ["neither the time per message nor the failure share can be judged"]))
-    return Health(at, level, tuple(reasons), ratio, share, estimate, complete)
+    return Health(at, level, tuple(reasons), ratio, share, estimate, complete, room=complete and room)
 
 
 # ---- the baseline: from before the earliest sign of trouble -------------------------
@@ -912,7 +939,7 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         target, how = cut_target(then, low, any(name == a.name for _, name in bad for a in critical), health if own else None, c)
         names = ", ".join(sorted(name for _, name in bad))
         stamp = newest.isoformat()
-        remembered = then if state.alarmed_cap is None or _forgotten(state, now, c) else min(then, state.alarmed_cap)
+        remembered = _remembered(state, then, now, c)
         if target < cap:
             return out(CUT, target, clamp + [
                 f"{names} critical on the datapoint of {stamp}, measured at cap {then}: cut to {target} ({how}); "
@@ -1005,6 +1032,9 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         minute = probe_minute(state.probe_at, c)
         if health.level == WARNING and health.at == minute:
             probe_warned.append("the consumer's own evidence")
+        elif health.level == GOOD and health.at == minute and health.complete and not health.room:
+            probe_warned.append(f"the consumer's own evidence near its warning ({health.ratio:.2f}× its baseline time "
+                                f"per message, raises only below {raise_below(facts, c):.2f}×)")
         probe_warned += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
     if probe_warned:
         # A warning on the probe's minute (or on a later one, at the cap returned to): the
@@ -1026,12 +1056,20 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
     if warned:
         newest_warning = max(warned)
         if state.warned_at is not None and newest_warning > state.warned_at:
-            back = max(low, cap - max(1, math.ceil(c.warning_step_back * cap)))
+            back = cap - max(1, math.ceil(c.warning_step_back * cap))
+            how = f"by {c.warning_step_back:.0%}"
+            estimate = health.knee_estimate if health.level == WARNING and health.at == newest_warning else None
+            if estimate is not None and estimate < back:
+                # Past the knee the goodput no longer grows with the cap: back to the
+                # concurrency that carried it at the baseline time per message.
+                back = max(estimate, math.ceil(cap * c.cut_factor))
+                how = (f"to the goodput's concurrency at baseline speed ({estimate}), at most × {c.cut_factor:g}")
+            back = max(low, back)
             if back < cap:
-                remembered = cap if state.alarmed_cap is None or _forgotten(state, now, c) else min(cap, state.alarmed_cap)
+                remembered = _remembered(state, cap, now, c)
                 return out(CUT, back, holds + notes + [
                     f"a warning on a second datapoint measured at cap {cap} (of {newest_warning.isoformat()}): stepped back "
-                    f"by {c.warning_step_back:.0%} to {back}; raises stop below {cap} for {c.remember_alarm_seconds / 60:g} min"
+                    f"{how} to {back}; raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
                 ], waiting=waiting, caught_up_since=None, additive=True, alarmed_cap=remembered, alarmed_at=now)
         elif state.warned_at is None:
             # The slow start ends here; a probe still waiting for its minute is given up.
@@ -1109,13 +1147,34 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         left = c.remember_alarm_seconds - (now - state.alarmed_at).total_seconds()
         return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, one below the cap {state.alarmed_cap} that alarmed: "
                                f"not probing it again for {left / 60:.0f} min"], waiting=["the alarm to be forgotten"], caught_up_since=None)
+    if health.complete and not health.room:
+        # Between the lower part of the band and the warning: near a knee. Hold here; the
+        # slow start, if on, ends.
+        return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap} but near its warning ({health.ratio:.2f}× its "
+                                               f"baseline time per message; raises only below "
+                                               f"{raise_below(facts, c):.2f}×): holding"],
+                   waiting=["the time per message lower, or the queue caught up"], caught_up_since=None, additive=True)
     additive = state.additive or not health.complete
     new = min(raise_to(cap, state.step, additive, top, c), below if below is not None else top)
+    sized = ""
+    if additive and health.complete and health.ratio is not None and health.ratio > 1 + max(facts.spread, 0.01):
+        # Measurably slower than its baseline (by more than its own spread, and 1 %): past
+        # a knee the ratio grows as the cap (concurrency ÷ knee), so the raise goes no
+        # further than would carry the time per message to the top of the band raises are
+        # allowed in. A consumer whose own work dwarfs its downstream call shows the knee
+        # as a few per cent only; an unsized raise of 11 % carried it past the SLO.
+        most = math.floor(cap * raise_below(facts, c) / health.ratio)
+        if most <= cap:
+            return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, {health.ratio:.2f}× its baseline time per "
+                                                   f"message: a raise would carry it past {raise_below(facts, c):.2f}×; holding"],
+                       waiting=["the time per message lower, or the queue caught up"], caught_up_since=None)
+        if most < new:
+            new, sized = most, f", sized so the time per message stays below {raise_below(facts, c):.2f}× its baseline"
     how = "additive" if additive else f"slow start: a probe for one minute, then back to {cap} until it is judged"
     detail = "; ".join(r for r in health.reasons if "ms per message" in r)
     probe = {} if additive else {"probe_at": now, "probe_from": cap}
     return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}" + (f" ({detail})" if detail else "")
-                                    + f": raise to {new} ({how})"], caught_up_since=None, **probe)
+                                    + f": raise to {new} ({how}{sized})"], caught_up_since=None, **probe)
 
 
 def _ignored(downstream: tuple[Alarm, ...], now: datetime, c: Constants) -> dict[str, str]:
@@ -1153,6 +1212,12 @@ def errors_above(facts: Facts, errors: Datapoint | None, invocations: Datapoint 
                                f"pre-event {facts.baseline_error_share:.1%} by more than {c.error_share_slack:.0%}")
     return errors.value > facts.baseline_errors, (f"function Errors {errors.value:g} above the pre-event "
                                                   f"{facts.baseline_errors:g}")
+
+
+def _remembered(state: CapState, then: int, now: datetime, c: Constants) -> int:
+    """The cap raises stop below after a cut or step back from `then` (TCP's ssthresh):
+    `then`, or the cap remembered from before when lower and not yet forgotten."""
+    return then if state.alarmed_cap is None or _forgotten(state, now, c) else min(then, state.alarmed_cap)
 
 
 def _forgotten(state: CapState, now: datetime, c: Constants) -> bool:

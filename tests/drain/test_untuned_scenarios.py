@@ -1,0 +1,24 @@
+"""The controller at its defaults, no alarm named, on consumers its constants were not
+tuned on (holdfast_fixtures.recovery_model.UNTUNED), run through the recovery model.
+
+Each case was a defect of the controller before: full batches at 70 % of the function's
+timeout at the baseline speed read as a permanent warning and stepped the cap down to
+the floor (it never drained); a knee 10 % above the arrivals was crossed every half hour
+by a raise from just under the warning (175 minutes over the SLO); and a consumer whose
+own work dwarfs its database call showed the knee as 3 % of the time per message, so an
+11 % raise went past the SLO (79 minutes over it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from holdfast_fixtures.drain_strategies import Controller
+from holdfast_fixtures.recovery_model import FAST_WORK, NEAR_ARRIVALS, SLOW_WORK, outcome, simulate
+
+
+@pytest.mark.parametrize("scenario", [SLOW_WORK, NEAR_ARRIVALS, FAST_WORK], ids=lambda s: s.name)
+def test_the_defaults_drain_within_the_goal_with_at_most_one_minute_over_the_slo(scenario):
+    controller = Controller(scenario)
+    o = outcome(simulate(scenario, controller), controller.name)
+    assert o.ratio is not None and o.ratio <= 1.20, o
+    assert o.datapoints_over_slo <= 1 and o.dead_lettered == 0 and not o.collapsed, o
