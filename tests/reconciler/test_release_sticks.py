@@ -90,3 +90,45 @@ def test_a_mark_not_written_by_holdfast_is_named_and_not_read(clients, ledger_ta
     control = ledger_control.read_control(dynamodb, ledger_table)
     assert control.released == ()
     assert len([p for p in control.problems if p.startswith("RELEASED#")]) == 2, control.problems
+
+
+def test_a_release_mark_that_cannot_be_written_warns_and_the_next_rewalk_engages_it_again(
+        clients, ledger_table, aws_semantics, capsys, monkeypatch):
+    """DynamoDB refusing the mark's PutItem (AccessDeniedException, HTTP 400, as DynamoDB
+    answers a call its policy denies) does not undo the release: the resource is restored,
+    `holdfast release` succeeds and says the next re-walk may engage it again, and it does."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.dynamodb.models import DynamoDBBackend
+
+    orders = make_function(clients, "orders")
+    clients("lambda").put_function_event_invoke_config(FunctionName=orders, MaximumEventAgeInSeconds=3600,
+                                                       MaximumRetryAttempts=2)
+    env = {"HOLDFAST_LEDGER_TABLE": ledger_table, "HOLDFAST_SETTINGS": Settings(mode="auto").to_json()}
+    clock = FakeClock(T0)
+    runtime = runtime_from_env("reconciler", env).but(clients=clients, clock=clock)
+    script = Script()
+    script.set("impaired", clock.now())
+    assert orders in {o.arn for o in tick(runtime, collect=script.collect).outcomes if o.action == ENGAGED}
+    protected = config(clients, orders)
+
+    put_item = DynamoDBBackend.put_item
+    refused = []
+
+    def deny_marks(self, table_name, item_attrs, *args, **kwargs):
+        if item_attrs.get("sk", {}).get("S", "").startswith(ledger_control.RELEASED_PREFIX):
+            refused.append(item_attrs["sk"]["S"])
+            raise JsonRESTError("AccessDeniedException", "User is not authorized to perform: dynamodb:PutItem")
+        return put_item(self, table_name, item_attrs, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoDBBackend, "put_item", deny_marks)
+    assert main(["--region", "us-east-1", "--json", "release", orders, "--yes"]) == 0
+    said = capsys.readouterr().err
+    assert refused == [ledger_control.RELEASED_PREFIX + orders]
+    assert config(clients, orders) == (3600, 2)
+    assert "AccessDeniedException" in said and "the next re-walk of this hold may engage it again" in said
+    assert ledger_control.read_control(clients("dynamodb"), ledger_table).released == ()
+    monkeypatch.undo()
+
+    clock.advance(6 * 60)
+    assert orders in {o.arn for o in tick(runtime, collect=script.collect).outcomes if o.action == ENGAGED}
+    assert config(clients, orders) == protected
