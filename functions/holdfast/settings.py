@@ -604,7 +604,8 @@ class Settings:
         number(0.01, 0.5),
         "A warning that persists (a second datapoint at the same cap) lowers the cap by this share, or, when the "
         "consumer's own minute warned, to the concurrency that carried its goodput at the baseline time per "
-        "message if that is lower (never by more than drain_cut_factor)."
+        "message if that is lower (never by more than drain_cut_factor); never below the concurrency the "
+        "downstream carried before the event."
     )
     drain_pre_event_minutes: int = setting(
         30,

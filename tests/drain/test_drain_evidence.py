@@ -551,3 +551,19 @@ def test_a_raise_only_on_the_consumers_own_evidence_at_baseline_measured_at_the_
         if d.action == CUT and h.level == CRITICAL and d.cap < before.cap and not before.warned_at:
             assert h.at not in cut_for   # never twice for one datapoint
             cut_for.add(h.at)
+
+
+def test_a_persisting_warning_never_steps_back_below_what_the_downstream_carried_before_the_event():
+    # FACTS: 16 batches before the event (20 a second × 0.8 s needs 16: plausible). At 17, a
+    # warning on two datapoints steps back to 16, not to the goodput's 8; at 16 it holds.
+    d = dc.decide(state(17), FACTS, reading(1, ms=900), m(3))
+    back = dc.decide(d.state, FACTS, reading(2, ms=900), m(5))
+    assert (back.action, back.cap) == (CUT, 16)
+    assert "no lower than the concurrency the downstream carried before the event (16)" in back.reasons[-1]
+    d = dc.decide(state(16), FACTS, reading(1, ms=900), m(3))
+    held = dc.decide(d.state, FACTS, reading(2, ms=900), m(5))
+    assert (held.action, held.cap) == (HOLD, 16)
+    assert any("only a critical datapoint cuts below" in r for r in held.reasons)
+    # A critical datapoint still cuts below it.
+    cut = dc.decide(state(16), FACTS, reading(1, ms=1000), m(3))
+    assert cut.action == CUT and cut.cap < 16

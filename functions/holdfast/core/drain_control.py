@@ -773,6 +773,19 @@ def _floor(facts: Facts, constants: Constants) -> int:
     return low
 
 
+def carried_before(facts: Facts, constants: Constants = DEFAULTS) -> int | None:
+    """The concurrency the downstream carried before the event: the pre-event concurrency
+    when it is plausible (at most `plausible_start_factor` × what the baseline arrivals
+    need, plus two batches), else that need; None when neither is known."""
+    need = None
+    if facts.arrival_per_second is not None and facts.seconds_per_message:
+        need = facts.arrival_per_second * facts.seconds_per_message
+    pre = facts.pre_event_concurrency
+    if pre is not None and (need is None or pre <= constants.plausible_start_factor * need + 2):
+        return math.ceil(pre)
+    return None if need is None else math.ceil(need)
+
+
 def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = DEFAULTS, *,
           arriving_per_second: float | None = None) -> CapDecision:
     """The first decision of a drain: the cap to start from and the state to carry.
@@ -1065,12 +1078,22 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
                 back = max(estimate, math.ceil(cap * c.cut_factor))
                 how = (f"to the goodput's concurrency at baseline speed ({estimate}), at most × {c.cut_factor:g}")
             back = max(low, back)
+            before = carried_before(facts, c)
+            if before is not None and back < before:
+                # A warning at or below what the downstream carried before the event is not
+                # the drain's load (a cold cache, larger messages, a slower deploy): it
+                # holds there; only a critical datapoint cuts below it.
+                back = min(cap, before)
+                how = f"no lower than the concurrency the downstream carried before the event ({before})"
             if back < cap:
                 remembered = _remembered(state, cap, now, c)
                 return out(CUT, back, holds + notes + [
                     f"a warning on a second datapoint measured at cap {cap} (of {newest_warning.isoformat()}): stepped back "
                     f"{how} to {back}; raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
                 ], waiting=waiting, caught_up_since=None, additive=True, alarmed_cap=remembered, alarmed_at=now)
+            if before is not None and cap <= before:
+                notes.append(f"cap {cap} is no more than the downstream carried before the event ({before}): a warning "
+                             f"holds it, only a critical datapoint cuts below")
         elif state.warned_at is None:
             # The slow start ends here; a probe still waiting for its minute is given up.
             state = replace(state, warned_at=newest_warning, additive=True, probe_at=None, probe_from=None)
