@@ -32,10 +32,11 @@ def config(clients, arn) -> tuple[int, int]:
     return c["MaximumEventAgeInSeconds"], c["MaximumRetryAttempts"]
 
 
-def test_a_resource_released_during_a_hold_is_not_engaged_again_by_its_rewalks(clients, ledger_table, aws_semantics,
-                                                                                 capsys):
-    orders, billing = (make_function(clients, name) for name in ("orders", "billing"))
-    for arn in (orders, billing):
+def engage_functions(clients, ledger_table, *names):
+    """Functions with an owner's async config (3600 s, 2 retries), engaged by a real tick
+    of an impairment: (their ARNs, the runtime, its clock, the scripted verdict)."""
+    arns = [make_function(clients, name) for name in names]
+    for arn in arns:
         clients("lambda").put_function_event_invoke_config(FunctionName=arn, MaximumEventAgeInSeconds=3600,
                                                            MaximumRetryAttempts=2)
     env = {"HOLDFAST_LEDGER_TABLE": ledger_table, "HOLDFAST_SETTINGS": Settings(mode="auto").to_json()}
@@ -44,7 +45,13 @@ def test_a_resource_released_during_a_hold_is_not_engaged_again_by_its_rewalks(c
     script = Script()
     script.set("impaired", clock.now())
     engaged = {o.arn for o in tick(runtime, collect=script.collect).outcomes if o.action == ENGAGED}
-    assert {orders, billing} <= engaged
+    assert set(arns) <= engaged
+    return arns, runtime, clock, script
+
+
+def test_a_resource_released_during_a_hold_is_not_engaged_again_by_its_rewalks(clients, ledger_table, aws_semantics,
+                                                                                 capsys):
+    (orders, billing), runtime, clock, script = engage_functions(clients, ledger_table, "orders", "billing")
     protected = config(clients, orders)
     assert protected != (3600, 2)
 
@@ -100,15 +107,7 @@ def test_a_release_mark_that_cannot_be_written_warns_and_the_next_rewalk_engages
     from moto.core.exceptions import JsonRESTError
     from moto.dynamodb.models import DynamoDBBackend
 
-    orders = make_function(clients, "orders")
-    clients("lambda").put_function_event_invoke_config(FunctionName=orders, MaximumEventAgeInSeconds=3600,
-                                                       MaximumRetryAttempts=2)
-    env = {"HOLDFAST_LEDGER_TABLE": ledger_table, "HOLDFAST_SETTINGS": Settings(mode="auto").to_json()}
-    clock = FakeClock(T0)
-    runtime = runtime_from_env("reconciler", env).but(clients=clients, clock=clock)
-    script = Script()
-    script.set("impaired", clock.now())
-    assert orders in {o.arn for o in tick(runtime, collect=script.collect).outcomes if o.action == ENGAGED}
+    (orders,), runtime, clock, script = engage_functions(clients, ledger_table, "orders")
     protected = config(clients, orders)
 
     put_item = DynamoDBBackend.put_item
