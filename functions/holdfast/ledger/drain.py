@@ -55,16 +55,39 @@ def _partition(partition: str) -> str:
     return partition
 
 
-@uses("dynamodb:Query", by=("reconciler", "cli"))
 def read_all(ledger: "Ledger", partition: str) -> dict[str, Item]:
     """Every record of the partition, by ARN, strongly consistent. A record whose document
-    is not JSON is left out (and reported by the caller as missing: it starts again)."""
+    is not JSON is left out (and reported by the caller as missing: it starts again).
+
+    One Query a ledger (one tick): the engine's walk (the mappings in drain), the drain
+    stage and the replay stage read the same answer, kept current with the tick's own
+    writes (`write`). A failed Query is not kept (the next reader reads again), and a
+    write that failed drops the kept answer, as ledger/resources.py's Shared does."""
+    with ledger.partitions_lock:
+        kept = ledger.partitions.get(_partition(partition))
+        if kept is None:
+            kept = ledger.partitions[partition] = _query(ledger, partition)
+        return dict(kept)
+
+
+def _remember(ledger: "Ledger", partition: str, item: Item | None) -> None:
+    """This tick's write, in its kept read: what a Query now would answer. None: the write
+    failed, so the next reader reads again."""
+    with ledger.partitions_lock:
+        if item is None:
+            ledger.partitions.pop(partition, None)
+        elif partition in ledger.partitions:
+            ledger.partitions[partition][item.arn] = item
+
+
+@uses("dynamodb:Query", by=("reconciler", "cli"))
+def _query(ledger: "Ledger", partition: str) -> dict[str, Item]:
     out: dict[str, Item] = {}
     try:
         for page in ledger.query_pages(
             KeyConditionExpression="#pk = :pk",
             ExpressionAttributeNames={"#pk": PK},
-            ExpressionAttributeValues={":pk": {"S": _partition(partition)}},
+            ExpressionAttributeValues={":pk": {"S": partition}},
             ConsistentRead=True,
         ):
             for item in page["Items"]:
@@ -107,6 +130,10 @@ def write(ledger: "Ledger", partition: str, arn: str, doc: dict[str, Any], *, ge
             reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
             if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
                 raise StalePlan(f"plan generation {generation} is no longer current") from err
+            _remember(ledger, partition, None)   # another controller's write: read it next time
             raise Conflict(f"{partition.lower()} record of {arn} changed since it was read (version {read_version})") from err
+        _remember(ledger, partition, None)
         raise LedgerUnavailable(f"cannot write the {partition.lower()} record of {arn}: {failure_kind(err)}") from err
-    return Item(arn, doc, version, generation, now.isoformat())
+    written = Item(arn, doc, version, generation, now.isoformat())
+    _remember(ledger, partition, written)
+    return written

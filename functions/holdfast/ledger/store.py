@@ -14,12 +14,15 @@ hooks carry the operations' names, so a family's `ledger.put_item(...)` is seen 
 
 The Runtime builds one per tick (`Runtime.ledger()`), and the tick hands it to each of
 its readers: the engine's walks, the built-in evidence, the drain and the replay stages.
-The resource records' partition is Queried once a tick, not once per reader
-(ledger/resources.py, `resources()`).
+Two partitions are read once a tick, not once per reader: the resource records
+(ledger/resources.py, `resources()`), and the drain's and the replay's records
+(ledger/drain.py, `read_all`), which the engine (the mappings in drain), the drain stage
+and the replay stage all read.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Iterable, Iterator
 
 from holdfast.ledger.resources import ResourceLedger, Shared
@@ -30,6 +33,9 @@ class Ledger:
         self._db = dynamodb
         self.table = table
         self._records = Shared()
+        # ledger/drain.py: partition -> what the tick's one Query of it read (and its writes since).
+        self.partitions: dict[str, dict[str, Any]] = {}
+        self.partitions_lock = threading.Lock()
 
     def resources(self) -> ResourceLedger:
         """A reader's view of the resource records: its own `available` and `error`, the
