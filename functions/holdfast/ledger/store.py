@@ -8,9 +8,9 @@ family function takes the `Ledger` (`plan.read(ledger)`, `control.set_paused(led
 never a client and a table name. The hooks below are the only place the table's name is
 bound into a request (`TableName`, in a transaction's items too); they pass DynamoDB's
 answer and its errors (botocore's ClientError and BotoCoreError) up unchanged, so each
-family turns them into its own outcome as before. The IAM actions stay declared with
-`@uses` on the family functions that make each call (tests/iam scans the calls: these
-hooks carry the operations' names, so a family's `ledger.put_item(...)` is seen where it is).
+family turns them into its own outcome as before. The hooks declare no IAM action: the
+`@uses` of the family function that makes each call does (tests/iam/test_ledger_calls.py
+checks every hook call against the @uses that covers it).
 
 The Runtime builds one per tick (`Runtime.ledger()`), and the tick hands it to each of
 its readers: the engine's walks, the built-in evidence, the drain and the replay stages.
