@@ -43,7 +43,7 @@ from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RAISED, REFUSED_STA
 from holdfast.core.policy import CONTROLLED, STAGES
 from holdfast.core.progress import held_marker
 from holdfast.iam import uses
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.runtime import QUIET, Runtime
 from holdfast.settings import Settings
 from holdfast_demo import check, report, scenario, world
@@ -161,8 +161,9 @@ class Replay:
             result = tick(self.runtime, collect=self.collect)
             tick_wall = time.monotonic() - tick_started
             self.ticks += 1
-            plan = ledger_plan.read(self.watcher("dynamodb"), self.table)
-            raw = ledger_verdict.read_verdict(self.watcher("dynamodb"), self.table) or {}
+            watched = Ledger(self.watcher("dynamodb"), self.table)
+            plan = ledger_plan.read(watched)
+            raw = ledger_verdict.read_verdict(watched) or {}
             verdict = raw.get("state", "?")
             changes = self.account(result, now)
             stage = plan.stage if plan else "normal"
@@ -395,7 +396,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         replay_wall = time.monotonic() - replay_started
 
         after = snapshot(watcher, fleet)
-        left_in_ledger = ResourceLedger(watcher("dynamodb"), DEFAULT_TABLE).records()
+        left_in_ledger = ResourceLedger(Ledger(watcher("dynamodb"), DEFAULT_TABLE)).records()
         holdfast_calls = sum(holdfast.calls.values())
         metric_calls = holdfast.calls["cloudwatch:GetMetricData"]
 

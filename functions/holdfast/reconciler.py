@@ -135,7 +135,7 @@ CONTROLLED_DONE = (RESTORED, DRIFT_KEPT, VANISHED)
 
 class Stages:
     """The drain's and the replay's per-tick work (holdfast.stages), reading the resource
-    records through the tick's ledger; tests of the plan and its guards, whose resources
+    records and the drain's records through the tick's ledger; tests of the plan and its guards, whose resources
     are in-memory fakes, inject their own."""
 
     def __init__(self, ledger: Ledger | None = None):
@@ -145,10 +145,10 @@ class Stages:
         return drain_stage.decide(runtime, plan, now, dry_run=dry_run, ledger=self.ledger)
 
     def in_drain(self, runtime: Runtime, plan: Plan) -> frozenset[str]:
-        return drain_stage.in_drain(runtime.clients("dynamodb"), runtime.table, plan)
+        return drain_stage.in_drain(self.ledger or runtime.ledger(), plan)
 
     def replay(self, runtime: Runtime, plan: Plan, now, *, guard: Guard, dry_run: bool):
-        return replay_stage.step(runtime, plan, now, guard=guard, dry_run=dry_run)
+        return replay_stage.step(runtime, plan, now, guard=guard, dry_run=dry_run, ledger=self.ledger)
 
 
 @dataclass
@@ -182,9 +182,10 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
         if runtime.telemetry.decisions:
             logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
         return TickResult(None, None, ["off"])
-    deadline = TickDeadline(runtime, engage_seconds)
-    # One ledger a tick: the walks, the evidence and the drain stage share its one Query.
+    # One ledger a tick: the walks, the evidence and the stages share its one Query of the
+    # resource records and of the drain's records.
     ledger = runtime.ledger()
+    deadline = TickDeadline(runtime, engage_seconds, ledger=ledger)
     make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline, ledger=ledger))
     run = _Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline, stages or Stages(ledger),
                 ledger)
@@ -216,8 +217,9 @@ class TickDeadline:
     over stops the walk as a moved plan does. After the engage, relaxing gets the short
     budget again, counted from the end of the engage and never past `engage_seconds`."""
 
-    def __init__(self, runtime: Runtime, engage_seconds: float | None):
+    def __init__(self, runtime: Runtime, engage_seconds: float | None, *, ledger: Ledger | None = None):
         self.runtime, self.clock = runtime, runtime.clock
+        self.ledger = ledger or runtime.ledger()   # the tick's: the claim and the plan reads go through it
         short = float(runtime.settings.tick_budget_seconds)
         self.started = self.clock.monotonic()
         self.short = short
@@ -269,14 +271,14 @@ class _Engaging:
         if self.plan is None or not self.plan.generation:   # no ledger, no plan: walk, unclaimed
             d.limit = d.total
             return self
-        dynamodb = rt.clients("dynamodb")
+        ledger = d.ledger
         generation = self.plan.generation
         lease = ledger_claims.lease_seconds(rt.settings.schedule_minutes)
 
         def take() -> ledger_claims.Claim:
             now = rt.clock.now()
             until = now + timedelta(seconds=max(0.0, min(lease, d.total - d.elapsed())))
-            return ledger_claims.take_engage_walk(dynamodb, rt.table, generation=generation,
+            return ledger_claims.take_engage_walk(ledger, generation=generation,
                                                   controller_id=rt.controller_id, now=now, until=until)
 
         try:
@@ -300,7 +302,7 @@ class _Engaging:
                                                "holder": renewed.holder})
                             self.claimed = False
                             return True
-                    current = ledger_plan.read(dynamodb, rt.table)
+                    current = ledger_plan.read(ledger)
                 except LedgerUnavailable:
                     return False   # engaging goes on without the ledger
                 return current is not None and current.generation != generation
@@ -321,7 +323,7 @@ class _Engaging:
             if not d.moved:   # the plan moved on: the rest of the tick stops too
                 d.limit = min(d.total, d.elapsed() + d.short)
             if self.claimed:
-                ledger_claims.release_engage_walk(rt.clients("dynamodb"), rt.table, controller_id=rt.controller_id)
+                ledger_claims.release_engage_walk(d.ledger, controller_id=rt.controller_id)
 
 
 @dataclass
@@ -355,7 +357,6 @@ class _Tick:
         self.ledger = ledger
         self.collect, self.engine, self.deadline = collect, engine, deadline
         self.stages = stages
-        self.dynamodb = runtime.clients("dynamodb")
         self.dry_run = self.settings.mode == "recommend"
         self.started = runtime.clock.now()
         self.failing: dict[str, ledger_failures.Failure] = {}   # loaded by the walk
@@ -445,7 +446,7 @@ def decide(t: _Tick, seen, now) -> tuple[Plan, TickResult, bool] | TickResult:
     try:
         if decision.changed:
             try:
-                ledger_plan.write(t.dynamodb, t.table, plan, controller_id=t.runtime.controller_id, now=now)
+                ledger_plan.write(t.ledger, plan, controller_id=t.runtime.controller_id, now=now)
             except PlanConflict as err:
                 t.log("plan conflict: another controller decided first; re-read next tick", plan, reasons=[str(err)])
                 result.actions.append("conflict")
@@ -458,7 +459,7 @@ def decide(t: _Tick, seen, now) -> tuple[Plan, TickResult, bool] | TickResult:
             result.actions.append(f"plan:{plan.generation}")
             notified = False
         if seen.verdict is not None:
-            ledger_verdict.write_verdict(t.dynamodb, t.table, seen.verdict.to_dict())
+            ledger_verdict.write_verdict(t.ledger, seen.verdict.to_dict())
     except LedgerUnavailable as err:
         # Lost between the read and the write: act as a tick that never had the ledger.
         return without_ledger(t, str(err), now)
@@ -469,7 +470,7 @@ def todo(t: _Tick, plan: Plan, now) -> _Todo:
     """What is left to walk for this plan: the kinds not done, by posture, and the held
     kinds due for a walk again."""
     target = policy.posture(plan, t.settings)
-    walks = ledger_walks.load(t.dynamodb, t.table, plan.generation) if plan.generation else {}
+    walks = ledger_walks.load(t.ledger, plan.generation) if plan.generation else {}
     left = [k for k in target if k not in plan.done]
     # Kinds held in posture and walked to the end a while ago: walked again, cheaply. A
     # controlled kind's hold engage (marker `<kind>/engaged`) is walked again too, for
@@ -493,7 +494,7 @@ def walk(t: _Tick, plan: Plan, result: TickResult, released: frozenset[str] = fr
     """The engage walk, then the relax walk, then the tick's finish (its stuck resources).
     `released`: resources released by hand in this engagement, which its walks leave alone."""
     now = t.runtime.clock.now()
-    t.failing = ledger_failures.load(t.dynamodb, t.table)
+    t.failing = ledger_failures.load(t.ledger)
     work = todo(t, plan, now)
     # A walk of a controlled kind's engage again (it did not finish, the mode changed, a
     # rewalk) leaves alone every mapping that already has a drain in this hold, or it
@@ -533,7 +534,7 @@ def engage_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, skip: fro
                 result.complete = False
                 return False
             after = {k: plan.cursor.get(str(m)) for k, (m, again) in markers.items() if not again}
-            seen = {k: ledger_walks.seen(t.dynamodb, t.table, plan.generation, str(m))
+            seen = {k: ledger_walks.seen(t.ledger, plan.generation, str(m))
                     for k, (m, again) in markers.items() if again}
             # The drains' mappings are left alone by the engage of a controlled kind only.
             controlled = {k for k, (m, _) in markers.items() if m.hold_engage}
@@ -557,7 +558,7 @@ def relax_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, now) -> No
     """The controlled kinds' tick and the relaxing kinds' walks, one kind at a time, each
     write guarded (the plan still current); then the replay and the retries of stuck
     restores. The first stale plan ends relaxing for this tick."""
-    guard = _Sticky(ledger_leases.guard_factory(t.dynamodb, t.table, controller_id=t.runtime.controller_id,
+    guard = _Sticky(ledger_leases.guard_factory(t.ledger, controller_id=t.runtime.controller_id,
                                                 clock=t.runtime.clock)(plan.generation))
     for kind in work.controlled + work.relaxing:
         if t.deadline() or guard.refused:
@@ -651,7 +652,7 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         if release_requests.malformed(request):
             why = (f"not a release request Holdfast can act on: {request.problem}; nothing was done; "
                    "ask again with `holdfast release ARN --all-accounts`")
-            if ledger_control.refuse_malformed_release(t.dynamodb, t.table, request, outcome=release_requests.REFUSED,
+            if ledger_control.refuse_malformed_release(t.ledger, request, outcome=release_requests.REFUSED,
                                                        detail=why, controller_id=me, now=now):
                 result.actions.append(f"release:{release_requests.REFUSED}")
                 t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
@@ -666,7 +667,7 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                 why = (f"requested at {request.at} and not acted on before it expired (Holdfast was paused, off "
                        "or unable to read its ledger): nothing was done; request it again if it is still wanted")
             ledger_control.finish_release(
-                t.dynamodb, t.table, request, outcome=release_requests.EXPIRED, controller_id=me, now=now, claimed=False,
+                t.ledger, request, outcome=release_requests.EXPIRED, controller_id=me, now=now, claimed=False,
                 detail=why)
             result.actions.append(f"release:{release_requests.EXPIRED}")
     due = [r for r in control.releases if release_requests.due(r, now)][:RELEASES_PER_TICK]
@@ -685,7 +686,7 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         # while this one still restores would restore again and one outcome would be lost.
         now = t.runtime.clock.now()
         until = now + timedelta(seconds=max(0.0, min(lease, d.total - d.elapsed())))
-        if not ledger_control.claim_release(t.dynamodb, t.table, request, controller_id=me, now=now, until=until):
+        if not ledger_control.claim_release(t.ledger, request, controller_id=me, now=now, until=until):
             continue   # another tick took it, or it was replaced
         why = (release_requests.refusal(request.arn, partition=t.runtime.clients.partition,
                                         region=t.runtime.clients.region, account=account, mode=t.settings.mode)
@@ -700,7 +701,7 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                 action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:
             action = release_requests.REFUSED
-        ledger_control.finish_release(t.dynamodb, t.table, request, outcome=action, detail=why, controller_id=me,
+        ledger_control.finish_release(t.ledger, request, outcome=action, detail=why, controller_id=me,
                                       now=t.runtime.clock.now())
         result.actions.append(f"release:{action}")
         t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
@@ -711,7 +712,7 @@ def keep_released(t: _Tick, arn: str, began, by: str) -> str:
     """Mark `arn` released in the engagement that began at `began`, so this hold's walks
     leave it as released; what to add to the outcome."""
     try:
-        ledger_control.mark_released(t.dynamodb, t.table, arn, began=began, by=by, now=t.runtime.clock.now())
+        ledger_control.mark_released(t.ledger, arn, began=began, by=by, now=t.runtime.clock.now())
         return "; left released for the rest of this hold"
     except LedgerUnavailable as err:
         return f"; the next re-walk of this hold may engage it again ({err})"
@@ -720,11 +721,11 @@ def keep_released(t: _Tick, arn: str, began, by: str) -> str:
 def release_one(t: _Tick, releaser: Engine, request) -> tuple[str, str]:
     """Restore the resource of `request` and forget its record: (outcome, what it means)."""
     arn = request.arn
-    recorded = ResourceLedger(t.dynamodb, t.table).get(arn) is not None
+    recorded = ResourceLedger(t.ledger).get(arn) is not None
     outcome = releaser.release(arn)
     t.log("released", None, arn=arn, action=outcome.action, error=outcome.error)
     if outcome.action in (RESTORED, DRIFT_KEPT, VANISHED) and (recorded or outcome.action != VANISHED):
-        ledger_failures.clear(t.dynamodb, t.table, arn)   # no longer stuck
+        ledger_failures.clear(t.ledger, arn)   # no longer stuck
         t.failing.pop(arn, None)
     if outcome.action == RESTORED:
         return RESTORED, "restored to its owner's settings; its record is forgotten"
@@ -778,7 +779,7 @@ def retry_stuck_restores(t: _Tick, plan: Plan, result: TickResult, work: _Todo, 
     count_failures(t, plan, report.outcomes, ledger_failures.RELAX)
     t.log("stuck restores retried", plan, retried=[f.arn for f in due][:20],
           restored=[o.arn for o in report.outcomes if o.action in SUCCEEDED][:20])
-    ledger_walks.walked(t.dynamodb, t.table, plan.generation, LEFTOVERS, now=now, finished=True, prints=set())
+    ledger_walks.walked(t.ledger, plan.generation, LEFTOVERS, now=now, finished=True, prints=set())
 
 
 def finish_kind(t: _Tick, plan: Plan, result: TickResult, marker: str, report, *, engaging: bool,
@@ -809,12 +810,12 @@ def finish_kind(t: _Tick, plan: Plan, result: TickResult, marker: str, report, *
     if step.note:
         t.log(step.note, plan, kind=marker)
     if step.cursor is not None and not rewalk:
-        ledger_plan.set_cursor(t.dynamodb, t.table, plan.generation, marker, step.cursor)
+        ledger_plan.set_cursor(t.ledger, plan.generation, marker, step.cursor)
     if step.mark_done and not rewalk:
         mark(t, plan, result, marker)
     seen = report.seen.get(kind) if engaging else None
     if engaging and (step.mark_done or seen):
-        ledger_walks.walked(t.dynamodb, t.table, plan.generation, marker, now=t.runtime.clock.now(),
+        ledger_walks.walked(t.ledger, plan.generation, marker, now=t.runtime.clock.now(),
                             finished=step.mark_done, prints=set(seen or ()))
     if rewalk:
         written = sum(1 for o in report.outcomes if o.action == ENGAGED)
@@ -831,12 +832,12 @@ def count_failures(t: _Tick, plan: Plan, outcomes: list[Outcome], operation: str
     now = t.runtime.clock.now()
     for o in outcomes:
         if o.action == FAILED:
-            failure = ledger_failures.record(t.dynamodb, t.table, arn=o.arn, kind=o.kind, operation=operation,
+            failure = ledger_failures.record(t.ledger, arn=o.arn, kind=o.kind, operation=operation,
                                              generation=plan.generation, error=o.error or "", now=now)
             t.failing[o.arn] = failure
             counts[o.arn] = failure.failures
         elif o.action in SUCCEEDED and o.arn in t.failing:
-            ledger_failures.clear(t.dynamodb, t.table, o.arn)
+            ledger_failures.clear(t.ledger, o.arn)
             t.failing.pop(o.arn, None)
     return counts
 
@@ -856,11 +857,11 @@ def stale_relaxers(t: _Tick, plan: Plan) -> list[str]:
     """Controllers of an older generation whose relaxing write may have landed after
     this tick began (the lease is counted from the tick's start, not from now: a
     write guarded shortly before the tick can land on a resource the tick engaged)."""
-    return ledger_leases.stale_relaxers(t.dynamodb, t.table, plan.generation, t.started)
+    return ledger_leases.stale_relaxers(t.ledger, plan.generation, t.started)
 
 
 def mark(t: _Tick, plan: Plan, result: TickResult, marker: str) -> None:
-    if ledger_plan.mark_done(t.dynamodb, t.table, plan.generation, marker):
+    if ledger_plan.mark_done(t.ledger, plan.generation, marker):
         result.actions.append(marker)
 
 
@@ -873,7 +874,7 @@ def notify(t: _Tick, plan: Plan) -> None:
         except AWS_ERRORS as err:  # the walk goes on; the next tick publishes
             t.log("stage notification failed: the next tick tries again", plan, reasons=[error_text(err)])
             return
-    ledger_plan.mark_notified(t.dynamodb, t.table, plan.generation)
+    ledger_plan.mark_notified(t.ledger, plan.generation)
 
 
 def without_ledger(t: _Tick, error: str, now) -> TickResult:

@@ -83,11 +83,12 @@ def govern(clients: Clients, settings: Settings, *, table: str | None, member: s
     tick and an operator's command, stay under the quota together. The leases go through
     clients of their own, so the calls a command reports are its own. Returns the Governor."""
     from holdfast.budget import DEFAULT_SPECS, BudgetSpec, Budgets, Governor
+    from holdfast.ledger import Ledger
     from holdfast.ledger.budget_board import LedgerShareBoard
 
     specs = {**DEFAULT_SPECS, "lambda": BudgetSpec(float(settings.lambda_writes_per_second))}
     options = {}
     if table:
         board_clients = clients.with_config(clients.config)
-        options = {"board": LedgerShareBoard(board_clients("dynamodb"), table), "member": member}
+        options = {"board": LedgerShareBoard(Ledger(board_clients("dynamodb"), table)), "member": member}
     return Governor(Budgets(specs, **options)).govern(clients)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED
 from holdfast.core.tags import APPLIED_KEY, MAX_VALUE, read_record
 from holdfast.ledger.resources import ResourceLedger
@@ -78,7 +79,7 @@ def test_the_ledgers_copy_stays_as_short_as_the_tags(clients, ledger_table):
     walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",))
     for n in CAPS[:20]:
         drain_to(clients, ledger_table, n)
-    [record] = ResourceLedger(clients("dynamodb"), ledger_table).records()
+    [record] = ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records()
     assert record.original == {KEY: 900}
     assert sorted(record.applied[KEY]) == sorted({SETTINGS.esm_floor, CAPS[18], CAPS[19]})
     assert read_record(tags(clients, mapping["EventSourceMappingArn"]))[1] == record.applied

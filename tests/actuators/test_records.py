@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
+from holdfast.ledger import Ledger
 from holdfast.core.errors import Conflict, StalePlan
 from holdfast.core.model import ALREADY, ENGAGED, FAILED, REFUSED_STALE, Record, no_guard
 from holdfast.core.tags import ORIGINAL_KEY, RECORD_KEYS, read_record
@@ -98,7 +99,7 @@ def test_a_stripped_tag_mid_drain_is_rewritten_from_the_ledger_and_the_owners_no
     assert outcome.action == ENGAGED and cap(clients, uuid) == 2
     original, applied = mapping_record(clients, arn)
     assert original == {KEY: None} and 5 in applied[KEY] and 2 in applied[KEY]
-    [ledger_record] = ResourceLedger(clients("dynamodb"), ledger_table).records()
+    [ledger_record] = ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records()
     assert ledger_record.original == {KEY: None}
 
     # AND a full restore gives the owner back no cap at all
@@ -117,14 +118,14 @@ def test_a_stripped_tag_on_an_engaged_mapping_in_posture_is_rewritten_from_the_l
 
 
 def test_a_conditional_put_that_finds_another_original_is_a_conflict_and_the_ledgers_stays(clients, ledger_table):
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
     arn = "arn:aws:lambda:us-east-1:123456789012:event-source-mapping:00000000-0000-0000-0000-000000000001"
     assert ledger.put_original(Record("esm", arn, {KEY: None}, {KEY: 2}), "m") is True
     # the same original again (another controller, a retry) is fine, and grows the applied values
     assert ledger.put_original(Record("esm", arn, {KEY: None}, {KEY: [2, 5]}), "m") is True
     with pytest.raises(Conflict, match="ledger None, this write 5"):
         ledger.put_original(Record("esm", arn, {KEY: 5}, {KEY: 2}), "m")
-    [kept] = ResourceLedger(clients("dynamodb"), ledger_table).records()
+    [kept] = ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records()
     assert kept.original == {KEY: None} and kept.applied == {KEY: [2, 5]}
 
 
@@ -134,7 +135,7 @@ def test_an_engage_whose_put_finds_another_original_is_reported_and_the_next_wal
     mapping = make_mapping(clients, fn, "q")
     arn, uuid = mapping["EventSourceMappingArn"], mapping["UUID"]
     # controller B read the ledger before A wrote its record (its one Query per walk is older)
-    b = walks.actuators(clients, SETTINGS, ResourceLedger(clients("dynamodb"), ledger_table), ("esm",))["esm"]
+    b = walks.actuators(clients, SETTINGS, ResourceLedger(Ledger(clients("dynamodb"), ledger_table)), ("esm",))["esm"]
     assert b.ledger.records() == []
     walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",))
     walks.relax_all(clients, SETTINGS, ledger_table, kinds=("esm",), target_for=lambda _r: {KEY: 5})
@@ -203,7 +204,7 @@ def test_a_stale_controllers_late_tag_write_never_turns_the_floor_into_the_owner
     from holdfast.aws import Clients
     a_clients = Clients(region="us-east-1")
     a_settings = Settings()
-    a = walks.actuators(a_clients, a_settings, ResourceLedger(a_clients("dynamodb"), ledger_table), ("esm",))["esm"]
+    a = walks.actuators(a_clients, a_settings, ResourceLedger(Ledger(a_clients("dynamodb"), ledger_table)), ("esm",))["esm"]
     with LateTagWrites(a_clients("lambda")) as late:
         def guard():   # passes until A's tag write went out; the next finds the plan moved on
             if late.held:
@@ -239,7 +240,7 @@ def test_the_applied_record_holds_the_floor_and_grows_by_each_cap_before_it_is_w
     walks.relax_all(clients, SETTINGS, ledger_table, kinds=("esm",), target_for=lambda _r: {KEY: 5})
     assert clients.calls["lambda:TagResource"] == before + 1 and cap(clients, mapping["UUID"]) == 5
     assert mapping_record(clients, arn)[1] == {KEY: [2, 5]}
-    [ledger] = [r for r in ResourceLedger(clients("dynamodb"), ledger_table).records() if r.arn == arn]
+    [ledger] = [r for r in ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records() if r.arn == arn]
     assert 5 in ledger.applied[KEY]
     # down to the floor and up to 5 again: both recorded, no record written
     walks.relax_all(clients, SETTINGS, ledger_table, kinds=("esm",), target_for=lambda _r: {KEY: 2})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RESTORED, VANISHED
 from holdfast.core.tags import ORIGINAL_KEY, RECORD_KEYS
 from holdfast.ledger.resources import ResourceLedger
@@ -52,7 +53,7 @@ def test_a_function_deleted_and_recreated_under_its_name_is_engaged_afresh_and_r
     assert outcome.notes["recreated"]["retired"]["original"]["max_retries"] == 2
     retries, age, destination = config(clients)
     assert retries == SETTINGS.async_max_retry_attempts and age == SETTINGS.async_max_event_age_seconds
-    [record] = ResourceLedger(clients("dynamodb"), ledger_table).records()
+    [record] = ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records()
     assert record.original["max_age"] == 3600 and record.original.get("max_retries", 1) == 1
 
     # AND its restore gives back its own config
@@ -75,7 +76,7 @@ def test_a_recreated_function_found_by_a_restore_is_left_as_its_owner_made_it(cl
 
     assert outcome.action == ALREADY and "recreated" in outcome.notes
     assert config(clients) == (SETTINGS.async_max_retry_attempts, 3600, None)
-    assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
+    assert ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records() == []
 
 
 def test_a_tag_stripped_from_the_same_function_keeps_its_record(clients, ledger_table):
@@ -141,7 +142,7 @@ def test_a_scalable_target_registered_again_at_the_same_arn_is_engaged_afresh(cl
     walks.relax_all(clients, SETTINGS, ledger_table, kinds=("scalable-target",))
     assert describe_target(clients, "web")["SuspendedState"]["DynamicScalingInSuspended"] is True
     assert outcome.action == ALREADY and "recreated" in outcome.notes
-    assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
+    assert ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records() == []
 
 
 # ---- an alias deleted and created again on a function that lives on ---------------------
@@ -200,7 +201,7 @@ def test_an_alias_deleted_and_recreated_on_a_living_function_is_engaged_afresh_a
     assert outcome.notes["recreated"]["retired"]["original"]["max_retries"] == 2
     retries, age, _ = alias_config(clients)
     assert retries == SETTINGS.async_max_retry_attempts and age == SETTINGS.async_max_event_age_seconds
-    record = ResourceLedger(clients("dynamodb"), ledger_table).get(ALIAS)
+    record = ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).get(ALIAS)
     assert record.original["max_age"] == 3600 and record.original.get("max_retries", 1) == 1
 
     # AND its restore gives back its own config
@@ -218,7 +219,7 @@ def test_a_recreated_alias_found_by_a_restore_is_left_as_its_owner_made_it_and_i
     outcome = alias_outcome(walks.relax_all(clients, SETTINGS, ledger_table, **OPTIONS))
     assert outcome.action == ALREADY and "recreated" in outcome.notes
     assert alias_config(clients) == (SETTINGS.async_max_retry_attempts, 3600, None)
-    assert ResourceLedger(clients("dynamodb"), ledger_table).get(ALIAS) is None
+    assert ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).get(ALIAS) is None
     # the old alias's record is gone from f's tags too: no later walk takes it for the new alias's
     tags = clients("lambda").list_tags(Resource=make_arn("f"))["Tags"]
     assert not [k for k in tags if k.startswith(ORIGINAL_KEY)], tags

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
+from holdfast.ledger import Ledger
 from holdfast.core.model import DRIFT_KEPT, RESTORED, no_guard
 from holdfast.core.tags import RECORD_KEYS
 from holdfast.ledger.resources import ResourceLedger
@@ -64,7 +65,7 @@ def test_a_failed_query_of_the_records_makes_the_relax_walk_incomplete(clients, 
 
 def test_a_scalable_target_restore_keeps_the_flag_its_owner_set_after_the_walk_read_it(clients, ledger_table):
     arn = make_service_target(clients, "s")
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
     act = walks.actuators(clients, SETTINGS, ledger, ("scalable-target",))["scalable-target"]
     walks.engage_all(clients, SETTINGS, ledger_table, kinds=("scalable-target",))
     resource = act.get(arn)
@@ -82,7 +83,7 @@ def test_an_async_restore_keeps_the_on_success_destination_its_owner_added_after
     make_function(clients, "f")
     lam = clients("lambda")
     lam.put_function_event_invoke_config(FunctionName="f", MaximumEventAgeInSeconds=7200)
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
     act = walks.actuators(clients, SETTINGS, ledger, ("async",), expired_queue_arn=QUEUE)["async"]
     walks.engage_all(clients, SETTINGS, ledger_table, kinds=("async",), expired_queue_arn=QUEUE)
     [resource] = act.discover()
@@ -99,7 +100,7 @@ def test_an_async_restore_keeps_the_on_success_destination_its_owner_added_after
 def test_a_mapping_restore_keeps_the_cap_its_owner_set_after_the_walk_listed_it(clients, ledger_table):
     fn = make_function(clients, "f")
     mapping = make_mapping(clients, fn, "q")
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
     act = walks.actuators(clients, SETTINGS, ledger, ("esm",))["esm"]
     walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",))
     [resource] = act.discover()

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from tests import walks
+from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, ENGAGED, FAILED, VANISHED
 from holdfast.ratelimit import TokenBucket
 from holdfast.actuators.nlb import ATTRIBUTES
@@ -101,7 +102,7 @@ def test_second_engage_makes_no_write_and_restore_returns_exact_originals(client
 
     walks.relax_all(clients, Settings(), ledger_table, **options())
     assert snapshot(clients, fleet) == original
-    assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
+    assert ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records() == []
 
 
 def writes_of_a_clean_cycle(clients, ledger_table) -> tuple[int, int]:
@@ -130,7 +131,7 @@ def test_a_fault_at_any_engage_write_loses_no_original_and_a_rerun_converges(cli
 def test_a_fault_at_any_restore_write_loses_no_original_and_a_rerun_converges(clients, ledger_table, fleet):
     original = snapshot(clients, fleet)
     settings = Settings()
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
     _, restore_writes = writes_of_a_clean_cycle(clients, ledger_table)
     for k in range(1, restore_writes + 1):
         walks.engage_all(clients, settings, ledger_table, **options())
@@ -185,7 +186,7 @@ def test_when_the_ledger_returns_an_engage_puts_back_its_copy_of_tag_only_origin
 
 def test_a_resource_deleted_after_discovery_is_reported_and_the_walk_goes_on(clients, ledger_table, fleet):
     settings = Settings()
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
     # (Auto Scaling is left out: moto 5.2.5 answers CreateOrUpdateTags on a deleted group
     # with an internal KeyError instead of AWS's ValidationError.)
     acts = walks.actuators(clients, settings, ledger, ("nlb", "esm"), **options())
@@ -201,7 +202,7 @@ def test_a_vanished_engaged_resource_is_forgotten(clients, ledger_table, fleet):
     clients("elbv2").delete_target_group(TargetGroupArn=fleet["tg"])
     report = walks.relax_all(clients, Settings(), ledger_table, kinds=("esm", "nlb"), **options())
     assert {o.kind: o.action for o in report.outcomes}["nlb"] == VANISHED
-    assert ResourceLedger(clients("dynamodb"), ledger_table).records() == []
+    assert ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records() == []
 
 
 def test_owner_drift_on_a_group_is_kept(clients, ledger_table, fleet):

@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, ENGAGED, RESTORED
 
 SKIPPED = "skipped"  # holdfast.core.model.SKIPPED (spelled out: the test runs against older code too)
@@ -47,7 +48,7 @@ def test_a_group_with_no_room_for_the_record_tags_is_engaged_through_the_ledger_
     # GIVEN a selected group already carrying 49 tags of its owner's (selector and team among them)
     make_asg(clients, "full", tags=owner_tags(47))
     assert len(group_tags(clients, "full")) == 49
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
 
     # WHEN engaged THEN its processes are suspended, its original is in the ledger only, and the outcome says so
     report = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("asg",))
@@ -87,7 +88,7 @@ def test_a_tag_write_that_answers_the_limit_ends_in_the_same_outcome_never_a_ret
     fn = make_function(clients, "f")
     mapping = make_mapping(clients, fn, "q", tags=owner_tags(30))
     arn = mapping["EventSourceMappingArn"]
-    ledger = ResourceLedger(clients("dynamodb"), ledger_table)
+    ledger = ResourceLedger(Ledger(clients("dynamodb"), ledger_table))
     act = walks.actuators(clients, SETTINGS, ledger, ("esm",))["esm"]
     [resource] = act.discover()
     clients("lambda").tag_resource(Resource=arn, Tags={f"late-{i:02d}": "x" for i in range(19)})

@@ -43,6 +43,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from tests import walks
+from holdfast.ledger import Ledger
 from holdfast.aws import Clients
 from holdfast.clock import FakeClock
 from holdfast.core.model import ENGAGED, FAILED
@@ -244,7 +245,7 @@ def test_controller_path_signal_to_full_posture_behind_aws_rate_limits(moto_serv
         try:
             while time.perf_counter() < deadline:
                 snapshots.append((clock.real(), *proxy.snapshot()))
-                done = ledger_plan.read(direct("dynamodb"), DEFAULT_TABLE)
+                done = ledger_plan.read(Ledger(direct("dynamodb"), DEFAULT_TABLE))
                 if done is not None and done.done >= ENGAGED_MARKS:
                     posture_at = clock.real()
                     break

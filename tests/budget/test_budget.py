@@ -13,6 +13,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from holdfast.ledger import Ledger
 from holdfast.budget import (
     BoardUnavailable,
     BudgetExhausted,
@@ -344,7 +345,7 @@ def test_an_unreachable_board_means_a_conservative_share_not_a_stop(clock):
 def test_two_controllers_on_the_ledger_board_stay_under_the_budget_together(clock, clients, ledger_table):
     from holdfast.ledger.budget_board import LedgerShareBoard
 
-    board = LedgerShareBoard(clients("dynamodb"), ledger_table, clock=clock.monotonic)
+    board = LedgerShareBoard(Ledger(clients("dynamodb"), ledger_table), clock=clock.monotonic)
     a = budget(clock, board=board, member="tick-1")
     b = budget(clock, board=board, member="tick-2")
     sends = _simulate(clock, {"a": (a, 0.0, 20.0), "b": (b, 5.0, 30.0)}, until=30.0)
@@ -361,6 +362,6 @@ def test_two_controllers_on_the_ledger_board_stay_under_the_budget_together(cloc
 def test_the_ledger_board_unreachable_is_board_unavailable(clock, clients):
     from holdfast.ledger.budget_board import LedgerShareBoard
 
-    board = LedgerShareBoard(clients("dynamodb"), "no-such-table", clock=clock.monotonic)
+    board = LedgerShareBoard(Ledger(clients("dynamodb"), "no-such-table"), clock=clock.monotonic)
     with pytest.raises(BoardUnavailable):
         board.renew("lambda", "tick-1", ttl=3)

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.table import ensure_table
@@ -77,7 +78,7 @@ def fleet(moto_server, aws_semantics):
 def engaged_records(clients) -> int:
     from holdfast.ledger.resources import ResourceLedger
 
-    return len(ResourceLedger(clients("dynamodb"), DEFAULT_TABLE).records())
+    return len(ResourceLedger(Ledger(clients("dynamodb"), DEFAULT_TABLE)).records())
 
 
 def test_without_a_terminal_or_yes_every_write_refuses_with_exit_2_and_writes_nothing(moto_server, fleet):
@@ -93,7 +94,7 @@ def test_without_a_terminal_or_yes_every_write_refuses_with_exit_2_and_writes_no
         assert "--yes" in err and "no terminal" in err
         assert doc["error"]["exit_code"] == 2 and doc["error"]["cause"] == "usage"
     assert snapshot(clients, built) == before and engaged_records(clients) == 0
-    assert ledger_control.read_control(clients("dynamodb"), DEFAULT_TABLE).paused is False
+    assert ledger_control.read_control(Ledger(clients("dynamodb"), DEFAULT_TABLE)).paused is False
 
     # (engaged by hand with --yes, so there is something to restore)
     assert run(moto_server, "engage", "--yes")[0] == 0
@@ -137,7 +138,7 @@ def test_dry_run_shows_every_write_and_writes_nothing(moto_server, fleet):
     code, doc, _ = run(moto_server, "pause", "--dry-run")
     assert code == 0 and doc["dry_run"] is True
     assert snapshot(clients, built) == before and engaged_records(clients) == 0
-    assert ledger_control.read_control(clients("dynamodb"), DEFAULT_TABLE).paused is False
+    assert ledger_control.read_control(Ledger(clients("dynamodb"), DEFAULT_TABLE)).paused is False
 
     assert run(moto_server, "engage", "--yes")[0] == 0
     engaged = snapshot(clients, built)

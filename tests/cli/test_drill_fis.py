@@ -20,6 +20,7 @@ from functools import partial
 import pytest
 from botocore.stub import ANY, Stubber
 
+from holdfast.ledger import Ledger
 from holdfast import reconciler
 from holdfast.aws import Clients
 from holdfast.cli import build_parser, drill
@@ -158,7 +159,7 @@ def test_the_experiment_is_started_watched_measured_and_the_fleet_restored(accou
     assert (normal - START).total_seconds() % POLL == 0 and normal > START + RUNS_FOR
     assert f["minutes_end_to_normal"] == round((normal - (START + RUNS_FOR)).total_seconds() / 60, 1)
     assert report["restore"]["exact"] and snapshot(clients, fleet) == before
-    assert ledger_plan.read(clients("dynamodb"), DEFAULT_TABLE).stage == "normal"
+    assert ledger_plan.read(Ledger(clients("dynamodb"), DEFAULT_TABLE)).stage == "normal"
 
 
 def test_an_interrupted_drill_stops_the_experiment_and_says_what_is_left(account, clients, tmp_path):
@@ -222,7 +223,7 @@ def test_a_missing_or_broken_template_is_refused_naming_the_problem(account, cli
         drill.drill(ctx, args, clock=FakeClock(START), sleep=lambda s: pytest.fail("no waiting after a refusal"))
 
     fis.assert_no_pending_responses()
-    assert ledger_plan.read(clients("dynamodb"), DEFAULT_TABLE) is None
+    assert ledger_plan.read(Ledger(clients("dynamodb"), DEFAULT_TABLE)) is None
     assert snapshot(clients, account) == before
 
 

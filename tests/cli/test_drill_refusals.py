@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.cli import main
 from holdfast.core import policy
 from holdfast.ledger import DEFAULT_TABLE
@@ -54,10 +55,10 @@ CASES = {
     "mode off": (lambda c: None, {"mode": "off"},
                  "Holdfast runs in mode=off here (settings from --settings"),
     "plan active": (lambda c: ledger_plan.write(
-        c("dynamodb"), DEFAULT_TABLE, policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW, reasons=("a real event",)),
+        Ledger(c("dynamodb"), DEFAULT_TABLE), policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW, reasons=("a real event",)),
         controller_id="reconciler", now=NOW), None,
         "a plan is active: generation 1, stage hold since 2026-03-01T12:00:00+00:00 (a real event)"),
-    "paused": (lambda c: ledger_control.set_paused(c("dynamodb"), DEFAULT_TABLE, True, by="oncall", reason="deploy", now=NOW),
+    "paused": (lambda c: ledger_control.set_paused(Ledger(c("dynamodb"), DEFAULT_TABLE), True, by="oncall", reason="deploy", now=NOW),
                None, "the kill switch is set (paused by oncall"),
     "mode recommend": (lambda c: None, {"mode": "recommend"},
                        "Holdfast runs in mode=recommend here (settings from --settings"),

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 import boto3
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.aws import Clients
 from holdfast.cli import accounts, main
 from holdfast.ledger import DEFAULT_TABLE
@@ -76,7 +77,7 @@ class Org:
         self.group = _group(self.inside[self.a, REGION], "web")
 
     def control(self, account: str, region: str) -> ledger_control.Control:
-        return ledger_control.read_control(self.inside[account, region]("dynamodb"), DEFAULT_TABLE)
+        return ledger_control.read_control(Ledger(self.inside[account, region]("dynamodb"), DEFAULT_TABLE))
 
 
 @pytest.fixture
@@ -242,7 +243,7 @@ def test_advance_skips_the_hold_of_each_account_regions_current_plan(org, capsys
     from holdfast.ledger import plan as ledger_plan
 
     now = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-    ledger_plan.write(org.inside[org.a, REGION]("dynamodb"), DEFAULT_TABLE,
+    ledger_plan.write(Ledger(org.inside[org.a, REGION]("dynamodb"), DEFAULT_TABLE),
                       policy.Plan(generation=1, stage=policy.HOLD, entered_at=now), controller_id="r", now=now)
     code, doc = run(capsys, "advance", "--all-accounts", "--yes", "-a", org.a, "-r", f"{REGION},{OTHER}")
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 import boto3
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.aws import Clients
 from holdfast.cli import accounts, build_parser, main
 from holdfast.cli.context import Context
@@ -57,19 +58,19 @@ def organization(aws):
         _read_only_role(account)
     a = _in(A, REGION)
     ensure_table(a("dynamodb"), DEFAULT_TABLE)
-    ledger_plan.write(a("dynamodb"), DEFAULT_TABLE, policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW),
+    ledger_plan.write(Ledger(a("dynamodb"), DEFAULT_TABLE), policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW),
                       controller_id="r", now=NOW)
-    ledger_plan.write(a("dynamodb"), DEFAULT_TABLE, policy.Plan(generation=2, stage=policy.DRAIN, drain_step=1, entered_at=NOW),
+    ledger_plan.write(Ledger(a("dynamodb"), DEFAULT_TABLE), policy.Plan(generation=2, stage=policy.DRAIN, drain_step=1, entered_at=NOW),
                       controller_id="r", now=NOW)
-    ledger = ResourceLedger(a("dynamodb"), DEFAULT_TABLE)
+    ledger = ResourceLedger(Ledger(a("dynamodb"), DEFAULT_TABLE))
     for kind, arn in (("asg", f"arn:aws:autoscaling:{REGION}:{A}:autoScalingGroup:u:autoScalingGroupName/g"),
                       ("esm", f"arn:aws:lambda:{REGION}:{A}:event-source-mapping:m1"),
                       ("esm", f"arn:aws:lambda:{REGION}:{A}:event-source-mapping:m2")):
         assert ledger.put_original(Record(kind, arn, {"x": 1}, {"x": 2}), "n")
-    ledger_verdict.write_verdict(a("dynamodb"), DEFAULT_TABLE, {"state": "recovering", "since": "2026-03-01T12:00:00Z",
+    ledger_verdict.write_verdict(Ledger(a("dynamodb"), DEFAULT_TABLE), {"state": "recovering", "since": "2026-03-01T12:00:00Z",
                                                                "reasons": [], "last_capacity_failure": None,
                                                                "last_successful_launch": None})
-    ledger_control.set_paused(a("dynamodb"), DEFAULT_TABLE, True, by="oncall", reason="look", now=NOW)
+    ledger_control.set_paused(Ledger(a("dynamodb"), DEFAULT_TABLE), True, by="oncall", reason="look", now=NOW)
     ensure_table(_in(A, OTHER)("dynamodb"), DEFAULT_TABLE)
     ensure_table(_in(B, REGION)("dynamodb"), DEFAULT_TABLE)
     with assume_role_needs_the_role():

@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from botocore.stub import Stubber
 
+from holdfast.ledger import Ledger
 from holdfast.core import gates, policy
 from holdfast.core.evidence import DRAIN, ROUTING
 from holdfast.core.model import KINDS, Record
@@ -62,7 +63,7 @@ def fleet(semantics, clients, ledger_table):
                             Code={"ZipFile": _zip()}, Tags=TAGS if tagged_fn else {})
         mappings[name] = lam.create_event_source_mapping(EventSourceArn=queue, FunctionName=f"{name}-fn", BatchSize=10)
     held = mappings["audit"]["EventSourceMappingArn"]
-    ResourceLedger(clients("dynamodb"), ledger_table).put_original(Record("esm", held, {"MaximumConcurrency": None},
+    ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).put_original(Record("esm", held, {"MaximumConcurrency": None},
                                                                           {"MaximumConcurrency": 2}), "audit")
     ec2, elb = clients("ec2"), clients("elbv2")
     vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
@@ -220,7 +221,7 @@ def test_observe_reads_only_what_the_next_gate_needs(fleet, clients, ledger_tabl
     def seen(stage, state):
         plan = policy.Plan(generation=next(generations), stage=stage, entered_at=NOW - 30 * MIN,
                            impaired_at=NOW - 60 * MIN, done=frozenset(KINDS))
-        ledger_plan.write(clients("dynamodb"), ledger_table, plan, controller_id="t", now=NOW)
+        ledger_plan.write(Ledger(clients("dynamodb"), ledger_table), plan, controller_id="t", now=NOW)
         verdict = Verdict(state, NOW - 20 * MIN, (), None, NOW - MIN)
         before = clients.calls["cloudwatch:GetMetricData"]
         got = observe(rt, NOW, collect=lambda *_: verdict)

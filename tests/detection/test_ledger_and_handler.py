@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.observation import collect
 from holdfast.runtime import Runtime
 from holdfast.core.detector import IMPAIRED, NORMAL
@@ -22,8 +23,8 @@ def items(clients, table):
 
 def test_record_is_idempotent_and_carries_a_ttl(clients, ledger_table):
     s = capacity("web", "us-east-1a", T0)
-    assert record(clients("dynamodb"), ledger_table, s, ttl_hours=48) is True
-    assert record(clients("dynamodb"), ledger_table, s, ttl_hours=48) is False
+    assert record(Ledger(clients("dynamodb"), ledger_table), s, ttl_hours=48) is True
+    assert record(Ledger(clients("dynamodb"), ledger_table), s, ttl_hours=48) is False
     (item,) = items(clients, ledger_table)
     assert item["pk"]["S"] == "SIGNAL#2025-10-20T06"
     assert int(item["expires_at"]["N"]) == int((s.time + timedelta(hours=48)).timestamp())
@@ -35,17 +36,17 @@ def test_recent_reads_the_window_across_hour_buckets_and_every_health_issue(clie
     outside = [capacity("old", "us-east-1a", T0 - timedelta(hours=2)), capacity("future", "us-east-1a", T0 + timedelta(hours=1))]
     old_issue = signal(health("open", T0 - timedelta(hours=6)))
     for s in inside + outside + [old_issue]:
-        record(db, ledger_table, s, ttl_hours=48)
-    got = recent(db, ledger_table, T0 - timedelta(minutes=30), T0 + timedelta(minutes=10))
+        record(Ledger(db, ledger_table), s, ttl_hours=48)
+    got = recent(Ledger(db, ledger_table), T0 - timedelta(minutes=30), T0 + timedelta(minutes=10))
     assert sorted(s.group or s.klass for s in got) == ["api", "health-open", "web"]
     assert got == sorted(got, key=lambda s: s.source == "aws.health")  # the health partition is read last
     # Expired items are not returned even before DynamoDB's TTL sweep deletes them.
-    assert recent(db, ledger_table, T0, T0 + timedelta(hours=49)) == []
+    assert recent(Ledger(db, ledger_table), T0, T0 + timedelta(hours=49)) == []
 
 
 def test_ledger_errors_are_translated(clients):
     with pytest.raises(LedgerUnavailable, match="cannot record"):
-        record(clients("dynamodb"), "no-such-table", capacity("web", "us-east-1a", T0), ttl_hours=1)
+        record(Ledger(clients("dynamodb"), "no-such-table"), capacity("web", "us-east-1a", T0), ttl_hours=1)
 
 
 # ---- handler ------------------------------------------------------------------------
@@ -132,7 +133,7 @@ ONLY_DDB_DNS = Settings.from_mapping({"probe_endpoints": ["dynamodb.{region}.ama
 
 def test_collect_records_probes_and_evaluates_with_what_the_handler_recorded(clients, ledger_table):
     for g, z in [("web", "us-east-1a"), ("api", "us-east-1b"), ("etl", "us-east-1a")]:
-        record(clients("dynamodb"), ledger_table, capacity(g, z, T0), ttl_hours=48)
+        record(Ledger(clients("dynamodb"), ledger_table), capacity(g, z, T0), ttl_hours=48)
     verdict = collect(Runtime(clients, ONLY_DDB_DNS, ledger_table), T0 + timedelta(minutes=1), None, resolver=lambda h: ["1.2.3.4"])
     assert verdict.state == IMPAIRED and "3 groups in 2 zones" in verdict.reasons[0]
     assert any(i["klass"]["S"] == "probe-ok" for i in items(clients, ledger_table))

@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 from botocore.stub import ANY, Stubber
 
+from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.policy import Plan
 from holdfast.handlers import detector as handler_module
@@ -74,7 +75,7 @@ def test_a_burst_of_failures_starts_one_tick_when_the_verdict_turns(detector):
 
 def test_no_tick_is_started_while_the_plan_already_holds(detector, clients, ledger_table):
     clock, stub, use = detector
-    ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=1, stage="hold", entered_at=T0),
+    ledger_plan.write(Ledger(clients("dynamodb"), ledger_table), Plan(generation=1, stage="hold", entered_at=T0),
                       controller_id="reconciler", now=T0)
     triggers = [handler_module.handler(launch(g, z, T0), Context())["trigger"] for g, z in BURST[:4]]
     assert triggers[-1] == "engaging"
@@ -84,7 +85,7 @@ def test_no_tick_is_started_while_the_plan_already_holds(detector, clients, ledg
 def test_a_new_impairment_in_a_later_stage_starts_a_tick_for_that_generation(detector, clients, ledger_table):
     clock, stub, use = detector
     dynamodb = clients("dynamodb")
-    ledger_plan.write(dynamodb, ledger_table, Plan(generation=1, stage="drain", entered_at=T0),
+    ledger_plan.write(Ledger(dynamodb, ledger_table), Plan(generation=1, stage="drain", entered_at=T0),
                       controller_id="reconciler", now=T0)
     expect_invoke(stub)
     triggers = [handler_module.handler(launch(g, z, T0), Context())["trigger"] for g, z in BURST[:4]]

@@ -14,6 +14,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from holdfast.ledger import Ledger
 from holdfast.core import policy
 from holdfast.core.model import Record
 from holdfast.ledger import PK
@@ -71,31 +72,31 @@ def operator_dynamodb(clients, ledger_table):
 
 
 def test_the_operator_commands_requests_are_allowed(operator_dynamodb, clients, ledger_table):
-    ledger_plan.write(clients("dynamodb"), ledger_table, policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW),
+    ledger_plan.write(Ledger(clients("dynamodb"), ledger_table), policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW),
                       controller_id="r", now=NOW)
-    ledger_control.set_paused(operator_dynamodb, ledger_table, True, by="oncall", reason="drill", now=NOW)
-    ledger_control.set_paused(operator_dynamodb, ledger_table, False, by="oncall", reason="", now=NOW)
-    assert ledger_control.request_engage(operator_dynamodb, ledger_table, by="oncall", reason="x", now=NOW) == 1
-    assert ledger_plan.read(operator_dynamodb, ledger_table).generation == 1     # advance --all-accounts reads it first
-    ledger_control.request_advance(operator_dynamodb, ledger_table, 1, by="oncall", now=NOW)
+    ledger_control.set_paused(Ledger(operator_dynamodb, ledger_table), True, by="oncall", reason="drill", now=NOW)
+    ledger_control.set_paused(Ledger(operator_dynamodb, ledger_table), False, by="oncall", reason="", now=NOW)
+    assert ledger_control.request_engage(Ledger(operator_dynamodb, ledger_table), by="oncall", reason="x", now=NOW) == 1
+    assert ledger_plan.read(Ledger(operator_dynamodb, ledger_table)).generation == 1     # advance --all-accounts reads it first
+    ledger_control.request_advance(Ledger(operator_dynamodb, ledger_table), 1, by="oncall", now=NOW)
     group = f"arn:aws:autoscaling:us-east-1:{ACCOUNT}:autoScalingGroup:u:autoScalingGroupName/g"
-    assert ledger_control.request_release(operator_dynamodb, ledger_table, group, by="oncall", reason="x", now=NOW,
+    assert ledger_control.request_release(Ledger(operator_dynamodb, ledger_table), group, by="oncall", reason="x", now=NOW,
                                           request_id="r1")[1] is True
     # A duplicate while it is pending: its conditional PutItem fails, and the GetItem reads the pending one.
-    assert ledger_control.request_release(operator_dynamodb, ledger_table, group, by="other", reason="x", now=NOW,
+    assert ledger_control.request_release(Ledger(operator_dynamodb, ledger_table), group, by="other", reason="x", now=NOW,
                                           request_id="r2")[0].id == "r1"
     assert operator_dynamodb.denied == []
-    control = ledger_control.read_control(clients("dynamodb"), ledger_table)
+    control = ledger_control.read_control(Ledger(clients("dynamodb"), ledger_table))
     assert (control.paused, control.engage_generation, control.advance_generation) == (False, 1, 1)
     assert [(r.arn, r.id, r.state) for r in control.releases] == [(group, "r1", "requested")]
 
 
 def test_the_operator_role_cannot_change_the_plan_the_records_or_scan(operator_dynamodb, clients, ledger_table):
     with pytest.raises(Exception):   # LedgerUnavailable: AccessDeniedException
-        ledger_plan.write(operator_dynamodb, ledger_table, policy.Plan(generation=1, stage=policy.NORMAL, entered_at=NOW),
+        ledger_plan.write(Ledger(operator_dynamodb, ledger_table), policy.Plan(generation=1, stage=policy.NORMAL, entered_at=NOW),
                           controller_id="op", now=NOW)
     # A resource record is refused (the ledger reports it unavailable, as for any failed write).
-    assert ResourceLedger(operator_dynamodb, ledger_table).put_original(
+    assert ResourceLedger(Ledger(operator_dynamodb, ledger_table)).put_original(
         Record("asg", f"arn:aws:autoscaling:us-east-1:{ACCOUNT}:autoScalingGroup:u:autoScalingGroupName/g", {"x": 1}, {"x": 2}),
         "n") is False
     with pytest.raises(ClientError):

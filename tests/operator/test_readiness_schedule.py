@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.cli import main
 from holdfast.clock import FakeClock
 from holdfast.core import policy
@@ -60,7 +61,7 @@ def test_a_ready_account_passes_every_check_and_the_result_is_recorded(stack, cl
     assert {"powertools-layer us-east-1", "expired-events-queue", "health-rule", "settings-drift", "resources",
             "controller-role asg", "controller-role async"} <= names
     assert result["selected"]["asg"] == 1 and result["selected"]["async"] == 1
-    assert ledger_readiness.read_result(clients("dynamodb"), ledger_table) == result
+    assert ledger_readiness.read_result(Ledger(clients("dynamodb"), ledger_table)) == result
     assert result["at"] == NOW.isoformat()
 
 
@@ -89,7 +90,7 @@ def test_status_says_when_no_check_has_run(ledger_table, capsys):
 
 def test_during_an_event_the_resources_are_not_walked(stack, clients, ledger_table):
     make_asg(clients, "web")
-    ledger_plan.write(clients("dynamodb"), ledger_table, policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW),
+    ledger_plan.write(Ledger(clients("dynamodb"), ledger_table), policy.Plan(generation=1, stage=policy.HOLD, entered_at=NOW),
                       controller_id="r", now=NOW)
     before = dict(clients.calls)
     result = _run(clients, ledger_table, stack)

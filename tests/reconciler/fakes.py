@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
+from holdfast.ledger import Ledger
 from holdfast.core import policy
 from holdfast.core.model import (
     LEAVE,
@@ -116,7 +117,7 @@ class World:
         return bad
 
     def plan_now(self):
-        return ledger_plan.read(self.dynamodb, self.table)
+        return ledger_plan.read(Ledger(self.dynamodb, self.table))
 
     def relaxing_allowed(self, kind: str) -> bool:
         """Relaxing needs a fresh plan, checked at the moment of the write: the plan in force relaxes this kind."""

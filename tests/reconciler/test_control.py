@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from types import SimpleNamespace
 
+from holdfast.ledger import Ledger
 from holdfast.cli import main
 from holdfast.handlers import reconciler as handler_module
 from holdfast.core.policy import DRAIN, HOLD
@@ -119,7 +120,7 @@ def test_an_engage_request_starts_a_hold_at_the_next_tick_and_acts_once(harness)
     h.tick("A")
     assert h.plan() is None or h.plan().stage != HOLD
     seen = h.plan().generation if h.plan() else 0
-    assert ledger_control.request_engage(h.observer("dynamodb"), h.table, by="oncall", reason="region looks bad", now=h.clock.now()) == seen
+    assert ledger_control.request_engage(Ledger(h.observer("dynamodb"), h.table), by="oncall", reason="region looks bad", now=h.clock.now()) == seen
     h.tick("A")
     held = h.plan()
     assert held.stage == HOLD and held.generation == seen + 1
@@ -137,7 +138,7 @@ def test_an_engage_request_for_a_plan_that_moved_on_does_nothing(harness):
 
     h = harness
     h.script.set("normal", h.clock.now())
-    ledger_control.request_engage(h.observer("dynamodb"), h.table, by="oncall", reason="stale", now=h.clock.now())
+    ledger_control.request_engage(Ledger(h.observer("dynamodb"), h.table), by="oncall", reason="stale", now=h.clock.now())
     h.script.set("impaired", h.clock.now())
     run_to(h, HOLD)                     # a tick decided first: generation 1
     recover(h)

@@ -34,6 +34,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
 from tests import walks
+from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, ENGAGED, FAILED, KINDS
 from holdfast.aws import Clients
 from holdfast.clock import FakeClock
@@ -181,14 +182,14 @@ class Event:
         self.script.set("recovering", self.clock.now())
 
     def plan(self):
-        return ledger_plan.read(self.clients("dynamodb"), self.table)
+        return ledger_plan.read(Ledger(self.clients("dynamodb"), self.table))
 
     def item(self) -> dict:
-        return ledger_plan.read_item(self.clients("dynamodb"), self.table)
+        return ledger_plan.read_item(Ledger(self.clients("dynamodb"), self.table))
 
     def records(self) -> tuple[dict, dict]:
         """(records on tags, records in the ledger): ARN -> (original, applied)."""
-        ledger = ResourceLedger(self.clients("dynamodb"), self.table)
+        ledger = ResourceLedger(Ledger(self.clients("dynamodb"), self.table))
         tags = {r.arn: (r.record.original, r.record.applied)
                 for act in walks.actuators(self.clients, SETTINGS, ledger).values()
                 for r in act.discover() if r.record is not None}
@@ -364,7 +365,7 @@ def test_a_crash_in_an_engage_walk_is_finished_by_the_next_tick(event, point):
 
 def already_in_posture(ev: Event) -> set[str]:
     """Selected resources whose owner settings are already Holdfast's posture (no record)."""
-    ledger = ResourceLedger(ev.clients("dynamodb"), ev.table)
+    ledger = ResourceLedger(Ledger(ev.clients("dynamodb"), ev.table))
     return {r.arn for act in walks.actuators(ev.clients, SETTINGS, ledger).values()
             for r in act.discover() if r.record is None and act.plan(r).action == ALREADY}
 

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.model import ENGAGED, Outcome
 from holdfast.engine import Report
@@ -157,7 +158,7 @@ def test_a_killed_holder_blocks_the_engage_for_at_most_one_schedule_period(clien
     # THEN it engages: the dead holder's claim lapsed
     assert "engage-walk-held" not in result.actions
     assert engine.engages == 1 and result.count(ENGAGED) > 0
-    assert ledger_plan.read(clients("dynamodb"), ledger_table).done >= {"asg", "nlb", "scalable-target"}
+    assert ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done >= {"asg", "nlb", "scalable-target"}
 
 
 def test_a_live_holder_keeps_its_claim_past_the_lease_and_loses_it_once_killed(clients, ledger_table, holders):
@@ -210,13 +211,13 @@ def test_a_walk_that_makes_calls_renews_its_claim_without_a_deadline_check(clien
     class Listing(Recording):
         def engage(self, *, kinds, **options):
             lam = clients("lambda")
-            generation = ledger_plan.read(clients("dynamodb"), ledger_table).generation
+            generation = ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).generation
             for _ in range(4 * PERIOD // PLAN_CHECK_SECONDS):
                 clock.advance(PLAN_CHECK_SECONDS)
                 lam.list_functions()
                 assert claim(clients, ledger_table)["holder"]["S"] == "lister"
                 assert not ledger_claims.take_engage_walk(
-                    clients("dynamodb"), ledger_table, generation=generation, controller_id="other", now=clock.now(),
+                    Ledger(clients("dynamodb"), ledger_table), generation=generation, controller_id="other", now=clock.now(),
                     until=clock.now() + timedelta(seconds=45))
             return super().engage(kinds=kinds, **options)
 

@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import replace
 from types import SimpleNamespace
 
+from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.model import ENGAGED, KINDS, Outcome
 from holdfast.engine import Engine, Report
@@ -60,7 +61,7 @@ def test_a_tick_walks_every_engaging_kind_in_one_engine_call(clients, ledger_tab
                   engine=spy)
     # One call: the engine walks Auto Scaling, ELB and Application Auto Scaling beside Lambda.
     assert spy.engages == [tuple(KINDS)]
-    assert result.complete and ledger_plan.read(clients("dynamodb"), ledger_table).done >= ENGAGED_MARKS
+    assert result.complete and ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done >= ENGAGED_MARKS
     assert {o.kind for o in result.outcomes if o.action == ENGAGED} == set(KINDS)
 
 
@@ -95,7 +96,7 @@ def test_each_kind_of_one_walk_is_finished_on_its_own_marker(clients, ledger_tab
     engine = CutEngine("async", "arn:async:0")
     runtime = Runtime(clients, SETTINGS, ledger_table, clock, controller_id="solo")
     first = tick(runtime, collect=script.collect, engine=engine)
-    plan = ledger_plan.read(clients("dynamodb"), ledger_table)
+    plan = ledger_plan.read(Ledger(clients("dynamodb"), ledger_table))
     assert not first.complete
     # The kinds the deadline did not cut are done; the cut one keeps its cursor.
     assert plan.done >= {"asg", "esm/engaged", "nlb", "scalable-target"} and "async" not in plan.done
@@ -112,13 +113,13 @@ def test_an_engaging_tick_keeps_walking_past_the_tick_budget_while_it_has_time(c
     script.set("impaired", clock.now())
     runtime = Runtime(clients, SHORT, ledger_table, clock, controller_id="solo")
     short = tick(runtime, collect=script.collect)
-    assert not short.complete and not ledger_plan.read(clients("dynamodb"), ledger_table).done >= ENGAGED_MARKS
+    assert not short.complete and not ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done >= ENGAGED_MARKS
 
     clock.advance(60)
     long = tick(runtime, collect=script.collect, engage_seconds=3600)
     # (The drain's step after it has the short budget again, so the tick may end incomplete.)
     assert not [o for o in long.outcomes if o.action == "failed"]
-    assert ledger_plan.read(clients("dynamodb"), ledger_table).done >= ENGAGED_MARKS
+    assert ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done >= ENGAGED_MARKS
     engaged = Counter(o.arn for o in short.outcomes + long.outcomes if o.action == ENGAGED)
     assert engaged and max(engaged.values()) == 1
     # Given back when its walk ended: the next tick may claim it.
@@ -139,8 +140,8 @@ def test_ticks_overlapping_a_long_engage_walk_leave_it_to_its_holder(clients, le
     dynamodb = clients("dynamodb")
     first = CutEngine("async", "arn:async:0")
     tick(Runtime(clients, SETTINGS, ledger_table, clock, controller_id="a"), collect=script.collect, engine=first)
-    plan = ledger_plan.read(dynamodb, ledger_table)
-    assert ledger_claims.take_engage_walk(dynamodb, ledger_table, generation=plan.generation, controller_id="holder",
+    plan = ledger_plan.read(Ledger(dynamodb, ledger_table))
+    assert ledger_claims.take_engage_walk(Ledger(dynamodb, ledger_table), generation=plan.generation, controller_id="holder",
                                           now=clock.now(), until=clock.now().replace(hour=clock.now().hour + 1))
     clock.advance(60)
     other = CutEngine("async", "arn:async:0")
@@ -158,7 +159,7 @@ def test_an_engage_claim_expires_and_a_newer_generation_takes_it_over(clients, l
     dynamodb, now = clients("dynamodb"), T0
     from datetime import timedelta
     take = lambda who, g, at, until: ledger_claims.take_engage_walk(
-        dynamodb, ledger_table, generation=g, controller_id=who, now=at, until=until)
+        Ledger(dynamodb, ledger_table), generation=g, controller_id=who, now=at, until=until)
     assert take("a", 3, now, now + timedelta(minutes=10))
     held = take("b", 3, now + timedelta(minutes=1), now + timedelta(minutes=11))
     assert not held and held.holder == "a"
@@ -174,13 +175,13 @@ def test_a_long_engage_walk_stops_when_the_plan_moves_on(clients, ledger_table):
     runtime = Runtime(clients, SETTINGS, ledger_table, clock, controller_id="a")
     tick(runtime, collect=script.collect, engine=CutEngine("async", "arn:async:0"))
     dynamodb = clients("dynamodb")
-    plan = ledger_plan.read(dynamodb, ledger_table)
+    plan = ledger_plan.read(Ledger(dynamodb, ledger_table))
     deadline = TickDeadline(runtime, engage_seconds=3600)
     with deadline.engaging(plan) as walking:
         assert walking
         clock.advance(SETTINGS.tick_budget_seconds + 1)
         assert not deadline(), "an engaging tick goes past the tick budget"
-        ledger_plan.write(dynamodb, ledger_table, replace(plan, generation=plan.generation + 1, done=frozenset(),
+        ledger_plan.write(Ledger(dynamodb, ledger_table), replace(plan, generation=plan.generation + 1, done=frozenset(),
                                                           cursor={}), controller_id="b", now=clock.now())
         clock.advance(PLAN_CHECK_SECONDS)
         assert deadline(), "the plan moved on: the walk stops"

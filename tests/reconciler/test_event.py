@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, KINDS
 from holdfast.clock import FakeClock
 from holdfast.ledger import plan as ledger_plan
@@ -88,7 +89,7 @@ def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int, 
         ticks += 1
         result = tick(Runtime(clients, settings, ledger_table, clock, controller_id="solo"), collect=script.collect)
         outcomes += result.outcomes
-        if ledger_plan.read(clients("dynamodb"), ledger_table).done >= ENGAGED_MARKS:
+        if ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done >= ENGAGED_MARKS:
             break
         assert ticks < 60, "engage never completed"
         clock.advance(60)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+from holdfast.ledger import Ledger
 from holdfast.core.model import RAISED, REFUSED_STALE, RESTORED
 from holdfast.ledger import plan as ledger_plan
 from holdfast.core.policy import DRAIN, FRESH_WORK, HOLD, NORMAL
@@ -97,7 +98,7 @@ def test_october_a_stale_controller_cannot_relax_after_others_moved_on(harness):
     assert {arn: (r.value, dict(r.record) if r.record else None) for arn, r in h.world.resources.items()} == snapshot
     assert len(h.world.writes) == writes
     assert not h.world.check()
-    current = ledger_plan.read(h.world.dynamodb, h.table)
+    current = ledger_plan.read(Ledger(h.world.dynamodb, h.table))
     assert current.generation == g + 4 and current.stage == FRESH_WORK
     # the history of every generation is kept (expires by TTL, never deleted)
     items = h.world.dynamodb.query(TableName=h.table, KeyConditionExpression="pk = :p AND begins_with(sk, :g)",

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.core import release as release_requests
 from holdfast.engine import Engine
 from holdfast.ledger import control as ledger_control
@@ -42,12 +43,12 @@ def suspended(harness, name: str) -> set[str]:
 
 
 def request(operator_dynamodb, harness, arn: str, *, by: str = "oncall", request_id: str = "r1"):
-    return ledger_control.request_release(operator_dynamodb, harness.table, arn, by=by, reason="drill",
+    return ledger_control.request_release(Ledger(operator_dynamodb, harness.table), arn, by=by, reason="drill",
                                           now=harness.clock.now(), request_id=request_id)
 
 
 def releases(harness) -> dict[str, release_requests.ReleaseRequest]:
-    return {r.arn: r for r in ledger_control.read_control(harness.observer("dynamodb"), harness.table).releases}
+    return {r.arn: r for r in ledger_control.read_control(Ledger(harness.observer("dynamodb"), harness.table)).releases}
 
 
 def test_a_request_written_by_the_operator_role_is_acted_on_once(engaged, harness, operator_dynamodb):
@@ -62,7 +63,7 @@ def test_a_request_written_by_the_operator_role_is_acted_on_once(engaged, harnes
     assert "release:restored" in result.actions
     assert suspended(harness, "web") == {"HealthCheck"}              # the owner's suspension kept
     assert suspended(harness, "api") == {"ReplaceUnhealthy", "AZRebalance"}   # only the named resource
-    assert ResourceLedger(harness.observer("dynamodb"), harness.table).get(web) is None
+    assert ResourceLedger(Ledger(harness.observer("dynamodb"), harness.table)).get(web) is None
     done = releases(harness)[web]
     assert (done.state, done.outcome, done.controller) == ("done", "restored", "A")
     assert "restored to its owner's settings" in done.detail and done.by == "oncall"
@@ -103,8 +104,8 @@ def test_two_ticks_at_once_one_claims_the_request(engaged, harness, operator_dyn
     asked, _ = request(operator_dynamodb, harness, web)
     dynamodb, now = harness.observer("dynamodb"), harness.clock.now()
     until = now + timedelta(minutes=4)
-    assert ledger_control.claim_release(dynamodb, harness.table, asked, controller_id="A", now=now, until=until)
-    assert not ledger_control.claim_release(dynamodb, harness.table, asked, controller_id="B", now=now, until=until)
+    assert ledger_control.claim_release(Ledger(dynamodb, harness.table), asked, controller_id="A", now=now, until=until)
+    assert not ledger_control.claim_release(Ledger(dynamodb, harness.table), asked, controller_id="B", now=now, until=until)
     # A's tick died holding it: after its claim ran out, a tick takes it over and acts.
     assert not any(a.startswith("release:") for a in harness.tick("B").actions)
     harness.clock.advance(5 * 60)
@@ -148,12 +149,12 @@ def test_in_recommend_mode_a_request_is_refused_and_writes_nothing(engaged, clie
 
 def test_paused_waits_and_a_request_past_its_day_expires_unacted(engaged, harness, operator_dynamodb):
     web = engaged["web"]
-    ledger_control.set_paused(operator_dynamodb, harness.table, True, by="oncall", reason="x", now=harness.clock.now())
+    ledger_control.set_paused(Ledger(operator_dynamodb, harness.table), True, by="oncall", reason="x", now=harness.clock.now())
     request(operator_dynamodb, harness, web)
     assert harness.tick("A").actions == ["paused"]
     assert releases(harness)[web].state == "requested"
     harness.clock.advance(25 * 3600)
-    ledger_control.set_paused(operator_dynamodb, harness.table, False, by="oncall", reason="", now=harness.clock.now())
+    ledger_control.set_paused(Ledger(operator_dynamodb, harness.table), False, by="oncall", reason="", now=harness.clock.now())
     assert "release:expired" in harness.tick("A").actions
     assert releases(harness)[web].outcome == "expired"
     assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
@@ -162,7 +163,7 @@ def test_paused_waits_and_a_request_past_its_day_expires_unacted(engaged, harnes
 def test_the_operator_role_cannot_mark_a_request_done_itself(engaged, harness, operator_dynamodb):
     asked, _ = request(operator_dynamodb, harness, engaged["web"])
     with pytest.raises(Exception):
-        ledger_control.finish_release(operator_dynamodb, harness.table, asked, outcome="restored", detail="x",
+        ledger_control.finish_release(Ledger(operator_dynamodb, harness.table), asked, outcome="restored", detail="x",
                                       controller_id="op", now=harness.clock.now(), claimed=False)
     assert operator_dynamodb.denied == ["dynamodb:UpdateItem ['CONTROL']"]
 
@@ -174,7 +175,7 @@ def test_a_recorded_resource_that_is_gone_is_forgotten_and_says_so(engaged, harn
     assert "release:vanished" in harness.tick("A").actions
     done = releases(harness)[api]
     assert (done.outcome, done.detail) == ("vanished", "the resource no longer exists; its record is forgotten")
-    assert ResourceLedger(harness.observer("dynamodb"), harness.table).get(api) is None
+    assert ResourceLedger(Ledger(harness.observer("dynamodb"), harness.table)).get(api) is None
 
 
 def test_status_shows_each_request_and_its_outcome(engaged, harness, operator_dynamodb, capsys):
@@ -209,14 +210,14 @@ def test_a_malformed_request_is_refused_with_why_and_the_ticks_go_on(engaged, ha
     web, api = engaged["web"], engaged["api"]
     put_request_item(operator_dynamodb, harness, web, expires_at={"N": "1893456000.5"})
     put_request_item(operator_dynamodb, harness, api, request={"S": "hand2"}, state={"S": "sideways"})
-    ledger_control.set_paused(operator_dynamodb, harness.table, True, by="oncall", reason="drill", now=harness.clock.now())
+    ledger_control.set_paused(Ledger(operator_dynamodb, harness.table), True, by="oncall", reason="drill", now=harness.clock.now())
 
     # The other control items are read as before: the kill switch holds the tick.
     assert harness.tick("A").actions == ["paused"]
     assert main(["--region", "us-east-1", "status"]) == 0
     shown = capsys.readouterr().out
     assert f"release of {web} requested by oncall" in shown and "1893456000.5" in shown
-    ledger_control.set_paused(operator_dynamodb, harness.table, False, by="oncall", reason="", now=harness.clock.now())
+    ledger_control.set_paused(Ledger(operator_dynamodb, harness.table), False, by="oncall", reason="", now=harness.clock.now())
 
     # The tick detects and engages as ever, and refuses each malformed request, saying why.
     harness.script.set("impaired", harness.clock.now())
@@ -242,7 +243,7 @@ def test_a_takeover_that_finds_the_resource_restored_says_an_earlier_attempt_res
     web = engaged["web"]
     asked, _ = request(operator_dynamodb, harness, web)
     now = harness.clock.now()
-    assert ledger_control.claim_release(harness.observer("dynamodb"), harness.table, asked, controller_id="A",
+    assert ledger_control.claim_release(Ledger(harness.observer("dynamodb"), harness.table), asked, controller_id="A",
                                         now=now, until=now + timedelta(minutes=4))
     # A's tick restored the group, then stopped before recording the outcome.
     assert Engine(harness.runtime("A")).release(web).action == "restored"
@@ -258,16 +259,16 @@ def test_a_claimed_request_is_not_expired_while_its_claim_runs(engaged, harness,
     asked, _ = request(operator_dynamodb, harness, web)
     harness.clock.advance(24 * 3600 - 60)
     now, dynamodb = harness.clock.now(), harness.observer("dynamodb")
-    assert ledger_control.claim_release(dynamodb, harness.table, asked, controller_id="A", now=now,
+    assert ledger_control.claim_release(Ledger(dynamodb, harness.table), asked, controller_id="A", now=now,
                                         until=now + timedelta(minutes=4))
     harness.clock.advance(120)      # past the request's day, within A's claim
     assert not any(a.startswith("release:") for a in harness.tick("B").actions)
     assert (releases(harness)[web].state, releases(harness)[web].controller) == ("acting", "A")
     # A tick that read the request before A claimed it cannot mark it expired either.
-    assert not ledger_control.finish_release(dynamodb, harness.table, asked, outcome="expired", detail="x",
+    assert not ledger_control.finish_release(Ledger(dynamodb, harness.table), asked, outcome="expired", detail="x",
                                              controller_id="B", now=harness.clock.now(), claimed=False)
     # A records its outcome as its claim allows.
-    assert ledger_control.finish_release(dynamodb, harness.table, asked, outcome="restored", detail="x",
+    assert ledger_control.finish_release(Ledger(dynamodb, harness.table), asked, outcome="restored", detail="x",
                                          controller_id="A", now=harness.clock.now())
 
 
@@ -352,7 +353,7 @@ def test_the_control_items_are_read_past_a_page(engaged, harness, operator_dynam
 
     dynamodb.meta.events.register("before-parameter-build.dynamodb.Query", two_a_page)
     try:
-        assert len(ledger_control.read_control(dynamodb, harness.table).releases) == 5
+        assert len(ledger_control.read_control(Ledger(dynamodb, harness.table)).releases) == 5
     finally:
         dynamodb.meta.events.unregister("before-parameter-build.dynamodb.Query", two_a_page)
 
@@ -393,7 +394,7 @@ def test_a_claimed_request_past_its_day_expires_once_its_claim_has_run_out_and_s
     asked, _ = request(operator_dynamodb, harness, web)
     harness.clock.advance(24 * 3600 - 60)
     now = harness.clock.now()
-    assert ledger_control.claim_release(harness.observer("dynamodb"), harness.table, asked, controller_id="A",
+    assert ledger_control.claim_release(Ledger(harness.observer("dynamodb"), harness.table), asked, controller_id="A",
                                         now=now, until=now + timedelta(minutes=4))
     harness.clock.advance(5 * 60)
     assert "release:expired" in harness.tick("B").actions
@@ -412,5 +413,5 @@ def test_a_request_acted_on_during_a_hold_leaves_the_resource_released_for_the_r
     assert "release:restored" in result.actions
     done = releases(harness)[web]
     assert "left released for the rest of this hold" in done.detail
-    marks = ledger_control.read_control(harness.observer("dynamodb"), harness.table).released
+    marks = ledger_control.read_control(Ledger(harness.observer("dynamodb"), harness.table)).released
     assert [m.arn for m in marks] == [web] and marks[0].by == "oncall"

@@ -12,6 +12,7 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 
+from holdfast.ledger import Ledger
 from holdfast.cli import main
 from holdfast.clock import FakeClock
 from holdfast.core import release as release_requests
@@ -66,7 +67,7 @@ def test_a_resource_released_during_a_hold_is_not_engaged_again_by_its_rewalks(c
         result = tick(runtime, collect=script.collect)
         assert orders not in {o.arn for o in result.outcomes if o.action == ENGAGED}
     assert config(clients, orders) == (3600, 2) and config(clients, billing) == protected
-    control = ledger_control.read_control(clients("dynamodb"), ledger_table)
+    control = ledger_control.read_control(Ledger(clients("dynamodb"), ledger_table))
     assert [r.arn for r in control.released] == [orders]
     assert "stays released for the rest of this hold" in said
     capsys.readouterr()
@@ -94,7 +95,7 @@ def test_a_mark_not_written_by_holdfast_is_named_and_not_read(clients, ledger_ta
                                                     "arn": {"S": "arn:y"}, "began": {"S": T0.isoformat()}})
     dynamodb.put_item(TableName=ledger_table, Item={"pk": {"S": "CONTROL"}, "sk": {"S": "RELEASED#arn:z"},
                                                     "arn": {"S": "arn:z"}, "began": {"N": "1"}})
-    control = ledger_control.read_control(dynamodb, ledger_table)
+    control = ledger_control.read_control(Ledger(dynamodb, ledger_table))
     assert control.released == ()
     assert len([p for p in control.problems if p.startswith("RELEASED#")]) == 2, control.problems
 

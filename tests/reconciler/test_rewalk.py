@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.policy import NORMAL
 from holdfast.ledger.resources import ResourceLedger
@@ -64,7 +65,7 @@ def test_a_long_hold_protects_what_was_created_opted_in_or_reset_during_it(clien
     # WHEN, during the hold, a new group is opted in and an IaC apply resets a group and a mapping
     clock.advance(60)
     make_asg(clients, "green")
-    originals = {r.arn: r.original for r in ResourceLedger(clients("dynamodb"), ledger_table).records()}
+    originals = {r.arn: r.original for r in ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records()}
     reset = next(a for a in mappings if cap(clients, a) != originals[a]["MaximumConcurrency"])
     clients("lambda").update_event_source_mapping(
         UUID=reset.rsplit(":", 1)[1],

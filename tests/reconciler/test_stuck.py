@@ -15,6 +15,7 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
+from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core import progress
 from holdfast.core.policy import NORMAL
@@ -78,7 +79,7 @@ class Event:
         return results
 
     def plan(self):
-        return ledger_plan.read(self.clients("dynamodb"), self.table)
+        return ledger_plan.read(Ledger(self.clients("dynamodb"), self.table))
 
     def name(self, arn: str) -> str:
         return arn.split("autoScalingGroupName/")[1]

@@ -27,6 +27,7 @@ import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+from holdfast.ledger import Ledger
 from holdfast.actuators.esm import EsmActuator
 from holdfast.core.model import Record, StalePlan, no_guard
 from holdfast.core.tags import RECORD_KEYS, TagError, read_record
@@ -182,7 +183,7 @@ class World:
     def actuator(self, settings=SETTINGS) -> EsmActuator:
         """A controller's actuator as one tick builds it: a fresh ledger view (one Query per run)."""
         clients = FakeClients(self.lam, self.dynamo)
-        return EsmActuator(clients, settings, ResourceLedger(self.dynamo, "ledger"))
+        return EsmActuator(clients, settings, ResourceLedger(Ledger(self.dynamo, "ledger")))
 
     def resource(self, act, uuid):
         return act.get(FakeLambda.arn(uuid))

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core import drain_control as dc
 from holdfast.core.model import RAISED, REFUSED_STALE
@@ -119,7 +120,7 @@ class Controller:
         return (got.get("ScalingConfig") or {}).get("MaximumConcurrency")
 
     def drain(self, mapping) -> tuple[dc.Drain, records.Item]:
-        item = records.read_all(self.clients("dynamodb"), self.table, records.DRAIN)[mapping["EventSourceMappingArn"]]
+        item = records.read_all(Ledger(self.clients("dynamodb"), self.table), records.DRAIN)[mapping["EventSourceMappingArn"]]
         return dc.Drain.from_dict(item.doc["drain"]), item
 
 
@@ -183,7 +184,7 @@ def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients
             break
     d, _ = c.drain(mapping)
     assert d.restored and d.last.action == dc.RESTORE and c.cap(mapping) is None   # the owner had no cap
-    assert "esm" in ledger_plan.read(clients("dynamodb"), ledger_table).done
+    assert "esm" in ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done
     assert result.stage in (HOLD, DRAIN)
 
 
@@ -200,8 +201,8 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
 
     def newer_plan(**_):
         events.unregister("before-call.lambda.TagResource", newer_plan)
-        plan = ledger_plan.read(clients("dynamodb"), ledger_table)
-        ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=plan.generation + 1, stage=HOLD,
+        plan = ledger_plan.read(Ledger(clients("dynamodb"), ledger_table))
+        ledger_plan.write(Ledger(clients("dynamodb"), ledger_table), Plan(generation=plan.generation + 1, stage=HOLD,
                           entered_at=plan.entered_at, impaired_at=plan.impaired_at), controller_id="other", now=c.clock.now())
 
     events = clients("lambda").meta.events
@@ -222,8 +223,8 @@ def test_a_drain_record_write_under_a_stale_plan_is_refused(clients, ledger_tabl
     c = Controller(clients, ledger_table)
     c.at(0)
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)   # a start is due
-    plan = ledger_plan.read(clients("dynamodb"), ledger_table)
-    ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=plan.generation + 1, stage=HOLD,
+    plan = ledger_plan.read(Ledger(clients("dynamodb"), ledger_table))
+    ledger_plan.write(Ledger(clients("dynamodb"), ledger_table), Plan(generation=plan.generation + 1, stage=HOLD,
                       entered_at=plan.entered_at, impaired_at=plan.impaired_at), controller_id="other", now=minute(1))
     from holdfast.core.errors import StalePlan
 
@@ -271,7 +272,7 @@ def test_a_deleted_queue_ends_its_drain_and_a_misnamed_alarm_is_ignored(clients,
     # Nothing left to drain: the owner's original (no cap) back at once, and the kind is done.
     assert (d.last.action, c.cap(mapping)) == (dc.RESTORE, None) and result.complete
     assert any("the queue does not exist" in r for r in d.last.reasons), d.last.reasons
-    assert "esm" in ledger_plan.read(clients("dynamodb"), ledger_table).done
+    assert "esm" in ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done
 
 
 def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledger_table, consumer, capsys, monkeypatch):

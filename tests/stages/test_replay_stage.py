@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from holdfast.ledger import Ledger
 from holdfast.observation.cloudwatch import PERIOD, complete_until
 from holdfast.clock import FakeClock
 from holdfast.core import replay as rp
@@ -79,7 +80,7 @@ def publish_age(clients, queue_name, when, seconds=2.0):
 
 def in_replay(clients, table, generation=1):
     plan = Plan(generation=generation, stage=REPLAY, entered_at=NOW - timedelta(minutes=5), impaired_at=T0)
-    ledger_plan.write(clients("dynamodb"), table, plan, controller_id="test", now=NOW)
+    ledger_plan.write(Ledger(clients("dynamodb"), table), plan, controller_id="test", now=NOW)
     return plan
 
 
@@ -88,11 +89,11 @@ def runtime(clients, table, clock, settings=SETTINGS, **kw):
 
 
 def guard(clients, table, clock, generation=1):
-    return guard_factory(clients("dynamodb"), table, controller_id="test", clock=clock)(generation)
+    return guard_factory(Ledger(clients("dynamodb"), table), controller_id="test", clock=clock)(generation)
 
 
 def record(clients, table, source):
-    return rp.Replay.from_dict(records.read_all(clients("dynamodb"), table, records.REPLAY)[source].doc["replay"])
+    return rp.Replay.from_dict(records.read_all(Ledger(clients("dynamodb"), table), records.REPLAY)[source].doc["replay"])
 
 
 def test_a_dlq_replays_to_its_source_at_the_rate_then_is_done(clients, ledger_table, moves, clock):
@@ -216,7 +217,7 @@ def test_a_crash_between_the_start_and_its_record_is_adopted_not_started_twice(c
     finally:
         events.unregister("before-call.dynamodb.TransactWriteItems", die)
     assert [c[0] for c in moves.calls].count("StartMessageMoveTask") == 1
-    assert arn(sqs, dlq) not in records.read_all(clients("dynamodb"), ledger_table, records.REPLAY)
+    assert arn(sqs, dlq) not in records.read_all(Ledger(clients("dynamodb"), ledger_table), records.REPLAY)
 
     clock.advance(2)
     stage.step(rt, plan, clock.now(), guard=guard(clients, ledger_table, clock))
@@ -232,7 +233,7 @@ def test_a_stale_plan_starts_nothing(clients, ledger_table, moves, clock):
     sqs = clients("sqs")
     pipe(sqs)
     plan = in_replay(clients, ledger_table)
-    ledger_plan.write(clients("dynamodb"), ledger_table, Plan(generation=2, stage=REPLAY, entered_at=NOW, impaired_at=T0),
+    ledger_plan.write(Ledger(clients("dynamodb"), ledger_table), Plan(generation=2, stage=REPLAY, entered_at=NOW, impaired_at=T0),
                       controller_id="other", now=NOW)
     with pytest.raises(StalePlan):
         stage.step(runtime(clients, ledger_table, clock), plan, clock.now(), guard=guard(clients, ledger_table, clock))

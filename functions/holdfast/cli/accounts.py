@@ -73,7 +73,7 @@ from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
 from holdfast.cli import EXIT_FAILED, EXIT_OK
 from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 
 DEFAULT_ROLE = "HoldfastReadOnly"
 OPERATOR_ROLE = "HoldfastOperator"
@@ -289,9 +289,9 @@ def member_ledger(clients: Clients, budgets: _Budgets) -> str:
 
 
 @uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
-def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> None:
+def read_ledger(ledger: Ledger, budgets: _Budgets, row: Row) -> None:
     """The plan, the verdict, the kill switch, the engaged records and the last readiness result of one region's ledger."""
-    seen = ledger_summary.read(dynamodb, ledger_table, before_read=budgets.reads.take)
+    seen = ledger_summary.read(ledger, before_read=budgets.reads.take)
     if seen.plan is not None:
         row.stage, row.generation = seen.plan.label, seen.plan.generation
         row.entered_at = seen.plan.entered_at.isoformat() if seen.plan.entered_at else None
@@ -300,9 +300,9 @@ def read_ledger(dynamodb, ledger_table: str, budgets: _Budgets, row: Row) -> Non
     row.verdict, row.paused = seen.verdict, seen.paused
     row.engaged, row.engaged_by_kind = sum(seen.engaged_by_kind.values()), seen.engaged_by_kind
     budgets.reads.take()
-    row.releases = [r.to_dict() for r in ledger_control.read_control(dynamodb, ledger_table).releases]
+    row.releases = [r.to_dict() for r in ledger_control.read_control(ledger).releases]
     budgets.reads.take()
-    last = ledger_readiness.read_result(dynamodb, ledger_table)
+    last = ledger_readiness.read_result(ledger)
     if last is not None:
         row.readiness = (f"ok at {last.get('at')}" if last.get("ok")
                          else f"failed at {last.get('at')}: {', '.join(last.get('failed') or [])}")
@@ -312,14 +312,14 @@ Work = Callable[[Context, Clients, "_Budgets", Any, Row], None]
 
 
 def _status(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
-    read_ledger(clients("dynamodb"), ctx.ledger_table, budgets, row)
+    read_ledger(Ledger(clients("dynamodb"), ctx.ledger_table), budgets, row)
 
 
 def _set_pause(paused: bool) -> Work:
     def work(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
         budgets.reads.take()
         reason = getattr(args, "reason", "") or ""
-        ledger_control.set_paused(clients("dynamodb"), ctx.ledger_table, paused, by=operator_name(), reason=reason,
+        ledger_control.set_paused(Ledger(clients("dynamodb"), ctx.ledger_table), paused, by=operator_name(), reason=reason,
                                   now=ctx.runtime.clock.now())
         row.paused = paused
         row.result = "paused: no action from the next tick" if paused else "unpaused: acts again from the next tick"
@@ -328,7 +328,7 @@ def _set_pause(paused: bool) -> Work:
 
 def _engage(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
     budgets.reads.take()
-    row.generation = ledger_control.request_engage(clients("dynamodb"), ctx.ledger_table, by=operator_name(),
+    row.generation = ledger_control.request_engage(Ledger(clients("dynamodb"), ctx.ledger_table), by=operator_name(),
                                                    reason=getattr(args, "reason", "") or "", now=ctx.runtime.clock.now())
     row.result = f"engage requested from generation {row.generation}: the next tick starts a hold"
 
@@ -375,7 +375,7 @@ def _release(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) 
     row.releases, written = [], 0
     for arn in args.release_targets[(row.account, row.region)]:
         budgets.reads.take()
-        request, wrote = ledger_control.request_release(clients("dynamodb"), ctx.ledger_table, arn, by=operator_name(),
+        request, wrote = ledger_control.request_release(Ledger(clients("dynamodb"), ctx.ledger_table), arn, by=operator_name(),
                                                         reason=getattr(args, "reason", "") or "", now=now,
                                                         request_id=request_id)
         written += wrote
@@ -392,14 +392,14 @@ def _advance(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) 
     from holdfast.ledger import plan as ledger_plan
 
     budgets.reads.take()
-    current = ledger_plan.read(clients("dynamodb"), ctx.ledger_table)
+    current = ledger_plan.read(Ledger(clients("dynamodb"), ctx.ledger_table))
     if current is None or current.stage == "normal":
         row.stage, row.generation, row.result = "normal", current.generation if current else 0, "no hold to skip"
         return
     row.stage, row.generation = current.label, current.generation
     budgets.reads.take()
     try:
-        ledger_control.request_advance(clients("dynamodb"), ctx.ledger_table, current.generation, by=operator_name(),
+        ledger_control.request_advance(Ledger(clients("dynamodb"), ctx.ledger_table), current.generation, by=operator_name(),
                                        now=ctx.runtime.clock.now())
     except (PlanConflict, Contention) as err:
         row.error = f"not advanced: {err}"

@@ -21,6 +21,7 @@ from holdfast.iam import uses
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.clock import SystemClock
 from holdfast.core.own import NOT_OWN, Own, from_document
+from holdfast.ledger import Ledger
 from holdfast.runtime import Runtime, govern
 from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
 from holdfast.cli.progress import Progress
@@ -230,6 +231,11 @@ class Context:
     @property
     def ledger_table(self) -> str:
         return self.runtime.table
+
+    def ledger(self) -> Ledger:
+        """The ledger a command reads and writes, built as the Runtime builds a tick's
+        (Runtime.ledger: the runtime's DynamoDB client and table); a new one each call."""
+        return self.runtime.ledger()
 
     def but(self, *, ledger_table: str) -> "Context":
         """This context on another ledger table (a member account's, for --all-accounts)."""

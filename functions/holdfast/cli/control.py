@@ -85,7 +85,7 @@ def _set(ctx: Context, paused: bool, reason: str, clock=None, args=None) -> int:
         ask(ctx, args, command, "set the kill switch" if paused else "clear the kill switch",
             lambda: (f"{command}: {said}", 1))
     try:
-        ledger_control.set_paused(ctx.clients("dynamodb"), ctx.ledger_table, paused, by=by, reason=reason, now=now)
+        ledger_control.set_paused(ctx.ledger(), paused, by=by, reason=reason, now=now)
     except errors.LedgerUnavailable as err:
         ctx.warn(str(err))
         return EXIT_FAILED
@@ -112,9 +112,9 @@ def advance(ctx: Context, args, clock=None) -> int:
     fanned = accounts.fan_out(ctx, args, "advance", writes=True)
     if fanned is not None:
         return fanned
-    dynamodb = ctx.clients("dynamodb")
+    ledger = ctx.ledger()
     try:
-        current = ledger_plan.read(dynamodb, ctx.ledger_table)
+        current = ledger_plan.read(ledger)
     except errors.LedgerUnavailable as err:
         ctx.warn(str(err))
         return EXIT_FAILED
@@ -131,7 +131,7 @@ def advance(ctx: Context, args, clock=None) -> int:
     if hasattr(args, "yes"):
         ask(ctx, args, "advance", "skip the current hold", lambda: (f"advance: {said}", 1))
     try:
-        ledger_control.request_advance(dynamodb, ctx.ledger_table, generation, by=_operator(), now=now)
+        ledger_control.request_advance(ledger, generation, by=_operator(), now=now)
     except (errors.PlanConflict, errors.LedgerUnavailable, errors.Contention) as err:
         ctx.warn(f"not advanced: {err}")
         return EXIT_FAILED
@@ -173,7 +173,7 @@ def stage(ctx: Context, args, clock=None) -> int:
         "replay": [],
     }
     try:
-        engaged = len(ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).records())
+        engaged = len(ResourceLedger(ctx.ledger()).records())
     except LedgerUnavailable:
         engaged = 0
     doc["held"] = held(ctx, engaged)
@@ -206,7 +206,7 @@ def _minutes(seconds: float | None) -> float | None:
 def drains(ctx: Context, plan: policy.Plan, now) -> list[dict]:
     """Each mapping's drain in this hold, from its ledger record."""
     out = []
-    for arn, item in sorted(current_records(ctx.clients("dynamodb"), ctx.ledger_table, plan).items()):
+    for arn, item in sorted(current_records(ctx.ledger(), plan).items()):
         d = dc.Drain.from_dict(item.doc["drain"])
         last = d.last
         out.append({
@@ -230,7 +230,7 @@ def replays(ctx: Context, plan: policy.Plan) -> list[dict]:
     """Each replay source of this hold, from its ledger record."""
     since = hold_started(plan)
     out = []
-    for arn, item in sorted(ledger_drain.read_all(ctx.clients("dynamodb"), ctx.ledger_table, ledger_drain.REPLAY).items()):
+    for arn, item in sorted(ledger_drain.read_all(ctx.ledger(), ledger_drain.REPLAY).items()):
         try:
             r = rp.Replay.from_dict(item.doc["replay"])
         except (KeyError, ValueError):

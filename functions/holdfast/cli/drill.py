@@ -81,6 +81,7 @@ from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.signals import recent
+from holdfast.ledger.table import describe as describe_ledger
 from holdfast.observation import collect as fresh_verdict
 from holdfast.observation.intake import receive
 from holdfast.runtime import QUIET, Runtime
@@ -226,10 +227,9 @@ def _account(ctx: Context) -> str:
 
 # ---- preflight: every refusal, before anything is injected or started -------------------
 
-@uses("dynamodb:DescribeTable", by=("cli",))
 def _require_ledger(ctx: Context) -> None:
     try:
-        ctx.clients("dynamodb").describe_table(TableName=ctx.ledger_table)
+        describe_ledger(ctx.ledger())
     except ClientError as err:
         if error_code(err) == "ResourceNotFoundException":
             raise UsageError(f"ledger table {ctx.ledger_table} does not exist in {ctx.clients.region}: deploy Holdfast "
@@ -306,10 +306,10 @@ class Fleet:
 def preflight(runtime: Runtime) -> Fleet:
     """The plan, the kill switch, what is engaged and what is selected, each refused with
     what to do about it; then the snapshot the drill ends by comparing against."""
-    settings, dynamodb, table = runtime.settings, runtime.clients("dynamodb"), runtime.table
+    settings, ledger = runtime.settings, runtime.ledger()
     try:
-        plan = ledger_plan.read(dynamodb, table)
-        control = ledger_control.read_control(dynamodb, table)
+        plan = ledger_plan.read(ledger)
+        control = ledger_control.read_control(ledger)
     except LedgerUnavailable as err:
         raise UsageError(f"{err}: a drill needs the ledger") from err
     if plan is not None and plan.stage != policy.NORMAL:
@@ -322,7 +322,7 @@ def preflight(runtime: Runtime) -> Fleet:
     if control.paused:
         raise UsageError(f"the kill switch is set (paused by {control.paused_by} at {control.paused_at}: "
                          f"{control.reason or 'no reason'}): the controller would not act; `holdfast unpause` first")
-    records = ResourceLedger(dynamodb, table).records()
+    records = ResourceLedger(ledger).records()
     if records:
         raise UsageError(
             f"{len(records)} resources are engaged with no plan in force (e.g. {records[0].arn}): the drill's recovery "
@@ -508,7 +508,7 @@ class _Run:
     def verify(self) -> dict[str, Any] | None:
         engine = Engine(self.runtime)
         after = drill_report.take(engine)
-        ledger = ResourceLedger(self.runtime.clients("dynamodb"), self.runtime.table)
+        ledger = ResourceLedger(self.runtime.ledger())
         left = [r.arn for r in ledger.records()]
         if not ledger.available:
             self.problems.append(f"the ledger could not be read after the drill ({ledger.error}): records left unknown")
@@ -621,12 +621,12 @@ class LocalDrill(_Run):
         """Now, or just after anything an earlier drill on this endpoint left in the ledger
         on its own (faster) clock: signals and plans from the drill clock's future would
         otherwise be seen again as this drill's clock passes them."""
-        dynamodb = self.runtime.clients("dynamodb")
+        ledger = self.runtime.ledger()
         times = [datetime.now(timezone.utc)]
-        plan = ledger_plan.read(dynamodb, self.runtime.table)
+        plan = ledger_plan.read(ledger)
         if plan:
             times += [t for t in (plan.entered_at, plan.impaired_at) if t]
-        verdict = ledger_verdict.read_verdict(dynamodb, self.runtime.table) or {}
+        verdict = ledger_verdict.read_verdict(ledger) or {}
         for key in ("since", "last_capacity_failure", "last_successful_launch"):
             if verdict.get(key):
                 times.append(datetime.fromisoformat(verdict[key].replace("Z", "+00:00")))
@@ -687,7 +687,7 @@ class LocalDrill(_Run):
                     result = reconciler.tick(rt, collect=collect)
                     ticks += 1
                     self.account_outcomes(result)
-                    plan = ledger_plan.read(rt.clients("dynamodb"), rt.table)
+                    plan = ledger_plan.read(rt.ledger())
                 except LedgerUnavailable as err:
                     self.problems.append(f"the ledger became unreachable mid-drill: {err}")
                     break
@@ -738,7 +738,7 @@ class FisDrill(_Run):
         """The earliest capacity-class launch failure the detector recorded since the
         experiment was requested: the first injected failure."""
         try:
-            signals = recent(self.runtime.clients("dynamodb"), self.runtime.table, since, now)
+            signals = recent(self.runtime.ledger(), since, now)
         except LedgerUnavailable:
             return None
         times = [s.time for s in signals if s.klass == CAPACITY and s.time >= since]
@@ -769,7 +769,7 @@ class FisDrill(_Run):
                 if self.ended_at is None:
                     self.poll_experiment(exp_id, now)
                 try:
-                    self.observe(ledger_plan.read(self.runtime.clients("dynamodb"), self.runtime.table), now)
+                    self.observe(ledger_plan.read(self.runtime.ledger()), now)
                 except LedgerUnavailable as err:
                     self.say(now, "?", None, f"ledger unreachable this poll: {err}")
                 if self.normal_at is not None:

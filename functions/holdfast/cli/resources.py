@@ -57,7 +57,7 @@ from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger.resources import ResourceLedger
-from holdfast.ledger.table import ensure_table
+from holdfast.ledger.table import describe as describe_ledger, ensure_table
 from holdfast.cli import accounts, words
 from holdfast.cli.confirm import add_write_options, ask, caller, honour_mode
 from holdfast.cli.context import Context, UsageError, table
@@ -171,10 +171,10 @@ def _keep_released(ctx: Context, arn: str) -> None:
     from holdfast.core.release import engagement_began
 
     try:
-        plan = ledger_plan.read(ctx.clients("dynamodb"), ctx.ledger_table)
+        plan = ledger_plan.read(ctx.ledger())
         began = engagement_began(plan)
         if began is not None and plan.stage != policy.NORMAL:
-            ledger_control.mark_released(ctx.clients("dynamodb"), ctx.ledger_table, arn, began=began, by=caller(ctx),
+            ledger_control.mark_released(ctx.ledger(), arn, began=began, by=caller(ctx),
                                          now=ctx.runtime.clock.now())
             ctx.warn(f"{arn} stays released for the rest of this hold (it began at {began.isoformat()}); "
                      "the next hold protects it again")
@@ -184,7 +184,7 @@ def _keep_released(ctx: Context, arn: str) -> None:
 
 def _record_held(ctx: Context, command: str) -> None:
     try:
-        ledger_control.set_held(ctx.clients("dynamodb"), ctx.ledger_table, True, by=caller(ctx), command=command,
+        ledger_control.set_held(ctx.ledger(), True, by=caller(ctx), command=command,
                                 now=ctx.runtime.clock.now())
     except LedgerUnavailable as err:
         ctx.warn(f"{err}; `holdfast status` will not say who engaged")
@@ -230,7 +230,7 @@ def resume(ctx: Context, args) -> int:
     report = engine.Engine(ctx.runtime, progress=ctx.progress).relax()
     if reachable and report.complete and not report.failed:
         try:
-            ledger_control.set_held(ctx.clients("dynamodb"), ctx.ledger_table, False)
+            ledger_control.set_held(ctx.ledger(), False)
         except LedgerUnavailable as err:
             ctx.warn(str(err))
     return _finish(ctx, "resume", report, reachable)
@@ -259,12 +259,12 @@ def release(ctx: Context, args) -> int:
             ask(ctx, args, "release", f"restore {arn} and forget its record",
                 lambda: _restore_preview(ctx, rows, "release")[:2])
     # Read before the release forgets it: a vanished resource with no record was never Holdfast's.
-    recorded = ResourceLedger(ctx.clients("dynamodb"), ctx.ledger_table).get(arn) is not None
+    recorded = ResourceLedger(ctx.ledger()).get(arn) is not None
     before = Counter(ctx.clients.calls)
     outcome = engine.Engine(ctx.runtime).release(arn)
     if reachable and outcome.action in (RESTORED, DRIFT_KEPT, VANISHED):
         try:  # no longer stuck (it is listed by `holdfast status` until then)
-            ledger_failures.clear(ctx.clients("dynamodb"), ctx.ledger_table, arn)
+            ledger_failures.clear(ctx.ledger(), arn)
         except LedgerUnavailable as err:
             ctx.warn(f"could not clear its failure count: {err}")
     if reachable and outcome.action in (RESTORED, DRIFT_KEPT):
@@ -320,7 +320,7 @@ def status(ctx: Context, args) -> int:
 def _readiness(ctx: Context) -> dict[str, Any] | None:
     """The last scheduled readiness result (holdfast.handlers.readiness), None before the first."""
     try:
-        return ledger_readiness.read_result(ctx.clients("dynamodb"), ctx.ledger_table)
+        return ledger_readiness.read_result(ctx.ledger())
     except LedgerUnavailable as err:
         ctx.warn(f"readiness result unknown: {err}")
         return None
@@ -332,7 +332,7 @@ def _release_requests(ctx: Context) -> tuple[list[dict[str, Any]], list[str], li
     control items could not be read as written; and the resources released by hand, each
     with the hold it stays released in."""
     try:
-        control = ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table)
+        control = ledger_control.read_control(ctx.ledger())
     except LedgerUnavailable as err:
         ctx.warn(f"release requests unknown: {err}")
         return [], [], []
@@ -371,8 +371,8 @@ def held(ctx: Context, engaged: int) -> dict[str, Any] | None:
     if not engaged:
         return None
     try:
-        current = ledger_plan.read(ctx.clients("dynamodb"), ctx.ledger_table)
-        control = ledger_control.read_control(ctx.clients("dynamodb"), ctx.ledger_table)
+        current = ledger_plan.read(ctx.ledger())
+        control = ledger_control.read_control(ctx.ledger())
     except LedgerUnavailable as err:
         ctx.warn(f"who holds resources by hand is unknown: {err}")
         return None
@@ -391,10 +391,10 @@ def held_text(hand: dict[str, Any]) -> str:
 
 def _stuck(ctx: Context) -> list[dict[str, Any]]:
     """The stuck resources under the plan in force, each with the command that fixes it."""
-    dynamodb, settings = ctx.clients("dynamodb"), ctx.runtime.settings
+    ledger, settings = ctx.ledger(), ctx.runtime.settings
     try:
-        plan = ledger_plan.read(dynamodb, ctx.ledger_table)
-        failing = ledger_failures.load(dynamodb, ctx.ledger_table)
+        plan = ledger_plan.read(ledger)
+        failing = ledger_failures.load(ledger)
     except LedgerUnavailable as err:
         ctx.warn(f"stuck resources unknown: {err}")
         return []
@@ -402,12 +402,11 @@ def _stuck(ctx: Context) -> list[dict[str, Any]]:
             for f in ledger_failures.stuck(failing, plan, settings.stuck_after_failures)]
 
 
-@uses("dynamodb:DescribeTable", by=("cli",))
 def _check_ledger(ctx: Context) -> bool:
     """True when the ledger answers. A missing table is the operator's to fix (exit 2);
     an unreachable ledger is not: engaging and restoring work from the resources' tags."""
     try:
-        ctx.clients("dynamodb").describe_table(TableName=ctx.ledger_table)
+        describe_ledger(ctx.ledger())
         return True
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "")

@@ -72,7 +72,7 @@ def run(runtime: Runtime, *, reconciler_role: str, reconciler_function: str, set
     selected: Counter[str] = Counter()
     first: dict[str, str] = {}
     try:
-        current = ledger_plan.read(clients("dynamodb"), runtime.table)
+        current = ledger_plan.read(runtime.ledger())
     except LedgerUnavailable as err:
         current = None
         checks.append(readiness.Check("ledger", False, str(err), "the ledger table must exist and be readable"))
@@ -104,7 +104,7 @@ def run(runtime: Runtime, *, reconciler_role: str, reconciler_function: str, set
     result = {"at": runtime.clock.now().isoformat(), "ok": not failed, "failed": failed,
               "selected": dict(sorted(selected.items())), "checks": [c.to_dict() for c in checks]}
     try:
-        ledger_readiness.write_result(clients("dynamodb"), runtime.table, result)
+        ledger_readiness.write_result(runtime.ledger(), result)
     except LedgerUnavailable as err:
         logger.warning("readiness result not recorded: %s", err)
     return result

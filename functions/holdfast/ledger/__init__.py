@@ -15,12 +15,16 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `BUDGET`                    | `<budget>#<controller>`    | ledger.budget_board |
 | `STUCK`                     | `<arn>`                    | ledger.failures     |
 | `WALK`                      | `<gen:012>#<marker>`       | ledger.walks        |
+| `DRAIN` / `REPLAY`          | `<mapping arn>` / `<queue arn>` | ledger.drain   |
 
 Old plans and signals leave by TTL only; nothing deletes the active plan or the
 original record of an engaged resource.
 
-`Ledger` (ledger/store.py) is one tick's ledger: the Runtime builds it, and the tick's
-readers share its one Query of the resource records.
+`Ledger` (ledger/store.py) is one tick's ledger: the Runtime builds it (a command builds
+its own the same way, `Runtime.ledger()`), every family function takes it
+(`plan.read(ledger)`, `control.set_paused(ledger, ...)`) and makes its DynamoDB calls
+through it, and the tick's readers share its one Query of the resource records and of
+the drain's records.
 """
 
 from __future__ import annotations

@@ -19,13 +19,16 @@ skew (milliseconds) is small against the one-second renewal.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..budget import BoardUnavailable, Share
 from ..iam import uses
 from . import PK, SK, TTL_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from .store import Ledger
 
 PARTITION = "BUDGET"
 KEEP_SECONDS = 3600   # the TTL attribute: DynamoDB removes lapsed leases after this
@@ -36,9 +39,9 @@ def _sk(budget: str, member: str) -> str:
 
 
 class LedgerShareBoard:
-    def __init__(self, dynamodb, table: str, *, clock: Callable[[], float] = time.time):
-        self._db = dynamodb
-        self.table = table
+    def __init__(self, ledger: "Ledger", *, clock: Callable[[], float] = time.time):
+        self._ledger = ledger
+        self.table = ledger.table
         self._clock = clock
 
     @uses("dynamodb:Query", "dynamodb:PutItem", by=("reconciler", "cli"))
@@ -48,7 +51,7 @@ class LedgerShareBoard:
             leases = self._leases(budget)
             mine = leases.pop(member, None)
             joined = mine[0] if mine is not None and mine[2] > now else now
-            self._db.put_item(TableName=self.table, Item={
+            self._ledger.put_item(Item={
                 PK: {"S": PARTITION}, SK: {"S": _sk(budget, member)},
                 "joined": {"N": repr(joined)}, "renewed": {"N": repr(now)}, "until": {"N": repr(now + ttl)},
                 TTL_ATTRIBUTE: {"N": str(int(now + KEEP_SECONDS))},
@@ -60,8 +63,7 @@ class LedgerShareBoard:
 
     def _leases(self, budget: str) -> dict[str, tuple[float, float, float]]:
         out: dict[str, tuple[float, float, float]] = {}
-        pages = self._db.get_paginator("query").paginate(
-            TableName=self.table,
+        pages = self._ledger.query_pages(
             KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
             ExpressionAttributeNames={"#pk": PK, "#sk": SK},
             ExpressionAttributeValues={":pk": {"S": PARTITION}, ":prefix": {"S": f"{budget}#"}},
@@ -76,6 +78,6 @@ class LedgerShareBoard:
     @uses("dynamodb:DeleteItem", by=("reconciler", "cli"))
     def leave(self, budget: str, member: str) -> None:
         try:
-            self._db.delete_item(TableName=self.table, Key={PK: {"S": PARTITION}, SK: {"S": _sk(budget, member)}})
+            self._ledger.delete_item(Key={PK: {"S": PARTITION}, SK: {"S": _sk(budget, member)}})
         except (ClientError, BotoCoreError) as err:
             raise BoardUnavailable(f"budget leases in {self.table}: {err}") from err

@@ -36,6 +36,8 @@ An unreachable ledger is LedgerUnavailable, as everywhere in holdfast.ledger.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -46,6 +48,9 @@ from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
 from holdfast.ledger import PK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import PLAN_PK, key
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 ENGAGE_WALK, TICK_TRIGGER = "ENGAGE-WALK", "TICK-TRIGGER"
 # How often the holder of the engage walk renews its claim (and re-reads the plan).
@@ -81,7 +86,7 @@ class Claim:
 
 
 @uses("dynamodb:PutItem", by=("reconciler",))
-def take_engage_walk(dynamodb, table: str, *, generation: int, controller_id: str, now: datetime,
+def take_engage_walk(ledger: "Ledger", *, generation: int, controller_id: str, now: datetime,
                      until: datetime) -> Claim:
     """Take the claim, or renew it (the same put: its holder may always put its own again).
     Not taken: another controller's lease is live and of the same or a newer generation."""
@@ -94,8 +99,8 @@ def take_engage_walk(dynamodb, table: str, *, generation: int, controller_id: st
         TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
     }
     try:
-        dynamodb.put_item(
-            TableName=table, Item=item, ConditionExpression=FREE_OR_OURS_TO_TAKE,
+        ledger.put_item(
+            Item=item, ConditionExpression=FREE_OR_OURS_TO_TAKE,
             ExpressionAttributeNames={"#until": "until", "#holder": "holder", "#generation": "generation"},
             ExpressionAttributeValues={":now": {"N": str(_epoch(now))}, ":holder": {"S": controller_id},
                                        ":generation": {"N": str(generation)}},
@@ -110,11 +115,11 @@ def take_engage_walk(dynamodb, table: str, *, generation: int, controller_id: st
 
 
 @uses("dynamodb:DeleteItem", by=("reconciler",))
-def release_engage_walk(dynamodb, table: str, *, controller_id: str) -> None:
+def release_engage_walk(ledger: "Ledger", *, controller_id: str) -> None:
     """Give the claim back (only this controller's own). Best effort: a claim not given
     back expires at its `until`."""
     try:
-        dynamodb.delete_item(TableName=table, Key=key(PLAN_PK, ENGAGE_WALK), ConditionExpression="#holder = :holder",
+        ledger.delete_item(Key=key(PLAN_PK, ENGAGE_WALK), ConditionExpression="#holder = :holder",
                              ExpressionAttributeNames={"#holder": "holder"},
                              ExpressionAttributeValues={":holder": {"S": controller_id}})
     except (ClientError, BotoCoreError):
@@ -122,7 +127,7 @@ def release_engage_walk(dynamodb, table: str, *, controller_id: str) -> None:
 
 
 @uses("dynamodb:PutItem", by=("detector",))
-def claim_tick_trigger(dynamodb, table: str, *, generation: int, controller_id: str, now: datetime,
+def claim_tick_trigger(ledger: "Ledger", *, generation: int, controller_id: str, now: datetime,
                        period: timedelta) -> bool:
     """True for exactly one caller per plan generation and period."""
     item = {
@@ -133,8 +138,8 @@ def claim_tick_trigger(dynamodb, table: str, *, generation: int, controller_id: 
         TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
     }
     try:
-        dynamodb.put_item(
-            TableName=table, Item=item, ConditionExpression=NOT_YET_TRIGGERED,
+        ledger.put_item(
+            Item=item, ConditionExpression=NOT_YET_TRIGGERED,
             ExpressionAttributeNames={"#generation": "generation", "#at": "at"},
             ExpressionAttributeValues={":generation": {"N": str(generation)},
                                        ":since": {"N": str(_epoch(now - period))}},

@@ -53,9 +53,10 @@ def generation_is(generation: int) -> dict[str, Any]:
     }
 
 
-def still_current(table: str, generation: int) -> dict:
-    """A transaction item that holds only while `generation` is the active plan."""
-    return {"ConditionCheck": {"TableName": table, "Key": key(PLAN_PK, CURRENT), **generation_is(generation)}}
+def still_current(generation: int) -> dict:
+    """A transaction item that holds only while `generation` is the active plan (the
+    ledger's transact_write_items names the table)."""
+    return {"ConditionCheck": {"Key": key(PLAN_PK, CURRENT), **generation_is(generation)}}
 # UNCHANGED_SINCE_READ: a controller's record (a mapping's drain, a replay) is written only
 # over the version its writer read, or where there was none: two controllers of the same
 # generation acting on one read would each raise the cap from it (ledger/drain.py).

@@ -13,6 +13,8 @@ when no plan is in force.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -25,6 +27,9 @@ from holdfast.core.release import problem as release_problem
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import CURRENT, PLAN_PK, key, still_current
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 CONTROL_PK, PAUSE, ADVANCE, ENGAGE, HELD = "CONTROL", "PAUSE", "ADVANCE", "ENGAGE", "HELD"
 RELEASE_PREFIX = "RELEASE#"
@@ -62,13 +67,12 @@ def _epoch(when: datetime) -> int:
 
 
 @uses("dynamodb:Query", by=("reconciler", "cli", "readonly"))
-def read_control(dynamodb, table: str) -> Control:
+def read_control(ledger: "Ledger") -> Control:
     items: list[dict] = []
     page: dict = {}
     try:
         while True:   # a page is 1 MB at most: many release requests done with long details fill one
-            answer = dynamodb.query(
-                TableName=table,
+            answer = ledger.query(
                 KeyConditionExpression="#pk = :pk",
                 ExpressionAttributeNames={"#pk": PK},
                 ExpressionAttributeValues={":pk": {"S": CONTROL_PK}},
@@ -80,7 +84,7 @@ def read_control(dynamodb, table: str) -> Control:
                 break
             page = {"ExclusiveStartKey": answer["LastEvaluatedKey"]}
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the kill switch from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the kill switch from {ledger.table}: {failure_kind(err)}") from err
     by_sk = {item[SK]["S"]: item for item in items}
     pause, advance, engage, held = by_sk.get(PAUSE), by_sk.get(ADVANCE), by_sk.get(ENGAGE), by_sk.get(HELD)
     problems: list[str] = []
@@ -146,15 +150,15 @@ def _released(item: dict, problems: list[str]) -> Released | None:
 
 
 @uses("dynamodb:PutItem", by=("cli", "reconciler"))
-def mark_released(dynamodb, table: str, arn: str, *, began: datetime, by: str, now: datetime) -> None:
+def mark_released(ledger: "Ledger", arn: str, *, began: datetime, by: str, now: datetime) -> None:
     """Record that `arn` was released by hand in the engagement that began at `began`: its
     walks leave it as released (holdfast.core.release.left_released). Kept two days."""
     item = {"arn": {"S": arn}, "began": {"S": began.isoformat()}, "by": {"S": by or "-"}, "at": {"S": now.isoformat()},
             TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=2)))}}
     try:
-        dynamodb.put_item(TableName=table, Item={**key(CONTROL_PK, RELEASED_PREFIX + arn), **item})
+        ledger.put_item(Item={**key(CONTROL_PK, RELEASED_PREFIX + arn), **item})
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot record the release of {arn} in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record the release of {arn} in {ledger.table}: {failure_kind(err)}") from err
 
 
 def release_from_item(item: dict) -> ReleaseRequest:
@@ -206,70 +210,67 @@ def _shown(value) -> str:
 
 
 @uses("dynamodb:PutItem", "dynamodb:DeleteItem", by=("cli",))
-def set_held(dynamodb, table: str, held: bool, *, by: str = "", command: str = "", now: datetime | None = None) -> None:
+def set_held(ledger: "Ledger", held: bool, *, by: str = "", command: str = "", now: datetime | None = None) -> None:
     """Record who engaged resources by hand (held) or that a resume put everything back (not)."""
     try:
         if held:
             item = {"by": {"S": by}, "command": {"S": command}, "at": {"S": now.isoformat() if now else "-"}}
-            dynamodb.put_item(TableName=table, Item={**key(CONTROL_PK, HELD), **item})
+            ledger.put_item(Item={**key(CONTROL_PK, HELD), **item})
         else:
-            dynamodb.delete_item(TableName=table, Key=key(CONTROL_PK, HELD))
+            ledger.delete_item(Key=key(CONTROL_PK, HELD))
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot record who holds resources by hand in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record who holds resources by hand in {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:PutItem", by=("cli", "operator"))
-def set_paused(dynamodb, table: str, paused: bool, *, by: str, reason: str, now: datetime) -> None:
+def set_paused(ledger: "Ledger", paused: bool, *, by: str, reason: str, now: datetime) -> None:
     item = {"paused": {"BOOL": paused}, "by": {"S": by}, "reason": {"S": reason or "-"}, "at": {"S": now.isoformat()}}
     try:
-        dynamodb.put_item(TableName=table, Item={**key(CONTROL_PK, PAUSE), **item})
+        ledger.put_item(Item={**key(CONTROL_PK, PAUSE), **item})
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot set the kill switch in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot set the kill switch in {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:ConditionCheckItem", "dynamodb:PutItem", by=("cli", "operator"))
-def request_advance(dynamodb, table: str, generation: int, *, by: str, now: datetime) -> None:
+def request_advance(ledger: "Ledger", generation: int, *, by: str, now: datetime) -> None:
     """Skip the hold of `generation`, only if it is still the current plan: an operator
     acting on a stale view must not skip the hold of a plan they have not seen."""
     try:
-        dynamodb.transact_write_items(
-            TransactItems=[
-                still_current(table, generation),
-                {
-                    "Put": {
-                        "TableName": table,
-                        "Item": {
-                            **key(CONTROL_PK, ADVANCE),
-                            "generation": {"N": str(generation)},
-                            "by": {"S": by},
-                            "at": {"S": now.isoformat()},
-                            TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
-                        },
-                    }
-                },
-            ]
-        )
+        ledger.transact_write_items([
+            still_current(generation),
+            {
+                "Put": {
+                    "Item": {
+                        **key(CONTROL_PK, ADVANCE),
+                        "generation": {"N": str(generation)},
+                        "by": {"S": by},
+                        "at": {"S": now.isoformat()},
+                        TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
+                    },
+                }
+            },
+        ])
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             raise PlanConflict(f"plan generation {generation} is no longer current") from err
         if contended(err):
             raise Contention(f"the plan is busy (another controller's transaction): try again") from err
-        raise LedgerUnavailable(f"cannot record the advance in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record the advance in {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:GetItem", "dynamodb:PutItem", by=("cli", "operator"))
-def request_engage(dynamodb, table: str, *, by: str, reason: str, now: datetime) -> int:
+def request_engage(ledger: "Ledger", *, by: str, reason: str, now: datetime) -> int:
     """Ask the reconciler to go to hold from the plan in force now (its generation, 0
     when there is none yet), as if an impairment were detected: its next tick starts a
     hold, walks the engage with its own role, and lifts it in stages like any other.
     Returns the generation the request names. A request for a plan that has moved on
     (a tick decided in between) does nothing: the operator has not seen that plan."""
     try:
-        item = dynamodb.get_item(TableName=table, Key=key(PLAN_PK, CURRENT), ConsistentRead=True,
-                                 ProjectionExpression="#generation",
-                                 ExpressionAttributeNames={"#generation": "generation"}).get("Item")
+        item = ledger.get_item(Key=key(PLAN_PK, CURRENT), ConsistentRead=True,
+                               ProjectionExpression="#generation",
+                               ExpressionAttributeNames={"#generation": "generation"})
         generation = int(item["generation"]["N"]) if item and "generation" in item else 0
-        dynamodb.put_item(TableName=table, Item={
+        ledger.put_item(Item={
             **key(CONTROL_PK, ENGAGE),
             "generation": {"N": str(generation)},
             "by": {"S": by},
@@ -278,7 +279,7 @@ def request_engage(dynamodb, table: str, *, by: str, reason: str, now: datetime)
             TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
         })
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot record the engage request in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record the engage request in {ledger.table}: {failure_kind(err)}") from err
     return generation
 
 
@@ -287,7 +288,7 @@ def _release_key(arn: str) -> dict:
 
 
 @uses("dynamodb:PutItem", "dynamodb:GetItem", by=("cli", "operator"))
-def request_release(dynamodb, table: str, arn: str, *, by: str, reason: str, now: datetime,
+def request_release(ledger: "Ledger", arn: str, *, by: str, reason: str, now: datetime,
                     request_id: str) -> tuple[ReleaseRequest, bool]:
     """Ask the reconciler to release `arn` (restore it and forget its record) at its next
     tick. Returns (the request in force, whether this call wrote it): while a request for
@@ -302,8 +303,8 @@ def request_release(dynamodb, table: str, arn: str, *, by: str, reason: str, now
         TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=REQUEST_DAYS)))},
     }
     try:
-        dynamodb.put_item(
-            TableName=table, Item=item,
+        ledger.put_item(
+            Item=item,
             ConditionExpression="attribute_not_exists(#pk) OR #state = :done OR #ttl <= :now",
             ExpressionAttributeNames={"#pk": PK, "#state": "state", "#ttl": TTL_ATTRIBUTE},
             ExpressionAttributeValues={":done": {"S": DONE}, ":now": {"N": str(epoch)}},
@@ -311,25 +312,25 @@ def request_release(dynamodb, table: str, arn: str, *, by: str, reason: str, now
         return release_from_item(item), True
     except (ClientError, BotoCoreError) as err:
         if not condition_failed(err):
-            raise LedgerUnavailable(f"cannot record the release request in {table}: {failure_kind(err)}") from err
+            raise LedgerUnavailable(f"cannot record the release request in {ledger.table}: {failure_kind(err)}") from err
     try:
-        found = dynamodb.get_item(TableName=table, Key=_release_key(arn), ConsistentRead=True).get("Item")
+        found = ledger.get_item(Key=_release_key(arn), ConsistentRead=True)
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the release request in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the release request in {ledger.table}: {failure_kind(err)}") from err
     if found is None:   # deleted in between (its TTL): this request is not written; the caller may ask again
-        raise LedgerUnavailable(f"the release request for {arn} in {table} changed while it was written: try again")
+        raise LedgerUnavailable(f"the release request for {arn} in {ledger.table} changed while it was written: try again")
     return release_from_item(found), False
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
-def claim_release(dynamodb, table: str, request: ReleaseRequest, *, controller_id: str, now: datetime,
+def claim_release(ledger: "Ledger", request: ReleaseRequest, *, controller_id: str, now: datetime,
                   until: datetime) -> bool:
     """Take `request` for this tick: True when it was still to be acted on (the same
     request, requested, or claimed by a tick whose claim ran out). Two ticks at once:
     one takes it, the other gets False and leaves it."""
     try:
-        dynamodb.update_item(
-            TableName=table, Key=_release_key(request.arn),
+        ledger.update_item(
+            Key=_release_key(request.arn),
             UpdateExpression="SET #state = :acting, #controller = :me, #until = :until",
             ConditionExpression="#request = :id AND (#state = :requested OR (#state = :acting AND #until <= :now))",
             ExpressionAttributeNames={"#state": "state", "#controller": "controller", "#until": "claim_until",
@@ -342,11 +343,11 @@ def claim_release(dynamodb, table: str, request: ReleaseRequest, *, controller_i
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             return False
-        raise LedgerUnavailable(f"cannot claim the release request in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot claim the release request in {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
-def finish_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: str, detail: str,
+def finish_release(ledger: "Ledger", request: ReleaseRequest, *, outcome: str, detail: str,
                    controller_id: str, now: datetime, claimed: bool = True) -> bool:
     """Record the outcome of `request`: done, never acted on again. `claimed`: only if
     this tick still holds its claim; otherwise (an expired request, never claimed by this
@@ -356,8 +357,8 @@ def finish_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: st
         "#state = :acting AND #controller = :me" if claimed
         else "#state <> :done AND NOT (#state = :acting AND #until > :now)")
     try:
-        dynamodb.update_item(
-            TableName=table, Key=_release_key(request.arn),
+        ledger.update_item(
+            Key=_release_key(request.arn),
             UpdateExpression="SET #state = :done, #outcome = :outcome, #detail = :detail, #done_at = :at, "
                              "#controller = :me REMOVE #until",
             ConditionExpression=condition,
@@ -373,19 +374,19 @@ def finish_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: st
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             return False
-        raise LedgerUnavailable(f"cannot record the release outcome in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record the release outcome in {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
-def refuse_malformed_release(dynamodb, table: str, request: ReleaseRequest, *, outcome: str, detail: str,
+def refuse_malformed_release(ledger: "Ledger", request: ReleaseRequest, *, outcome: str, detail: str,
                              controller_id: str, now: datetime) -> bool:
     """Record `outcome` on a request item Holdfast cannot act on (`request.problem`):
     done, its expiry a day from now (a whole number, so DynamoDB's TTL removes it),
     and a new request may replace it. Only if it is still that item: its request id
     is the one read, or it still has none (a new request has one). False otherwise."""
     try:
-        dynamodb.update_item(
-            TableName=table, Key=_release_key(request.arn),
+        ledger.update_item(
+            Key=_release_key(request.arn),
             UpdateExpression="SET #state = :done, #outcome = :outcome, #detail = :detail, #done_at = :at, "
                              "#controller = :me, #ttl = :expires REMOVE #until",
             ConditionExpression="attribute_exists(#pk) AND (attribute_not_exists(#state) OR #state <> :done) AND "
@@ -402,4 +403,4 @@ def refuse_malformed_release(dynamodb, table: str, request: ReleaseRequest, *, o
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             return False
-        raise LedgerUnavailable(f"cannot record the release outcome in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record the release outcome in {ledger.table}: {failure_kind(err)}") from err

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -31,6 +31,9 @@ from holdfast.core.errors import Conflict, LedgerUnavailable, StalePlan
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import UNCHANGED_SINCE_READ, key, still_current
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 DRAIN, REPLAY = "DRAIN", "REPLAY"
 PARTITIONS = (DRAIN, REPLAY)
@@ -52,17 +55,39 @@ def _partition(partition: str) -> str:
     return partition
 
 
-@uses("dynamodb:Query", by=("reconciler", "cli"))
-def read_all(dynamodb, table: str, partition: str) -> dict[str, Item]:
+def read_all(ledger: "Ledger", partition: str) -> dict[str, Item]:
     """Every record of the partition, by ARN, strongly consistent. A record whose document
-    is not JSON is left out (and reported by the caller as missing: it starts again)."""
+    is not JSON is left out (and reported by the caller as missing: it starts again).
+
+    One Query a ledger (one tick): the engine's walk (the mappings in drain), the drain
+    stage and the replay stage read the same answer, kept current with the tick's own
+    writes (`write`). A failed Query is not kept (the next reader reads again), and a
+    write that failed drops the kept answer, as ledger/resources.py's Shared does."""
+    with ledger.partitions_lock:
+        kept = ledger.partitions.get(_partition(partition))
+        if kept is None:
+            kept = ledger.partitions[partition] = _query(ledger, partition)
+        return dict(kept)
+
+
+def _remember(ledger: "Ledger", partition: str, item: Item | None) -> None:
+    """This tick's write, in its kept read: what a Query now would answer. None: the write
+    failed, so the next reader reads again."""
+    with ledger.partitions_lock:
+        if item is None:
+            ledger.partitions.pop(partition, None)
+        elif partition in ledger.partitions:
+            ledger.partitions[partition][item.arn] = item
+
+
+@uses("dynamodb:Query", by=("reconciler", "cli"))
+def _query(ledger: "Ledger", partition: str) -> dict[str, Item]:
     out: dict[str, Item] = {}
     try:
-        for page in dynamodb.get_paginator("query").paginate(
-            TableName=table,
+        for page in ledger.query_pages(
             KeyConditionExpression="#pk = :pk",
             ExpressionAttributeNames={"#pk": PK},
-            ExpressionAttributeValues={":pk": {"S": _partition(partition)}},
+            ExpressionAttributeValues={":pk": {"S": partition}},
             ConsistentRead=True,
         ):
             for item in page["Items"]:
@@ -73,19 +98,18 @@ def read_all(dynamodb, table: str, partition: str) -> dict[str, Item]:
                 out[item[SK]["S"]] = Item(item[SK]["S"], doc, int(item["version"]["N"]), int(item["generation"]["N"]),
                                           item.get("updated_at", {}).get("S"))
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the {partition.lower()} records from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the {partition.lower()} records from {ledger.table}: {failure_kind(err)}") from err
     return out
 
 
 @uses("dynamodb:ConditionCheckItem", "dynamodb:PutItem", by=("reconciler",))
-def write(dynamodb, table: str, partition: str, arn: str, doc: dict[str, Any], *, generation: int,
+def write(ledger: "Ledger", partition: str, arn: str, doc: dict[str, Any], *, generation: int,
           read_version: int, controller_id: str, now: datetime) -> Item:
     """Write `doc` as the next version of the record, only while `generation` is the plan
     and the record is still `read_version` (0: absent). StalePlan when the plan moved on,
     Conflict when another controller wrote the record since it was read."""
     version = read_version + 1
     put = {
-        "TableName": table,
         "Item": {
             **key(_partition(partition), arn),
             "doc": {"S": json.dumps(doc, sort_keys=True)},
@@ -100,12 +124,16 @@ def write(dynamodb, table: str, partition: str, arn: str, doc: dict[str, Any], *
         "ExpressionAttributeValues": {":version": {"N": str(read_version)}},
     }
     try:
-        dynamodb.transact_write_items(TransactItems=[still_current(table, generation), {"Put": put}])
+        ledger.transact_write_items([still_current(generation), {"Put": put}])
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
             if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
                 raise StalePlan(f"plan generation {generation} is no longer current") from err
+            _remember(ledger, partition, None)   # another controller's write: read it next time
             raise Conflict(f"{partition.lower()} record of {arn} changed since it was read (version {read_version})") from err
+        _remember(ledger, partition, None)
         raise LedgerUnavailable(f"cannot write the {partition.lower()} record of {arn}: {failure_kind(err)}") from err
-    return Item(arn, doc, version, generation, now.isoformat())
+    written = Item(arn, doc, version, generation, now.isoformat())
+    _remember(ledger, partition, written)
+    return written

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -30,6 +30,9 @@ from holdfast.core.policy import NORMAL
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import SAME_ATTEMPT, key
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 PARTITION = "STUCK"
 FAILURE_TTL_DAYS = 14
@@ -65,11 +68,10 @@ def _failure(item: dict[str, Any]) -> Failure:
 
 
 @uses("dynamodb:Query", by=("reconciler", "cli"))
-def load(dynamodb, table: str) -> dict[str, Failure]:
+def load(ledger: "Ledger") -> dict[str, Failure]:
     """Every failing resource, by ARN (one Query of a small partition)."""
     try:
-        pages = dynamodb.get_paginator("query").paginate(
-            TableName=table,
+        pages = ledger.query_pages(
             KeyConditionExpression="#pk = :pk",
             ExpressionAttributeNames={"#pk": PK},
             ExpressionAttributeValues={":pk": {"S": PARTITION}},
@@ -77,11 +79,11 @@ def load(dynamodb, table: str) -> dict[str, Failure]:
         )
         return {f.arn: f for page in pages for f in map(_failure, page["Items"])}
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the failing resources from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the failing resources from {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:UpdateItem", "dynamodb:PutItem", by=("reconciler",))
-def record(dynamodb, table: str, *, arn: str, kind: str, operation: str, generation: int, error: str,
+def record(ledger: "Ledger", *, arn: str, kind: str, operation: str, generation: int, error: str,
            now: datetime) -> Failure:
     """Count one more failed walk of `arn`; the count after it."""
     at = now.isoformat()
@@ -89,8 +91,7 @@ def record(dynamodb, table: str, *, arn: str, kind: str, operation: str, generat
     error = error[:500]
     try:
         try:
-            item = dynamodb.update_item(
-                TableName=table,
+            item = ledger.update_item(
                 Key=key(PARTITION, arn),
                 UpdateExpression="ADD failures :one SET #error = :error, last_failed_at = :at, #ttl = :ttl",
                 ConditionExpression=SAME_ATTEMPT,
@@ -110,19 +111,19 @@ def record(dynamodb, table: str, *, arn: str, kind: str, operation: str, generat
             "generation": {"N": str(generation)}, "failures": {"N": "1"}, "error": {"S": error},
             "first_failed_at": {"S": at}, "last_failed_at": {"S": at}, TTL_ATTRIBUTE: ttl,
         }
-        dynamodb.put_item(TableName=table, Item=item)
+        ledger.put_item(Item=item)
         return _failure(item)
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot count a failure of {arn} in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot count a failure of {arn} in {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:DeleteItem", by=("reconciler", "cli"))
-def clear(dynamodb, table: str, arn: str) -> None:
+def clear(ledger: "Ledger", arn: str) -> None:
     """The resource succeeded: it is no longer failing."""
     try:
-        dynamodb.delete_item(TableName=table, Key=key(PARTITION, arn))
+        ledger.delete_item(Key=key(PARTITION, arn))
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot clear the failures of {arn} in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot clear the failures of {arn} in {ledger.table}: {failure_kind(err)}") from err
 
 
 def stuck(failing: dict[str, Failure], plan, threshold: int) -> list[Failure]:

@@ -18,7 +18,7 @@ under, and when (TTL one day).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -29,6 +29,9 @@ from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import PLAN_PK, key, still_current
 
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
+
 # Longer than one AWS write can take under the SDK's standard retries (3 attempts of a
 # 3 s connect and 10 s read timeout): a relaxing write guarded earlier has landed or failed by then.
 LEASE_SECONDS = 60
@@ -38,17 +41,17 @@ def _epoch(when: datetime) -> int:
     return int(when.timestamp())
 
 
-def guard_factory(dynamodb, table: str, *, controller_id: str, clock) -> Callable[[int], Guard]:
+def guard_factory(ledger: "Ledger", *, controller_id: str, clock) -> Callable[[int], Guard]:
     """guard(g) -> a Guard that raises StalePlan unless generation g is current *now*."""
 
     def guard(generation: int) -> Guard:
-        return lambda: check_generation(dynamodb, table, generation, controller_id=controller_id, now=clock.now())
+        return lambda: check_generation(ledger, generation, controller_id=controller_id, now=clock.now())
 
     return guard
 
 
 @uses("dynamodb:ConditionCheckItem", "dynamodb:PutItem", by=("reconciler",))
-def check_generation(dynamodb, table: str, generation: int, *, controller_id: str, now: datetime) -> None:
+def check_generation(ledger: "Ledger", generation: int, *, controller_id: str, now: datetime) -> None:
     """One transaction: ConditionCheck CURRENT.generation == g, and this controller's
     lease records that it is about to relax under g."""
     lease = {
@@ -58,12 +61,7 @@ def check_generation(dynamodb, table: str, generation: int, *, controller_id: st
         TTL_ATTRIBUTE: {"N": str(_epoch(now + timedelta(days=1)))},
     }
     try:
-        dynamodb.transact_write_items(
-            TransactItems=[
-                still_current(table, generation),
-                {"Put": {"TableName": table, "Item": lease}},
-            ]
-        )
+        ledger.transact_write_items([still_current(generation), {"Put": {"Item": lease}}])
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             raise StalePlan(f"plan generation {generation} is no longer current") from err
@@ -71,10 +69,9 @@ def check_generation(dynamodb, table: str, generation: int, *, controller_id: st
 
 
 @uses("dynamodb:Query", by=("reconciler",))
-def stale_relaxers(dynamodb, table: str, generation: int, now: datetime) -> list[str]:
+def stale_relaxers(ledger: "Ledger", generation: int, now: datetime) -> list[str]:
     """Controllers that relaxed under an older generation less than LEASE_SECONDS ago."""
-    pages = dynamodb.get_paginator("query").paginate(
-        TableName=table,
+    pages = ledger.query_pages(
         KeyConditionExpression="#pk = :pk AND begins_with(#sk, :lease)",
         ExpressionAttributeNames={"#pk": PK, "#sk": SK},
         ExpressionAttributeValues={":pk": {"S": PLAN_PK}, ":lease": {"S": "LEASE#"}},
@@ -89,4 +86,4 @@ def stale_relaxers(dynamodb, table: str, generation: int, now: datetime) -> list
             if int(item["generation"]["N"]) < generation and datetime.fromisoformat(item["at"]["S"]) > cutoff
         ]
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the controllers' leases from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the controllers' leases from {ledger.table}: {failure_kind(err)}") from err

@@ -26,7 +26,7 @@ Rules:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -36,6 +36,9 @@ from holdfast.core.policy import Plan
 from holdfast.iam import uses
 from holdfast.ledger import PK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import CURRENT, IS_GENERATION, NO_PLAN_YET, PLAN_PK, key
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 CURSOR = "cursor:"
 HISTORY_DAYS = 30
@@ -87,12 +90,12 @@ def from_item(item: dict[str, Any]) -> Plan:
 
 
 @uses("dynamodb:GetItem", by=("reconciler", "cli", "detector", "readiness", "operator"))
-def read_item(dynamodb, table: str) -> dict[str, Any] | None:
+def read_item(ledger: "Ledger") -> dict[str, Any] | None:
     """The raw CURRENT item (with written_by, notified), strongly consistent."""
     try:
-        return dynamodb.get_item(TableName=table, Key=key(PLAN_PK, CURRENT), ConsistentRead=True).get("Item")
+        return ledger.get_item(Key=key(PLAN_PK, CURRENT), ConsistentRead=True)
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the plan from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the plan from {ledger.table}: {failure_kind(err)}") from err
 
 
 def is_notified(item: Mapping[str, Any] | None) -> bool:
@@ -100,19 +103,18 @@ def is_notified(item: Mapping[str, Any] | None) -> bool:
     return bool((item or {}).get("notified", {}).get("BOOL", False))
 
 
-def read(dynamodb, table: str) -> Plan | None:
-    item = read_item(dynamodb, table)
+def read(ledger: "Ledger") -> Plan | None:
+    item = read_item(ledger)
     return from_item(item) if item else None
 
 
 @uses("dynamodb:PutItem", by=("reconciler",))
-def write(dynamodb, table: str, plan: Plan, *, controller_id: str, now: datetime) -> None:
+def write(ledger: "Ledger", plan: Plan, *, controller_id: str, now: datetime) -> None:
     """Write `plan` as the successor of generation plan.generation-1, with its history
     item, atomically. Raises PlanConflict when that is no longer the current plan."""
     previous = plan.generation - 1
     item = to_item(plan, controller_id=controller_id, now=now)
     current = {
-        "TableName": table,
         "Item": {**key(PLAN_PK, CURRENT), **item},
         "ExpressionAttributeNames": {"#pk": PK} if previous == 0 else {"#generation": "generation"},
     }
@@ -122,7 +124,6 @@ def write(dynamodb, table: str, plan: Plan, *, controller_id: str, now: datetime
         current["ConditionExpression"] = IS_GENERATION
         current["ExpressionAttributeValues"] = {":generation": {"N": str(previous)}}
     history = {
-        "TableName": table,
         "Item": {
             **key(PLAN_PK, f"GEN#{plan.generation:012d}"),
             **item,
@@ -130,7 +131,7 @@ def write(dynamodb, table: str, plan: Plan, *, controller_id: str, now: datetime
         },
     }
     try:
-        dynamodb.transact_write_items(TransactItems=[{"Put": current}, {"Put": history}])
+        ledger.transact_write_items([{"Put": current}, {"Put": history}])
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
             raise PlanConflict(f"generation {plan.generation} lost: the plan is no longer generation {previous}") from err
@@ -141,11 +142,10 @@ def write(dynamodb, table: str, plan: Plan, *, controller_id: str, now: datetime
         raise LedgerUnavailable(f"cannot write plan generation {plan.generation}: {failure_kind(err)}") from err
 
 
-def _update_current(dynamodb, table: str, generation: int, expression: str, values: dict,
+def _update_current(ledger: "Ledger", generation: int, expression: str, values: dict,
                     names: dict | None = None) -> bool:
     try:
-        dynamodb.update_item(
-            TableName=table,
+        ledger.update_item(
             Key=key(PLAN_PK, CURRENT),
             UpdateExpression=expression,
             ConditionExpression=IS_GENERATION,
@@ -164,18 +164,18 @@ def _update_current(dynamodb, table: str, generation: int, expression: str, valu
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
-def mark_done(dynamodb, table: str, generation: int, kind: str) -> bool:
+def mark_done(ledger: "Ledger", generation: int, kind: str) -> bool:
     """Record that `kind`'s walk finished for `generation`. False if the plan moved on."""
-    return _update_current(dynamodb, table, generation, "ADD done :kind", {":kind": {"SS": [kind]}})
+    return _update_current(ledger, generation, "ADD done :kind", {":kind": {"SS": [kind]}})
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
-def set_cursor(dynamodb, table: str, generation: int, marker: str, arn: str) -> bool:
+def set_cursor(ledger: "Ledger", generation: int, marker: str, arn: str) -> bool:
     """Record where `marker`'s unfinished walk resumes for `generation`. False if the plan moved on."""
-    return _update_current(dynamodb, table, generation, "SET #cursor = :arn", {":arn": {"S": arn}},
+    return _update_current(ledger, generation, "SET #cursor = :arn", {":arn": {"S": arn}},
                            {"#cursor": CURSOR + marker})
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
-def mark_notified(dynamodb, table: str, generation: int) -> bool:
-    return _update_current(dynamodb, table, generation, "SET notified = :yes", {":yes": {"BOOL": True}})
+def mark_notified(ledger: "Ledger", generation: int) -> bool:
+    return _update_current(ledger, generation, "SET notified = :yes", {":yes": {"BOOL": True}})

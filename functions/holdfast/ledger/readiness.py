@@ -8,7 +8,7 @@ and nothing else of the ledger (policies/readiness.json, by dynamodb:LeadingKeys
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -17,22 +17,25 @@ from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
 from holdfast.ledger.conditions import key
 
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
+
 READINESS_PK, LAST = "READINESS", "LAST"
 
 
 @uses("dynamodb:PutItem", by=("readiness",))
-def write_result(dynamodb, table: str, result: dict[str, Any]) -> None:
+def write_result(ledger: "Ledger", result: dict[str, Any]) -> None:
     try:
-        dynamodb.put_item(TableName=table, Item={**key(READINESS_PK, LAST), "result": {"S": json.dumps(result)}})
+        ledger.put_item(Item={**key(READINESS_PK, LAST), "result": {"S": json.dumps(result)}})
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot record the readiness result in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record the readiness result in {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:GetItem", by=("cli", "readonly"))
-def read_result(dynamodb, table: str) -> dict[str, Any] | None:
+def read_result(ledger: "Ledger") -> dict[str, Any] | None:
     """{"at", "ok", "failed": [check names], "checks": [...], "selected": {kind: n}}, or None before the first run."""
     try:
-        item = dynamodb.get_item(TableName=table, Key=key(READINESS_PK, LAST)).get("Item")
+        item = ledger.get_item(Key=key(READINESS_PK, LAST))
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the readiness result from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the readiness result from {ledger.table}: {failure_kind(err)}") from err
     return json.loads(item["result"]["S"]) if item and "result" in item else None

@@ -26,7 +26,9 @@ successful Query read, kept current with every view's writes. Each view keeps it
 `available` and `error`, as a ledger of its own would: a failure (a Query, a write)
 marks the view that met it, and drops the shared read, so the next reader Queries
 again instead of trusting a table that just failed; a view that had the read keeps it.
-A ResourceLedger built on its own shares nothing, and its `records` Queries each time.
+A ResourceLedger built on its own (`ResourceLedger(ledger)`) shares nothing, and its
+`records` Queries each time. Its calls go through the Ledger's storage hooks
+(holdfast.ledger.store), which bind the table's name.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -45,6 +47,9 @@ from holdfast.core.model import Record
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK
 from holdfast.ledger.conditions import NO_RECORD_YET, RECORD_UNCHANGED
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 # A record grown by two controllers at once: re-read and merge this many times at most.
 GROW_ATTEMPTS = 3
@@ -71,9 +76,9 @@ class Shared:
 class ResourceLedger:
     """Original records of engaged resources, tolerant of an unreachable table."""
 
-    def __init__(self, dynamodb, table: str, *, shared: Shared | None = None):
-        self._db = dynamodb
-        self.table = table
+    def __init__(self, ledger: "Ledger", *, shared: Shared | None = None):
+        self._ledger = ledger
+        self.table = ledger.table
         self.available = True
         self.error: str | None = None
         # A view of a tick's ledger answers `records` from the shared read; one built on its
@@ -144,7 +149,7 @@ class ResourceLedger:
             "applied": {"S": _json(record.applied)},
         }
         try:
-            self._db.put_item(TableName=self.table, Item=item, ConditionExpression=NO_RECORD_YET)
+            self._ledger.put_item(Item=item, ConditionExpression=NO_RECORD_YET)
             self._remember(record.arn, record)
             return True
         except (ClientError, BotoCoreError) as err:
@@ -177,8 +182,7 @@ class ResourceLedger:
             else:
                 grown = restore.merge(record, existing)
             try:
-                self._db.update_item(
-                    TableName=self.table,
+                self._ledger.update_item(
                     Key=_key(record.arn),
                     UpdateExpression="SET #original = :original, #applied = :applied",
                     ConditionExpression=RECORD_UNCHANGED,
@@ -207,7 +211,7 @@ class ResourceLedger:
         if not self.available:
             return False
         try:
-            self._db.update_item(TableName=self.table, Key=_key(arn), UpdateExpression="SET #identity = :identity",
+            self._ledger.update_item(Key=_key(arn), UpdateExpression="SET #identity = :identity",
                                  ConditionExpression=f"attribute_exists({PK})",
                                  ExpressionAttributeNames={"#identity": "identity"},
                                  ExpressionAttributeValues={":identity": {"S": _json(identity)}})
@@ -226,7 +230,7 @@ class ResourceLedger:
         if not self.available:
             return None
         try:
-            item = self._db.get_item(TableName=self.table, Key=_key(arn), ConsistentRead=True).get("Item")
+            item = self._ledger.get_item(Key=_key(arn), ConsistentRead=True)
         except (ClientError, BotoCoreError) as err:
             self._failed(err)
             return None
@@ -238,7 +242,7 @@ class ResourceLedger:
         if not self.available:
             return False
         try:
-            self._db.delete_item(TableName=self.table, Key=_key(arn))
+            self._ledger.delete_item(Key=_key(arn))
         except (ClientError, BotoCoreError) as err:
             self._failed(err)
             return False
@@ -262,8 +266,7 @@ class ResourceLedger:
     def _query(self) -> list[Record]:
         out: list[Record] = []
         try:
-            for page in self._db.get_paginator("query").paginate(
-                TableName=self.table,
+            for page in self._ledger.query_pages(
                 KeyConditionExpression="#pk = :pk",
                 ExpressionAttributeNames={"#pk": PK},
                 ExpressionAttributeValues={":pk": {"S": PARTITION}},

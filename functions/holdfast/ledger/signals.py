@@ -20,7 +20,7 @@ Item families (see ledger/__init__.py):
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -30,6 +30,9 @@ from holdfast.core.signals import HEALTH, Signal, iso
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import NO_RECORD_YET
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 SIGNAL_PREFIX = "SIGNAL#"
 HEALTH_PK = "HEALTH"
@@ -73,11 +76,10 @@ def from_item(item: dict) -> Signal:
 
 
 @uses("dynamodb:PutItem", by=("detector", "reconciler"))
-def record(dynamodb, table: str, signal: Signal, *, ttl_hours: int) -> bool:
+def record(ledger: "Ledger", signal: Signal, *, ttl_hours: int) -> bool:
     """Store a signal once. True when stored now, False when it was already there."""
     try:
-        dynamodb.put_item(
-            TableName=table,
+        ledger.put_item(
             Item=to_item(signal, ttl_hours),
             # The key is derived from the signal alone, so a redelivery finds its twin.
             ConditionExpression=NO_RECORD_YET,
@@ -89,13 +91,13 @@ def record(dynamodb, table: str, signal: Signal, *, ttl_hours: int) -> bool:
         raise LedgerUnavailable(f"cannot record signal {signal.id}: {err}") from err
 
 
-def record_all(dynamodb, table: str, signals: Iterable[Signal], *, ttl_hours: int) -> int:
+def record_all(ledger: "Ledger", signals: Iterable[Signal], *, ttl_hours: int) -> int:
     """Record each signal; returns how many were new."""
-    return sum(record(dynamodb, table, s, ttl_hours=ttl_hours) for s in signals)
+    return sum(record(ledger, s, ttl_hours=ttl_hours) for s in signals)
 
 
 @uses("dynamodb:Query", by=("reconciler", "cli", "detector"))
-def recent(dynamodb, table: str, since: datetime, now: datetime) -> list[Signal]:
+def recent(ledger: "Ledger", since: datetime, now: datetime) -> list[Signal]:
     """Signals with since <= time <= now, plus every unexpired Health communication
     (an issue stays open until its closing communication, however long ago it opened)."""
     try:
@@ -103,26 +105,25 @@ def recent(dynamodb, table: str, since: datetime, now: datetime) -> list[Signal]
         hour = since.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
         while hour <= now:
             items += _query(
-                dynamodb,
-                table,
+                ledger,
                 "#pk = :pk AND #sk BETWEEN :lo AND :hi",
                 {":pk": {"S": _bucket(hour)}, ":lo": {"S": iso(since)}, ":hi": {"S": iso(now) + "~"}},
             )
             hour += timedelta(hours=1)
-        items += _query(dynamodb, table, "#pk = :pk", {":pk": {"S": HEALTH_PK}})
+        items += _query(ledger, "#pk = :pk", {":pk": {"S": HEALTH_PK}})
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot read signals: {err}") from err
     epoch = int(now.timestamp())
     return [from_item(i) for i in items if int(i.get(TTL_ATTRIBUTE, {}).get("N", epoch + 1)) > epoch]
 
 
-def _query(dynamodb, table: str, condition: str, values: dict) -> list[dict]:
+def _query(ledger: "Ledger", condition: str, values: dict) -> list[dict]:
     names = {"#pk": PK} if "#sk" not in condition else {"#pk": PK, "#sk": SK}
-    kwargs = dict(TableName=table, KeyConditionExpression=condition, ExpressionAttributeNames=names,
+    kwargs = dict(KeyConditionExpression=condition, ExpressionAttributeNames=names,
                   ExpressionAttributeValues=values)
     items = []
     while True:
-        page = dynamodb.query(**kwargs)
+        page = ledger.query(**kwargs)
         items += page.get("Items", [])
         if "LastEvaluatedKey" not in page:
             return items

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from holdfast.core.policy import Plan
 from holdfast.iam import uses
@@ -20,6 +20,9 @@ from holdfast.ledger.control import CONTROL_PK, PAUSE
 from holdfast.ledger.plan import from_item
 from holdfast.ledger.resources import PARTITION as RES_PK
 from holdfast.ledger.verdict import VERDICT
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 
 @dataclass(frozen=True)
@@ -31,22 +34,22 @@ class Summary:
 
 
 @uses("dynamodb:GetItem", "dynamodb:Query", by=("cli", "readonly"))
-def read(dynamodb, table: str, *, before_read: Callable[[], None] = lambda: None) -> Summary:
+def read(ledger: "Ledger", *, before_read: Callable[[], None] = lambda: None) -> Summary:
     before_read()
-    item = dynamodb.get_item(TableName=table, Key=key(PLAN_PK, CURRENT)).get("Item")
+    item = ledger.get_item(Key=key(PLAN_PK, CURRENT))
     plan = from_item(item) if item else None
     before_read()
-    verdict = dynamodb.get_item(TableName=table, Key=key(PLAN_PK, VERDICT)).get("Item")
+    verdict = ledger.get_item(Key=key(PLAN_PK, VERDICT))
     state = json.loads(verdict["verdict"]["S"]).get("state") if verdict and "verdict" in verdict else None
     before_read()
-    control = dynamodb.get_item(TableName=table, Key=key(CONTROL_PK, PAUSE)).get("Item")
+    control = ledger.get_item(Key=key(CONTROL_PK, PAUSE))
     paused = bool(control and control.get("paused", {}).get("BOOL"))
     kinds: Counter[str] = Counter()
-    request = dict(TableName=table, KeyConditionExpression="#pk = :pk", ProjectionExpression="#kind",
+    request = dict(KeyConditionExpression="#pk = :pk", ProjectionExpression="#kind",
                    ExpressionAttributeNames={"#pk": PK, "#kind": "kind"}, ExpressionAttributeValues={":pk": {"S": RES_PK}})
     while True:
         before_read()
-        page = dynamodb.query(**request)
+        page = ledger.query(**request)
         kinds.update(i.get("kind", {}).get("S", "?") for i in page.get("Items", []))
         if "LastEvaluatedKey" not in page:
             break

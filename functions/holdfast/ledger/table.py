@@ -1,9 +1,10 @@
-"""Create the ledger table where it is missing (first use, local endpoints)."""
+"""Create the ledger table where it is missing (first use, local endpoints), and ask
+whether it is there (`describe`)."""
 
 from __future__ import annotations
 
 from holdfast.iam import uses
-from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
+from holdfast.ledger import PK, SK, TTL_ATTRIBUTE, Ledger
 
 
 @uses("dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:UpdateTimeToLive", by=("cli",))
@@ -31,3 +32,10 @@ def ensure_table(dynamodb, name: str) -> bool:
         TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
     )
     return True
+
+
+@uses("dynamodb:DescribeTable", by=("cli",))
+def describe(ledger: Ledger) -> dict:
+    """The table's description; DynamoDB's errors (ResourceNotFoundException: no such
+    table) pass through to the caller, which says what each means for its command."""
+    return ledger.describe_table()["Table"]

@@ -14,6 +14,8 @@ projection); a re-walk reads its kind's set with one GetItem. Items leave by TTL
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,6 +26,9 @@ from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
 from holdfast.ledger.conditions import key
+
+if TYPE_CHECKING:
+    from holdfast.ledger.store import Ledger
 
 PARTITION = "WALK"
 TTL_DAYS = 7
@@ -40,11 +45,10 @@ class Walk:
 
 
 @uses("dynamodb:Query", by=("reconciler",))
-def load(dynamodb, table: str, generation: int) -> dict[str, Walk]:
+def load(ledger: "Ledger", generation: int) -> dict[str, Walk]:
     """marker -> when its walk last finished under `generation`."""
     try:
-        pages = dynamodb.get_paginator("query").paginate(
-            TableName=table,
+        pages = ledger.query_pages(
             KeyConditionExpression="#pk = :pk AND begins_with(#sk, :gen)",
             ProjectionExpression="#sk, #at",
             ExpressionAttributeNames={"#pk": PK, "#sk": SK, "#at": "at"},
@@ -59,21 +63,20 @@ def load(dynamodb, table: str, generation: int) -> dict[str, Walk]:
                 out[marker] = Walk(marker, datetime.fromisoformat(at) if at else None)
         return out
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the walks from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the walks from {ledger.table}: {failure_kind(err)}") from err
 
 
 @uses("dynamodb:GetItem", by=("reconciler",))
-def seen(dynamodb, table: str, generation: int, marker: str) -> set[str]:
+def seen(ledger: "Ledger", generation: int, marker: str) -> set[str]:
     try:
-        item = dynamodb.get_item(TableName=table, Key=key(PARTITION, _sk(generation, marker)),
-                                 ConsistentRead=True).get("Item") or {}
+        item = ledger.get_item(Key=key(PARTITION, _sk(generation, marker)), ConsistentRead=True) or {}
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot read the walk of {marker} from {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot read the walk of {marker} from {ledger.table}: {failure_kind(err)}") from err
     return set(item.get("seen", {}).get("SS", ()))
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
-def walked(dynamodb, table: str, generation: int, marker: str, *, now: datetime, finished: bool,
+def walked(ledger: "Ledger", generation: int, marker: str, *, now: datetime, finished: bool,
            prints: set[str]) -> None:
     """Add what a walk of `marker` saw; `finished`: it reached the end (sets `at`)."""
     sets, values = [f"#ttl = :ttl"], {":ttl": {"N": str(int((now + timedelta(days=TTL_DAYS)).timestamp()))}}
@@ -88,7 +91,7 @@ def walked(dynamodb, table: str, generation: int, marker: str, *, now: datetime,
         names["#seen"] = "seen"
         values[":prints"] = {"SS": sorted(prints)}
     try:
-        dynamodb.update_item(TableName=table, Key=key(PARTITION, _sk(generation, marker)), UpdateExpression=expression,
+        ledger.update_item(Key=key(PARTITION, _sk(generation, marker)), UpdateExpression=expression,
                              ExpressionAttributeNames=names, ExpressionAttributeValues=values)
     except (ClientError, BotoCoreError) as err:
-        raise LedgerUnavailable(f"cannot record the walk of {marker} in {table}: {failure_kind(err)}") from err
+        raise LedgerUnavailable(f"cannot record the walk of {marker} in {ledger.table}: {failure_kind(err)}") from err

@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 def collect(runtime, now: datetime, previous: Verdict | None, *,
             resolver: probes.Resolver = probes.system_resolver) -> Verdict:
     """Probe, poll, record what was seen, read the recent signals, evaluate."""
-    clients, settings, ledger_table = runtime.clients, runtime.settings, runtime.table
+    clients, settings = runtime.clients, runtime.settings
     quick = _probe_clients(clients, settings)
     fresh = probes.run(quick, settings, clients.region, now, resolver=resolver)
     logger.info("probes: success ratio %s", probes.success_ratio(fresh))
@@ -58,14 +58,14 @@ def collect(runtime, now: datetime, previous: Verdict | None, *,
     except (ClientError, BotoCoreError) as err:
         logger.warning("polling fallback failed this tick: %s", err)
 
-    dynamodb = clients("dynamodb")
+    ledger = runtime.ledger()
     stored = []
     try:
-        record_all(dynamodb, ledger_table, fresh, ttl_hours=settings.signal_ttl_hours)
+        record_all(ledger, fresh, ttl_hours=settings.signal_ttl_hours)
     except LedgerUnavailable as err:
         logger.warning("%s; evaluating without recording", err)
     try:
-        stored = recent(dynamodb, ledger_table, now - lookback(settings), now)
+        stored = recent(ledger, now - lookback(settings), now)
     except LedgerUnavailable as err:
         logger.warning("%s; evaluating this tick's own observations only", err)
     return evaluate(stored + fresh, previous, settings, now)
@@ -122,14 +122,14 @@ def observe(runtime, now: datetime, *, collect: Collect | None = None, ledger=No
     the verdict is the last one recorded. Paused, the tick asks for no verdict.
     `ledger`: the tick's (holdfast.ledger.store), which the evidence reads the resource
     records through. Raises LedgerUnavailable when the control or the plan cannot be read."""
-    dynamodb = runtime.clients("dynamodb")
-    control = ledger_control.read_control(dynamodb, runtime.table)
-    item = ledger_plan.read_item(dynamodb, runtime.table)
+    ledger = ledger or runtime.ledger()
+    control = ledger_control.read_control(ledger)
+    item = ledger_plan.read_item(ledger)
     plan = ledger_plan.from_item(item) if item else None
     if control.paused and collect is not None:
         return Observation(control, plan, item, None)
     try:
-        raw = ledger_verdict.read_verdict(dynamodb, runtime.table)
+        raw = ledger_verdict.read_verdict(ledger)
         previous = Verdict.from_dict(raw) if raw else None
         verdict = collect(runtime, now, previous) if collect is not None else previous
     except Exception as err:  # detection failing must not stop the walk

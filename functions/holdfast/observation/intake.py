@@ -42,7 +42,7 @@ def receive(runtime, event: Any) -> Intake:
         name = "EventsMalformed" if parsed.klass == MALFORMED else "EventsIgnored"
         return Intake(parsed.klass, parsed.reason, metrics=(name,))
     signal = parsed.signal
-    new = record(runtime.clients("dynamodb"), runtime.table, signal, ttl_hours=runtime.settings.signal_ttl_hours)
+    new = record(runtime.ledger(), signal, ttl_hours=runtime.settings.signal_ttl_hours)
     metrics = ("SignalsRecorded", f"Signal-{signal.klass}") if new else ("SignalsDuplicate",)
     if new and signal.klass == UNKNOWN:
         # Never evidence of impairment, but worth a look: a wording the classifier should learn.

@@ -65,20 +65,20 @@ def after_signal(runtime, klass: str | None, *, recorded: bool) -> Triggered:
     if not runtime.tick_function:
         return Triggered("no-function", "no reconciler function to start: the schedule's next tick reads the signal")
     now = runtime.clock.now()
-    dynamodb = runtime.clients("dynamodb")
+    ledger = runtime.ledger()
     try:
-        raw = ledger_verdict.read_verdict(dynamodb, runtime.table)
+        raw = ledger_verdict.read_verdict(ledger)
         previous = Verdict.from_dict(raw) if raw else None
-        verdict = evaluate(recent(dynamodb, runtime.table, now - lookback(runtime.settings), now), previous,
+        verdict = evaluate(recent(ledger, now - lookback(runtime.settings), now), previous,
                            runtime.settings, now)
         if verdict.state != IMPAIRED:
             return Triggered("not-impaired", "; ".join(verdict.reasons)[:500] or verdict.state)
-        plan = ledger_plan.read(dynamodb, runtime.table)
+        plan = ledger_plan.read(ledger)
         if plan is not None and plan.stage == policy.HOLD:
             return Triggered("engaging", f"plan generation {plan.generation} already holds")
         generation = plan.generation if plan else 0
         period = timedelta(minutes=runtime.settings.schedule_minutes)
-        if not ledger_claims.claim_tick_trigger(dynamodb, runtime.table, generation=generation,
+        if not ledger_claims.claim_tick_trigger(ledger, generation=generation,
                                                 controller_id=runtime.controller_id, now=now, period=period):
             return Triggered("already-started", f"a tick was started for plan generation {generation} within the period")
     except LedgerUnavailable as err:

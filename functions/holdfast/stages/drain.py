@@ -95,12 +95,12 @@ def baseline_until(plan: policy.Plan, settings) -> tuple[datetime, str]:
     })
 
 
-def current_records(dynamodb, table: str, plan: policy.Plan,
+def current_records(ledger: Ledger, plan: policy.Plan,
                     every: dict[str, records.Item] | None = None) -> dict[str, records.Item]:
     """The drain records of this plan's hold, by mapping ARN (older holds' are ignored)."""
     since = hold_started(plan)
     out = {}
-    every = records.read_all(dynamodb, table, records.DRAIN) if every is None else every
+    every = records.read_all(ledger, records.DRAIN) if every is None else every
     for arn, item in every.items():
         try:
             drain = dc.Drain.from_dict(item.doc["drain"])
@@ -111,13 +111,13 @@ def current_records(dynamodb, table: str, plan: policy.Plan,
     return out
 
 
-def in_drain(dynamodb, table: str, plan: policy.Plan) -> frozenset[str]:
+def in_drain(ledger: Ledger, plan: policy.Plan) -> frozenset[str]:
     """Mappings whose drain has started in this hold: a walk of the hold's engage again (one
     that did not finish, a mode change, a re-walk) must leave them to their controller —
     re-engaging would put a raised cap back at the floor, or take an owner's original away
     again. A mapping still waiting for its dependency is held like any other: a re-walk
     puts it back at the floor if an IaC apply reset it."""
-    return frozenset(arn for arn, item in current_records(dynamodb, table, plan).items()
+    return frozenset(arn for arn, item in current_records(ledger, plan).items()
                      if dc.Drain.from_dict(item.doc["drain"]).state is not None)
 
 
@@ -126,19 +126,19 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False, 
     `ledger`: the tick's (holdfast.ledger.store), whose one Query of the resource records the
     walks share (a ledger of its own without one).
     Raises StalePlan (the plan moved on) and LedgerUnavailable."""
-    clients, settings, table = runtime.clients, runtime.settings, runtime.table
-    dynamodb = clients("dynamodb")
+    clients, settings = runtime.clients, runtime.settings
+    ledger = ledger or runtime.ledger()
     constants = dc.constants_from(settings)
     since = hold_started(plan)
     out = Decided()
 
-    engaged = {r.arn: r for r in (ledger or runtime.ledger()).resources().records() if r.kind == KIND}
+    engaged = {r.arn: r for r in ledger.resources().records() if r.kind == KIND}
     out.engaged = set(engaged)
     if not engaged:
         return out
     listed = drain_inputs.mappings(clients)
-    every = records.read_all(dynamodb, table, records.DRAIN)
-    held = current_records(dynamodb, table, plan, every)
+    every = records.read_all(ledger, records.DRAIN)
+    held = current_records(ledger, plan, every)
 
     drains: dict[str, dc.Drain] = {}
     versions: dict[str, int] = {}
@@ -178,7 +178,7 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False, 
             doc = {"drain": step.drain.to_dict(), "consumer": out.consumers[arn].to_dict(),
                    "name": f"{out.consumers[arn].function}<-{out.consumers[arn].queue}"}
             try:
-                records.write(dynamodb, table, records.DRAIN, arn, doc, generation=plan.generation,
+                records.write(ledger, records.DRAIN, arn, doc, generation=plan.generation,
                               read_version=versions[arn], controller_id=runtime.controller_id, now=now)
             except Conflict as err:
                 out.notes.append(f"{arn}: {err}; acting next tick")

@@ -49,6 +49,7 @@ from holdfast.core import policy, replay as rp
 from holdfast.core.errors import Conflict
 from holdfast.core.model import PLANNED, Guard, Outcome
 from holdfast.iam import uses
+from holdfast.ledger import Ledger
 from holdfast.ledger import drain as records
 from holdfast.observation import drain_inputs
 from holdfast.stages.drain import current_records, hold_started
@@ -201,15 +202,18 @@ def cancel_move(clients, handle: str) -> None:
     clients("sqs").cancel_message_move_task(TaskHandle=handle)
 
 
-def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bool = False) -> Replayed:
+def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bool = False,
+         ledger: Ledger | None = None) -> Replayed:
     """One tick of every replay source. Raises StalePlan and LedgerUnavailable; an AWS
-    error on the bulk listing propagates (the reconciler logs it and tries next tick)."""
-    clients, settings, table = runtime.clients, runtime.settings, runtime.table
-    dynamodb = clients("dynamodb")
+    error on the bulk listing propagates (the reconciler logs it and tries next tick).
+    `ledger`: the tick's, whose one read of the drain's records the drain stage shares
+    (a ledger of its own without one)."""
+    clients, settings = runtime.clients, runtime.settings
+    ledger = ledger or runtime.ledger()
     since = hold_started(plan)
     out = Replayed()
     tagged = tagged_queues(clients)
-    every = records.read_all(dynamodb, table, records.REPLAY)
+    every = records.read_all(ledger, records.REPLAY)
 
     # Sources and where each goes.
     sources: dict[str, tuple[str, str | None]] = {}
@@ -223,7 +227,7 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
             continue   # the source queue of a tagged DLQ: a destination, tagged so Holdfast may send to it
         sources[arn] = (rp.DLQ, None)
 
-    drains = current_records(dynamodb, table, plan)
+    drains = current_records(ledger, plan)
     consumers = [drain_inputs.Consumer.from_dict(i.doc["consumer"]) for i in drains.values() if "consumer" in i.doc]
     lim = limits(settings)
     seen_by_source: dict[str, rp.Seen] = {}
@@ -328,7 +332,7 @@ def step(runtime, plan: policy.Plan, now: datetime, *, guard: Guard, dry_run: bo
                 logger.warning("CancelMessageMoveTask on %s: %s", arn, error_text(err))
         if action.action != rp.NOTHING or new != replay or item is None:
             try:
-                records.write(dynamodb, table, records.REPLAY, arn, {"replay": new.to_dict()}, generation=plan.generation,
+                records.write(ledger, records.REPLAY, arn, {"replay": new.to_dict()}, generation=plan.generation,
                               read_version=0 if item is None else item.version, controller_id=runtime.controller_id,
                               now=now)
             except Conflict as err:
