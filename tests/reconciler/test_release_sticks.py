@@ -126,7 +126,7 @@ def test_a_release_mark_that_cannot_be_written_warns_and_the_next_rewalk_engages
     assert refused == [ledger_control.RELEASED_PREFIX + orders]
     assert config(clients, orders) == (3600, 2)
     assert "AccessDeniedException" in said and "the next re-walk of this hold may engage it again" in said
-    assert ledger_control.read_control(clients("dynamodb"), ledger_table).released == ()
+    assert ledger_control.read_control(Ledger(clients("dynamodb"), ledger_table)).released == ()
     monkeypatch.undo()
 
     clock.advance(6 * 60)
