@@ -123,6 +123,15 @@ class Consumer:
     visibility_timeout: int = 60
     max_receive_count: int | None = 5  # None: no redrive policy
     timeout_seconds: float = 30.0      # the function's timeout
+    # (from second, compute_seconds): the function's own work changes (a cold cache after
+    # the outage, larger messages in the backlog, a slower deploy): not the drain's load.
+    slower_from: tuple[int, float] | None = None
+
+    def work(self, t: int) -> float:
+        """The function's own work per message at second `t`."""
+        if self.slower_from is not None and t >= self.slower_from[0]:
+            return self.slower_from[1]
+        return self.compute_seconds
 
 
 @dataclass(frozen=True)
@@ -353,8 +362,8 @@ class RecoveryModel:
         invocations = (ok + failed) / fill
         minute.invocations += invocations
         minute.received += ok + failed
-        busy = ok * (con.compute_seconds + (latency if latency == latency else 0.0))
-        busy += failed * (con.compute_seconds + (1 + db.retries) * db.timeout)
+        busy = ok * (con.work(t) + (latency if latency == latency else 0.0))
+        busy += failed * (con.work(t) + (1 + db.retries) * db.timeout)
         minute.duration += 1000.0 * busy
         minute.running += running
         minute.concurrency = max(minute.concurrency, min(running, busy))
@@ -396,7 +405,7 @@ class RecoveryModel:
     def _serve(self, c: float, t: int) -> tuple[float, float, float, float]:
         """(messages ok, messages failed, requests sent, latency of a request sent now)."""
         sc, con, db = self.scenario, self.scenario.consumer, self.scenario.downstream
-        k = con.compute_seconds + db.base_latency
+        k = con.work(t) + db.base_latency
         avail = self.visible
         if db.capacity is None:
             n = min(avail, c / k) if c > 0 else 0.0
@@ -410,7 +419,7 @@ class RecoveryModel:
             self.db_queue = max(0.0, q - mu)
             return 0.0, 0.0, 0.0, math.nan
         if blip or latency > db.timeout:
-            per = con.compute_seconds + (1 + db.retries) * db.timeout
+            per = con.work(t) + (1 + db.retries) * db.timeout
             n = min(avail, c / per)
             requests = n * (1 + db.retries)
             self.db_queue = min(cap * db.max_wait, max(0.0, q + requests - mu))
@@ -685,7 +694,8 @@ CLASSES = (RBIF, STORM, FAR_KNEE, KNEE_DROP, ARRIVALS_DOUBLE, LATE, LATE_DROP)
 # the baseline speed, a call that is most of the work, a knee only 10 % above the
 # arrivals, a knee eight times the pre-event load, a knee that rises when a replica is
 # added, arrivals tripling at recovery, the database failing for 5 minutes mid-drain, a
-# redrive policy of 2 receives with the database back 15 minutes late.
+# redrive policy of 2 receives with the database back 15 minutes late, and the function's
+# own work 5 % slower from 10 minutes after the outage (at every cap: not a knee).
 E = 172 * 60
 SLOW_WORK = Scenario("own work 2 s a message, knee 30/s", Consumer(compute_seconds=2.0), Downstream(capacity=30.0),
                      warmup_seconds=WARM)
@@ -701,7 +711,10 @@ BLIP = Scenario("database down 5 min, 40 min in", Consumer(), Downstream(capacit
                 warmup_seconds=WARM)
 SHORT_REDRIVE = Scenario("maxReceiveCount 2, database back 15 min late", Consumer(max_receive_count=2),
                          Downstream(capacity=30.0, blips=((E, 900),)), warmup_seconds=WARM)
-UNTUNED = (SLOW_WORK, FAST_WORK, NEAR_ARRIVALS, VERY_FAR_KNEE, KNEE_RISES, ARRIVALS_TRIPLE, BLIP, SHORT_REDRIVE)
+OWN_SLOWDOWN = Scenario("own work 5 % slower 10 min in, knee 40/s", Consumer(slower_from=(E + 600, 0.74)),
+                        Downstream(capacity=40.0), warmup_seconds=WARM)
+UNTUNED = (SLOW_WORK, FAST_WORK, NEAR_ARRIVALS, VERY_FAR_KNEE, KNEE_RISES, ARRIVALS_TRIPLE, BLIP, SHORT_REDRIVE,
+           OWN_SLOWDOWN)
 
 
 # ---- Bronson et al.'s open-loop example --------------------------------------------

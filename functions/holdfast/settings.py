@@ -584,8 +584,9 @@ class Settings:
     drain_timeout_warning_share: float = setting(
         0.5,
         number(0.1, 0.95),
-        "The mean invocation's Duration at this share of the function's timeout is a warning, when the time per "
-        "message is above its baseline (full batches at the baseline speed are how the timeout was sized)."
+        "The mean invocation's Duration at this share of the function's timeout is a warning, once the time per "
+        "message is past the band raises are allowed in (full batches at the baseline speed are how the timeout "
+        "was sized)."
     )
     drain_timeout_critical_share: float = setting(
         0.8,

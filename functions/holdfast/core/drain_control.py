@@ -359,6 +359,12 @@ class CapState:
     # When the mapping was first seen not to show `cap` (a write refused, failed, or clamped
     # by the function's reserved concurrency or by the owner); None: it shows it.
     unseen_since: datetime | None = None
+    # (datapoint, time per message ÷ its baseline, the cap that measured it) of each minute
+    # judged wholly at one cap in the last `history_seconds`: a time that grows with the
+    # cap is a knee's, one that does not is the consumer's own (knee_reference).
+    ratios: tuple[tuple[datetime, float, int], ...] = ()
+    # When the raise band first held the cap in force (None: it does not hold it).
+    banded_at: datetime | None = None
 
     def __post_init__(self):
         if not self.history:
@@ -408,6 +414,14 @@ class CapState:
     def in_force_since(self) -> datetime:
         return self.history[-1][0]
 
+    def cap_wholly(self, start: datetime, end: datetime) -> int | None:
+        """The cap in force for the whole of [start, end), or None when it changed within."""
+        for i, (since, cap) in enumerate(self.history):
+            until = self.history[i + 1][0] if i + 1 < len(self.history) else None
+            if since <= start and (until is None or until >= end):
+                return cap
+        return None
+
     def cap_during(self, start: datetime, end: datetime) -> int:
         """The highest cap in force at any time in [start, end)."""
         caps = [self.prior_cap] if start < self.history[0][0] else []
@@ -434,6 +448,8 @@ class CapState:
             "probe_at": iso(self.probe_at),
             "probe_from": self.probe_from,
             "unseen_since": iso(self.unseen_since),
+            "ratios": [[iso(t), r, c] for t, r, c in self.ratios],
+            "banded_at": iso(self.banded_at),
         }
 
     @classmethod
@@ -455,6 +471,8 @@ class CapState:
                 probe_at=when(raw.get("probe_at")),
                 probe_from=None if raw.get("probe_from") is None else int(raw["probe_from"]),
                 unseen_since=when(raw.get("unseen_since")),
+                ratios=tuple((datetime.fromisoformat(t), float(r), int(c)) for t, r, c in raw.get("ratios") or ()),
+                banded_at=when(raw.get("banded_at")),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"cap state is malformed: {err}") from err
@@ -514,9 +532,6 @@ class Health:
     failure_share: float | None = None
     knee_estimate: int | None = None
     complete: bool = False
-    # The time per message is in the lower part of the band below the warning
-    # (Constants.raise_band_share): room to raise. False when it was not judged.
-    room: bool = False
 
 
 def duration_thresholds(facts: Facts, constants: Constants = DEFAULTS) -> tuple[float, float]:
@@ -526,6 +541,28 @@ def duration_thresholds(facts: Facts, constants: Constants = DEFAULTS) -> tuple[
     warn = max(c.duration_warning_ratio, 1 + 3 * facts.spread)
     crit = max(c.duration_critical_ratio, warn + (c.duration_critical_ratio - c.duration_warning_ratio), 1 + 5 * facts.spread)
     return warn, crit
+
+
+def noise(facts: Facts) -> float:
+    """How far a time per message may be from another and still read as the same: the
+    baseline's own spread, and at least 1 %."""
+    return max(facts.spread, 0.01)
+
+
+def slower(ratio: float, facts: Facts) -> bool:
+    """Whether a time per message `ratio` times its baseline is measurably slower than it."""
+    return ratio > 1 + noise(facts)
+
+
+def own_speed(ratios, cap: int, ratio: float, facts: Facts) -> float | None:
+    """The time per message (÷ its baseline) the consumer has now whatever the load, when
+    the kept minutes show it: one measured at a cap lower by 3 × the noise or more reads
+    the same as `ratio` (within the noise). Past a knee the time grows as the cap; one
+    that does not is the consumer's own (a cold cache, larger messages, a slower deploy),
+    not the drain's load. None: no such minute."""
+    n = noise(facts)
+    same = [r for _, r, c in ratios if c * (1 + 3 * n) <= cap and abs(r - ratio) <= n * min(r, ratio)]
+    return min(same + [ratio]) if same else None
 
 
 def raise_below(facts: Facts, constants: Constants = DEFAULTS) -> float:
@@ -595,7 +632,7 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
         share = e_share if share is None else max(share, e_share)
 
     ratio = estimate = None
-    complete = room = False
+    complete = False
     if duration is None:
         reasons.append("no Duration datapoint for the minute: judged on the failure share alone")
     elif not facts.seconds_per_message:
@@ -615,20 +652,21 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
             if high_ratio >= warn:
                 seen(CRITICAL if high_ratio >= crit else WARNING,
                      f"p90 Duration per message {high_ratio:.2f}× its baseline")
-        room = ratio < raise_below(facts, c)
         if invocations is not None and invocations.value > 0 and facts.timeout_seconds:
             used = duration.value / 1000.0 / invocations.value / facts.timeout_seconds
             said = f"mean invocation {used:.0%} of the function's {facts.timeout_seconds:g} s timeout"
-            if used >= c.timeout_warning_share and room:
-                # Full batches at the baseline time per message: how the owner sized the
-                # timeout, not the downstream's health; no cap changes a batch's length.
-                reasons.append(said + " at the baseline time per message (full batches): judged by that time")
+            if used >= c.timeout_warning_share and ratio < raise_below(facts, c):
+                # Full batches within the band raises are allowed in: how the owner sized
+                # the timeout, not the downstream's health; no cap changes a batch's length.
+                reasons.append(said + f", the time per message below {raise_below(facts, c):.2f}× its baseline "
+                                      f"(full batches): judged by that time")
             elif used >= c.timeout_warning_share:
                 # Slower than its baseline and near the timeout: any more and whole batches fail.
-                seen(CRITICAL if used >= c.timeout_critical_share else WARNING, said + ", slower than its baseline")
+                seen(CRITICAL if used >= c.timeout_critical_share else WARNING,
+                     said + f", the time per message past {raise_below(facts, c):.2f}× its baseline")
     if share is None and not complete:
         return Health(at, UNKNOWN, tuple(reasons + ["neither the time per message nor the failure share can be judged"]))
-    return Health(at, level, tuple(reasons), ratio, share, estimate, complete, room=complete and room)
+    return Health(at, level, tuple(reasons), ratio, share, estimate, complete)
 
 
 # ---- the baseline: from before the earliest sign of trouble -------------------------
@@ -914,7 +952,7 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
             while len(history) > 1 and history[1][0] <= horizon:
                 prior = history[0][1]
                 history = history[1:]
-            new = replace(new, cap=cap, history=history, prior_cap=prior, warned_at=None)
+            new = replace(new, cap=cap, history=history, prior_cap=prior, warned_at=None, banded_at=None)
         if changes:
             new = replace(new, **changes)
         return CapDecision(action, cap, restore, tuple(reasons), new, top, tuple(waiting))
@@ -935,6 +973,23 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
 
     health = consumer_health(facts, reading, now, c)
     since = state.in_force_since
+    # The raise band: judged against the baseline, or against the consumer's own speed now
+    # when a lower cap measured the same (own_speed); only from the concurrency the
+    # downstream carried before the event up, and above the floor.
+    if health.complete and health.ratio is not None and all(t != health.at for t, _, _ in state.ratios):
+        measured = state.cap_wholly(health.at, health.at + period)
+        if measured is not None:
+            horizon = now - timedelta(seconds=c.history_seconds)
+            state = replace(state, ratios=tuple(x for x in state.ratios if x[0] > horizon)
+                            + ((health.at, health.ratio, measured),))
+    own = own_speed(state.ratios, cap, health.ratio, facts) if health.complete and health.ratio is not None else None
+    reference = 1.0 if own is None else own
+    speed = None if not health.complete or health.ratio is None else health.ratio / reference
+    before = carried_before(facts, c)
+    banded = speed is not None and cap > low and (before is None or cap >= before)
+    room = not banded or speed < raise_below(facts, c)
+    shown = ("" if speed is None else f"{speed:.2f}× its baseline time per message" if own is None else
+             f"{speed:.2f}× the {own:.2f}× it took at a lower cap too (its own speed now)")
 
     def new_datapoint(at: datetime | None) -> bool:
         return at is not None and (state.acted_through is None or at > state.acted_through)
@@ -1045,9 +1100,9 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         minute = probe_minute(state.probe_at, c)
         if health.level == WARNING and health.at == minute:
             probe_warned.append("the consumer's own evidence")
-        elif health.level == GOOD and health.at == minute and health.complete and not health.room:
-            probe_warned.append(f"the consumer's own evidence near its warning ({health.ratio:.2f}× its baseline time "
-                                f"per message, raises only below {raise_below(facts, c):.2f}×)")
+        elif health.level == GOOD and health.at == minute and health.complete and not room:
+            probe_warned.append(f"the consumer's own evidence in the upper half of the band below its warning "
+                                f"({shown}; raises only below {raise_below(facts, c):.2f}×)")
         probe_warned += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
     if probe_warned:
         # A warning on the probe's minute (or on a later one, at the cap returned to): the
@@ -1078,7 +1133,6 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
                 back = max(estimate, math.ceil(cap * c.cut_factor))
                 how = (f"to the goodput's concurrency at baseline speed ({estimate}), at most × {c.cut_factor:g}")
             back = max(low, back)
-            before = carried_before(facts, c)
             if before is not None and back < before:
                 # A warning at or below what the downstream carried before the event is not
                 # the drain's load (a cold cache, larger messages, a slower deploy): it
@@ -1170,33 +1224,51 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         left = c.remember_alarm_seconds - (now - state.alarmed_at).total_seconds()
         return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, one below the cap {state.alarmed_cap} that alarmed: "
                                f"not probing it again for {left / 60:.0f} min"], waiting=["the alarm to be forgotten"], caught_up_since=None)
-    if health.complete and not health.room:
-        # Between the lower part of the band and the warning: near a knee. Hold here; the
+    def banded_hold(why: str) -> CapDecision:
+        # Held by the band: one raise of 3 × the noise (the least own_speed can tell by), so
+        # that a second cap is measured — at once when no lower cap measured a lower time
+        # (nothing says this is a knee), else after `remember_alarm_seconds` (since
+        # `banded_at`). A time per message that does not grow with the cap is the
+        # consumer's own, and the band lets it go; one that does is a knee's, and it holds.
+        n = noise(facts)
+        knee = any(m * (1 + 3 * n) <= cap and r * (1 + n) < health.ratio for _, r, m in state.ratios)
+        if not knee or (state.banded_at is not None
+                        and (now - state.banded_at).total_seconds() >= c.remember_alarm_seconds):
+            up = min(top, max(cap + 1, math.ceil(cap * (1 + 3 * n))))
+            if up > cap:
+                return out(RAISE, up, notes + [behind, why + f"; {'held so since ' + state.banded_at.isoformat() if knee else 'no lower cap measured a lower time'}: one raise "
+                                                          f"to {up}, the least a second cap can tell by, to tell a knee "
+                                                          f"from a slowdown of the consumer's own"],
+                           caught_up_since=None, additive=True)
+        return out(HOLD, cap, notes + [behind, why + ": holding"], waiting=["the time per message lower, or the queue "
+                                                                           "caught up"],
+                   caught_up_since=None, additive=True, banded_at=state.banded_at or now)
+
+    if health.complete and not room:
+        # In the upper half of the band below the warning: near a knee. Hold here; the
         # slow start, if on, ends.
-        return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap} but near its warning ({health.ratio:.2f}× its "
-                                               f"baseline time per message; raises only below "
-                                               f"{raise_below(facts, c):.2f}×): holding"],
-                   waiting=["the time per message lower, or the queue caught up"], caught_up_since=None, additive=True)
+        return banded_hold(f"the consumer's own evidence below its warning at cap {cap}, but in the upper half of "
+                           f"the band ({shown}; raises only below {raise_below(facts, c):.2f}×)")
     additive = state.additive or not health.complete
     new = min(raise_to(cap, state.step, additive, top, c), below if below is not None else top)
     sized = ""
-    if additive and health.complete and health.ratio is not None and health.ratio > 1 + max(facts.spread, 0.01):
+    if additive and banded and slower(speed, facts):
         # Measurably slower than its baseline (by more than its own spread, and 1 %): past
         # a knee the ratio grows as the cap (concurrency ÷ knee), so the raise goes no
         # further than would carry the time per message to the top of the band raises are
         # allowed in. A consumer whose own work dwarfs its downstream call shows the knee
         # as a few per cent only; an unsized raise of 11 % carried it past the SLO.
-        most = math.floor(cap * raise_below(facts, c) / health.ratio)
+        most = math.floor(cap * raise_below(facts, c) / speed)
         if most <= cap:
-            return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, {health.ratio:.2f}× its baseline time per "
-                                                   f"message: a raise would carry it past {raise_below(facts, c):.2f}×; holding"],
-                       waiting=["the time per message lower, or the queue caught up"], caught_up_since=None)
+            return banded_hold(f"{evidence} at cap {cap}, {shown}: if that is a knee, a raise would carry it past "
+                               f"{raise_below(facts, c):.2f}×")
         if most < new:
             new, sized = most, f", sized so the time per message stays below {raise_below(facts, c):.2f}× its baseline"
     how = "additive" if additive else f"slow start: a probe for one minute, then back to {cap} until it is judged"
     detail = "; ".join(r for r in health.reasons if "ms per message" in r)
     probe = {} if additive else {"probe_at": now, "probe_from": cap}
-    return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}" + (f" ({detail})" if detail else "")
+    own_said = f"; {shown}" if own is not None else ""
+    return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}" + (f" ({detail}{own_said})" if detail else "")
                                     + f": raise to {new} ({how}{sized})"], caught_up_since=None, **probe)
 
 
