@@ -59,9 +59,10 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
    when every source has finished.
 
 7. Release requests (CONTROL/RELEASE#<arn>: `holdfast release ARN --all-accounts`,
-   written through the org operator role, which may write nothing else): after the walk,
-   each is claimed, checked and acted on once, as `holdfast release` would, and its
-   outcome recorded on it (`release`, holdfast.core.release).
+   written through the org operator role, which may write nothing else): before the
+   walks, so a walk that takes the whole tick never keeps them waiting, each is claimed,
+   checked and acted on once, as `holdfast release` would, and its outcome recorded on it
+   (`release`, holdfast.core.release); this tick's walks leave what it released alone.
 
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
@@ -409,8 +410,10 @@ def reconcile(t: _Tick) -> TickResult:
             notify(t, plan)
             result.actions.append("notified")
         t.started = now
-        walk(t, plan, result, release_requests.left_released(seen.control.released, plan))
-        release(t, plan, seen.control, result)
+        # The operators' release requests first (a few a tick), so a walk that takes the
+        # whole tick never keeps them waiting; what they release, this tick's walks leave alone.
+        released = release(t, plan, seen.control, result)
+        walk(t, plan, result, release_requests.left_released(seen.control.released, plan) | released)
     except Contention as err:
         # A progress mark met another controller's transaction: the ledger is fine, the
         # mark did not land; the next tick walks again and skips what is in place.
@@ -635,18 +638,19 @@ def replay(t: _Tick, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
 RELEASES_PER_TICK = 20
 
 
-def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickResult) -> None:
+def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickResult) -> frozenset[str]:
     """The operators' release requests (CONTROL/RELEASE#<arn>, holdfast.core.release),
-    after the walk so that this tick's engage walk does not engage again what it restores:
-    each claimed (so two ticks at once act on it once), checked (a kind Holdfast manages,
-    this partition, region and account, mode auto, asked during the engagement in force),
+    before the walks, which leave alone what this returns (released during a hold), so
+    that this tick's engage walk does not engage again what it restores: each claimed (so
+    two ticks at once act on it once), checked (a kind Holdfast manages, this partition,
+    region and account, mode auto, asked during the engagement in force),
     restored exactly as `holdfast release` does (Engine.release: no plan guard, the
     owner's changes while engaged kept), and marked done with its outcome. An item that is
     not a request Holdfast can act on is refused, saying why; a request past its expiry
     is marked `expired`, unacted. Each claim lasts from when it is taken until the tick's
     time is up at the latest; once it is up, the rest wait for the next tick."""
     if not control.releases:
-        return
+        return frozenset()
     now, me = t.runtime.clock.now(), t.runtime.controller_id
     for request in control.releases:
         if release_requests.malformed(request):
@@ -672,7 +676,8 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
             result.actions.append(f"release:{release_requests.EXPIRED}")
     due = [r for r in control.releases if release_requests.due(r, now)][:RELEASES_PER_TICK]
     if not due:
-        return
+        return frozenset()
+    left: set[str] = set()
     account = caller_account(t.runtime)
     began = release_requests.engagement_began(plan)
     lease, d = ledger_claims.lease_seconds(t.settings.schedule_minutes), t.deadline
@@ -697,6 +702,7 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                 action, why = release_one(t, releaser, request)
                 if action in (RESTORED, DRIFT_KEPT) and began is not None and plan.stage != NORMAL:
                     why += keep_released(t, request.arn, began, request.by or "a release request")
+                    left.add(request.arn)
             except (ValueError, *AWS_ERRORS) as err:   # bad input never stops the tick: the outcome says it
                 action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:
@@ -706,6 +712,7 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         result.actions.append(f"release:{action}")
         t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
               outcome=action, reasons=[why])
+    return frozenset(left)
 
 
 def keep_released(t: _Tick, arn: str, began, by: str) -> str:

@@ -415,3 +415,25 @@ def test_a_request_acted_on_during_a_hold_leaves_the_resource_released_for_the_r
     assert "left released for the rest of this hold" in done.detail
     marks = ledger_control.read_control(Ledger(harness.observer("dynamodb"), harness.table)).released
     assert [m.arn for m in marks] == [web] and marks[0].by == "oncall"
+
+
+def test_a_walk_that_takes_the_whole_tick_does_not_keep_release_requests_waiting(engaged, harness, operator_dynamodb):
+    # The requests are acted on before the walks: a hold's first engage walk of a large
+    # fleet may take every tick it has, and an operator's release must not wait for it.
+    web = engaged["web"]
+    request(operator_dynamodb, harness, web)
+    harness.script.set("impaired", harness.clock.now())
+    walks = []
+    engage_all = harness.engine.engage_all
+
+    def whole_tick(*args, **kwargs):
+        walks.append(kwargs.get("skip", frozenset()))
+        report = engage_all(*args, **kwargs)
+        harness.clock.advance(15 * 60)   # the walk takes all of the tick's time
+        return report
+
+    harness.engine.engage_all = whole_tick
+    result = harness.tick("A")
+    assert walks and "release:restored" in result.actions
+    assert suspended(harness, "web") == {"HealthCheck"}   # Holdfast's suspensions gone, the owner's kept
+    assert web in walks[0]                               # and this tick's walk leaves it released
