@@ -53,9 +53,12 @@ def count_queries_by_partition(dynamodb) -> Counter:
     return seen
 
 
-def test_each_tick_of_an_event_queries_the_drain_records_once_at_most(clients, ledger_table, aws_semantics):
-    """The engine's walk (which mappings are in drain), the drain stage and the replay stage
-    all read the DRAIN partition; one tick reads it once, its writes kept in that read."""
+def test_each_tick_of_an_event_queries_the_resource_and_the_drain_records_once_at_most(clients, ledger_table,
+                                                                                      aws_semantics):
+    """The engine's walks, the built-in evidence and the drain stage read the resource
+    records; the engine's walk (which mappings are in drain), the drain stage and the
+    replay stage read the DRAIN partition. One tick reads each once, its writes kept in
+    that read."""
     build_fleet(clients, asgs=1, esms=2, asyncs=1, nlbs=1, services=1)
     clock, script = FakeClock(T0), Script()
     queries = count_queries_by_partition(clients("dynamodb"))
@@ -84,32 +87,6 @@ def test_each_tick_of_an_event_queries_the_drain_records_once_at_most(clients, l
     assert any(d for n in per_stage.values() for _, d in n), "no tick read the drain records: the test proves nothing"
     assert max(d for n in per_stage.values() for _, d in n) == 1, per_stage
     assert max(r for n in per_stage.values() for r, _ in n) == 1, per_stage
-
-
-def test_each_tick_of_an_event_queries_the_resource_records_once_at_most(clients, ledger_table, aws_semantics):
-    build_fleet(clients, asgs=1, esms=2, asyncs=1, nlbs=1, services=1)
-    clock, script = FakeClock(T0), Script()
-    queries = count_resource_queries(clients("dynamodb"))
-    per_stage: dict[str, list[int]] = {}
-
-    def run():
-        before = queries["queries"]
-        result = tick(Runtime(clients, SETTINGS, ledger_table, clock, controller_id="solo"), collect=script.collect)
-        per_stage.setdefault(result.stage, []).append(queries["queries"] - before)
-        return result
-
-    script.set("impaired", clock.now())
-    run()
-    clock.advance(60)
-    script.set("recovering", clock.now())
-    for _ in range(120):
-        clock.advance(60)
-        if run().stage == NORMAL:
-            break
-    print(f"\nresource-record Queries: {queries['queries']} in {sum(map(len, per_stage.values()))} ticks; per tick, by stage:",
-          {s: (min(n), max(n)) for s, n in per_stage.items()})
-    assert {"hold", "drain", "routing", "capacity", NORMAL} <= set(per_stage)
-    assert max(max(n) for n in per_stage.values()) == 1, per_stage
 
 
 class FailingOnce:
