@@ -600,3 +600,18 @@ def test_a_persisting_warning_never_steps_back_below_what_the_downstream_carried
     # A critical datapoint still cuts below it.
     cut = dc.decide(state(16), FACTS, reading(1, ms=1000), m(3))
     assert cut.action == CUT and cut.cap < 16
+
+
+def test_the_minute_that_starts_the_drain_is_the_band_s_first_measure_of_the_consumers_own_speed():
+    # The dependency back on a minute at the floor (2), 1.05× the baseline (a consumer
+    # slower now at any load): the drain's first minute of its own speed.
+    drain = dc.Drain(since=m(0), facts=FACTS)
+    s = dc.advance(drain, reading(1, ms=840), 2, m(3))
+    assert s.action == START
+    [(at, ratio, cap)] = s.drain.state.ratios
+    assert (at, round(ratio, 6), cap) == (m(1), 1.05, 2)
+    # Its probe at 1.05× too: the consumer's own speed, no knee; the probe is kept.
+    probe = s.drain.state
+    back = dc.decide(probe, FACTS, reading(2, ms=840), m(4)).state
+    kept = dc.decide(back, FACTS, reading(3, ms=840), m(7))
+    assert kept.action == RAISE and kept.state.probe_at == m(7) and not kept.state.additive

@@ -1595,6 +1595,11 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
         sent = reading.sent
         arriving = None if sent is None or sent.at < drain.since else sent.value / constants.period_seconds
         d = start(drain.facts, begin, now, constants, arriving_per_second=arriving)
+        judged = consumer_health(drain.facts, reading, now, constants)
+        if judged.complete and judged.ratio is not None and judged.at is not None:
+            # The minute that said the dependency is back, measured at the cap engaging left
+            # (the floor): the consumer's own speed with the least load, for the raise band.
+            d = replace(d, state=replace(d.state, ratios=((judged.at, judged.ratio, begin),)))
         per_batch = per_batch_rate(drain.facts.deleted_per_second, drain.facts.pre_event_concurrency)
         visible = None if reading.visible is None else reading.visible.value
         f = ramp_forecast(visible, drain.facts.arrival_per_second, per_batch, d.cap, d.state.step, d.ceiling, constants)
