@@ -100,15 +100,53 @@ def moto_server():
 # in the jsii node process), once per worker that runs a test asking for it.
 SYNTH_FIXTURES = {"synthesized", "org_synthesized", "foreign", "game_day_synthesized"}
 SYNTH_DIR = "tests/stack/"
-# The work units that take longest (measured with `--durations`), handed out first so that
-# none of them starts last and runs alone on one core while the other waits; every other
-# unit follows in xdist's order (most tests first).
+# The work units that take 5 s or more, longest first (their seconds in a `make test` beside
+# another suite, from `--durations=0` summed per unit), handed out in this order: the
+# longest start first and the short ones fill in at the end, so that neither worker runs
+# a long unit alone while the other has finished (longest processing time first). Every
+# other unit follows in xdist's order (most tests first). A unit missing here only starts
+# later than it should; measure again when one grows.
 LONGEST_FIRST = (
-    "tests/demo/test_demo.py",
-    SYNTH_DIR,
-    "tests/cli/test_readme_examples.py",
-    "tests/reconciler/test_interleavings.py",
-    "tests/reconciler/test_crashes.py",
+    "tests/demo/test_demo.py",                    # 90
+    SYNTH_DIR,                                    # 76
+    "tests/cli/test_readme_examples.py",          # 59
+    "tests/reconciler/test_crashes.py",           # 47
+    "tests/cli/test_drill_fis.py",                # 34
+    "tests/reconciler/test_interleavings.py",     # 34
+    "tests/actuators/test_resilience.py",         # 25
+    "tests/cli/test_confirmed_writes.py",         # 20
+    "tests/cli/test_resources_cli.py",            # 19
+    "tests/cli/test_org_commands.py",             # 18
+    "tests/packaging/test_wheel.py",              # 17
+    "tests/cli/test_arn_option_scope.py",         # 16
+    "tests/cli/test_cli_output.py",               # 16
+    "tests/reconciler/test_release_requests.py",  # 15
+    "tests/stages/test_drain_stage.py",           # 14
+    "tests/cli/test_drill_local.py",              # 14
+    "tests/cli/test_release_scope.py",            # 12
+    "tests/operator/test_audit_account.py",       # 12
+    "tests/cli/test_drill_refusals.py",           # 11
+    "tests/reconciler/test_control.py",           # 11
+    "tests/operator/test_doctor.py",              # 11
+    "tests/reconciler/test_concurrent.py",        # 10
+    "tests/reconciler/test_event.py",             # 9
+    "tests/reconciler/test_races.py",             # 8
+    "tests/reconciler/test_stuck.py",             # 8
+    "tests/ledger/test_one_ledger_per_tick.py",   # 8
+    "tests/architecture/test_layers.py",          # 8
+    "tests/fixtures/test_throttle_proxy.py",      # 7
+    "tests/cli/test_status_words.py",             # 7
+    "tests/drain/test_recovery_model.py",         # 7
+    "tests/drain/test_drain_control.py",          # 7
+    "tests/reconciler/test_engage_tick.py",       # 7
+    "tests/actuators/test_tag_batches.py",        # 7
+    "tests/operator/test_readiness_schedule.py",  # 6
+    "tests/reconciler/test_own_resources.py",     # 6
+    "tests/cli/test_engage_idempotent.py",        # 6
+    "tests/cli/test_status_all_accounts.py",      # 6
+    "tests/actuators/test_drain_record.py",       # 6
+    "tests/actuators/test_records.py",            # 5
+    "tests/detection/test_evidence.py",           # 5
 )
 
 
