@@ -4,7 +4,9 @@
 - `clients`: Holdfast's client factory inside that mock.
 - `ledger_table`: the ledger table, created the way `holdfast ledger-init` creates it.
 - `moto_server`: one ThreadedMotoServer on 127.0.0.1 for the session, for tests that
-  drive the real console script in a subprocess. Reset between uses with `reset`.
+  drive the real console script in a subprocess, or `holdfast.cli.main` in this process.
+  Reset between uses with `reset`. This process's own clients of it skip the socket
+  (`MotoServer`); a subprocess reaches it over HTTP.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ def ledger_table(clients) -> str:
 
 
 class MotoServer:
+    """Clients of this process answered by the server's WSGI application in the calling
+    thread, as the demo's are (holdfast_demo.embedded.answer_in_process): the request
+    signed and serialized for the wire, the answer parsed as if it came over HTTP; only
+    the socket, the listener's thread and HTTP's framing are left out. A request for any
+    other URL (through a proxy, a closed port) and every other process go over HTTP."""
+
     def __init__(self):
         from moto.server import ThreadedMotoServer
 
@@ -74,6 +82,7 @@ class MotoServer:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.url = f"http://{host}:{port}"
+        _IN_PROCESS[self.url] = _as_served(self._server._server.app)
 
     def reset(self) -> None:
         import urllib.request
@@ -84,7 +93,57 @@ class MotoServer:
         return Clients(region=REGION, endpoint_url=self.url)
 
     def stop(self) -> None:
+        _IN_PROCESS.pop(self.url, None)
         self._server.stop()
+
+
+# The session's moto server: its URL and its WSGI application.
+_IN_PROCESS: dict = {}
+
+
+def _as_served(app):
+    """`app` as werkzeug's listener serves it: an exception in it (an action moto lacks)
+    is an HTML 500 page, not an exception in the caller."""
+    from werkzeug.exceptions import InternalServerError
+
+    def served(environ, start_response):
+        try:
+            return app(environ, start_response)
+        except Exception:
+            return InternalServerError()(environ, start_response)
+
+    return served
+
+
+def _answer_in_process(request, **kwargs):
+    """botocore's `before-send` on every boto3 session of this process (the CLI's own, in
+    `main`, among them): a request for the session's moto server answered in this thread;
+    None (over HTTP) for any other URL."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(request.url)
+    app = _IN_PROCESS.get(f"{parts.scheme}://{parts.netloc}")
+    if app is None:
+        return None
+    from holdfast_demo import embedded
+
+    embedded._APPS.setdefault(f"{parts.scheme}://{parts.netloc}", app)
+    return embedded.answer_in_process(request, **kwargs)
+
+
+def _register_in_process_answers() -> None:
+    import boto3.session
+
+    init = boto3.session.Session.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.events.register("before-send", _answer_in_process)
+
+    boto3.session.Session.__init__ = __init__
+
+
+_register_in_process_answers()
 
 
 @pytest.fixture(scope="session")
