@@ -30,7 +30,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # The tree's own modules compiled first (a second): the suite starts the console script
-# and the sandbox a few hundred times, and where PYTHONDONTWRITEBYTECODE is set each
+# and other Python processes a few dozen times, and where PYTHONDONTWRITEBYTECODE is set each
 # process would otherwise compile what it imports again.
 test: $(VENV)/.installed
 	PYTHONPATH=functions:stacks:dev $(VENV)/bin/lint-imports --no-cache

@@ -4,7 +4,9 @@
 - `clients`: Holdfast's client factory inside that mock.
 - `ledger_table`: the ledger table, created the way `holdfast ledger-init` creates it.
 - `moto_server`: one ThreadedMotoServer on 127.0.0.1 for the session, for tests that
-  drive the real console script in a subprocess. Reset between uses with `reset`.
+  drive the real console script in a subprocess, or `holdfast.cli.main` in this process.
+  Reset between uses with `reset`. This process's own clients of it skip the socket
+  (`MotoServer`); a subprocess reaches it over HTTP.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ def ledger_table(clients) -> str:
 
 
 class MotoServer:
+    """Clients of this process answered by the server's WSGI application in the calling
+    thread, as the demo's are (holdfast_demo.embedded.answer_in_process): the request
+    signed and serialized for the wire, the answer parsed as if it came over HTTP; only
+    the socket, the listener's thread and HTTP's framing are left out. A request for any
+    other URL (through a proxy, a closed port) and every other process go over HTTP."""
+
     def __init__(self):
         from moto.server import ThreadedMotoServer
 
@@ -74,6 +82,7 @@ class MotoServer:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.url = f"http://{host}:{port}"
+        _IN_PROCESS[self.url] = _as_served(self._server._server.app)
 
     def reset(self) -> None:
         import urllib.request
@@ -84,7 +93,57 @@ class MotoServer:
         return Clients(region=REGION, endpoint_url=self.url)
 
     def stop(self) -> None:
+        _IN_PROCESS.pop(self.url, None)
         self._server.stop()
+
+
+# The session's moto server: its URL and its WSGI application.
+_IN_PROCESS: dict = {}
+
+
+def _as_served(app):
+    """`app` as werkzeug's listener serves it: an exception in it (an action moto lacks)
+    is an HTML 500 page, not an exception in the caller."""
+    from werkzeug.exceptions import InternalServerError
+
+    def served(environ, start_response):
+        try:
+            return app(environ, start_response)
+        except Exception:
+            return InternalServerError()(environ, start_response)
+
+    return served
+
+
+def _answer_in_process(request, **kwargs):
+    """botocore's `before-send` on every boto3 session of this process (the CLI's own, in
+    `main`, among them): a request for the session's moto server answered in this thread;
+    None (over HTTP) for any other URL."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(request.url)
+    app = _IN_PROCESS.get(f"{parts.scheme}://{parts.netloc}")
+    if app is None:
+        return None
+    from holdfast_demo import embedded
+
+    embedded._APPS.setdefault(f"{parts.scheme}://{parts.netloc}", app)
+    return embedded.answer_in_process(request, **kwargs)
+
+
+def _register_in_process_answers() -> None:
+    import boto3.session
+
+    init = boto3.session.Session.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.events.register("before-send", _answer_in_process)
+
+    boto3.session.Session.__init__ = __init__
+
+
+_register_in_process_answers()
 
 
 @pytest.fixture(scope="session")
@@ -100,15 +159,53 @@ def moto_server():
 # in the jsii node process), once per worker that runs a test asking for it.
 SYNTH_FIXTURES = {"synthesized", "org_synthesized", "foreign", "game_day_synthesized"}
 SYNTH_DIR = "tests/stack/"
-# The work units that take longest (measured with `--durations`), handed out first so that
-# none of them starts last and runs alone on one core while the other waits; every other
-# unit follows in xdist's order (most tests first).
+# The work units that take 5 s or more, longest first (their seconds in a `make test` beside
+# another suite, from `--durations=0` summed per unit), handed out in this order: the
+# longest start first and the short ones fill in at the end, so that neither worker runs
+# a long unit alone while the other has finished (longest processing time first). Every
+# other unit follows in xdist's order (most tests first). A unit missing here only starts
+# later than it should; measure again when one grows.
 LONGEST_FIRST = (
-    "tests/demo/test_demo.py",
-    SYNTH_DIR,
-    "tests/cli/test_readme_examples.py",
-    "tests/reconciler/test_interleavings.py",
-    "tests/reconciler/test_crashes.py",
+    "tests/demo/test_demo.py",                    # 90
+    SYNTH_DIR,                                    # 76
+    "tests/cli/test_readme_examples.py",          # 59
+    "tests/reconciler/test_crashes.py",           # 47
+    "tests/cli/test_drill_fis.py",                # 34
+    "tests/reconciler/test_interleavings.py",     # 34
+    "tests/actuators/test_resilience.py",         # 25
+    "tests/cli/test_confirmed_writes.py",         # 20
+    "tests/cli/test_resources_cli.py",            # 19
+    "tests/cli/test_org_commands.py",             # 18
+    "tests/packaging/test_wheel.py",              # 17
+    "tests/cli/test_arn_option_scope.py",         # 16
+    "tests/cli/test_cli_output.py",               # 16
+    "tests/reconciler/test_release_requests.py",  # 15
+    "tests/stages/test_drain_stage.py",           # 14
+    "tests/cli/test_drill_local.py",              # 14
+    "tests/cli/test_release_scope.py",            # 12
+    "tests/operator/test_audit_account.py",       # 12
+    "tests/cli/test_drill_refusals.py",           # 11
+    "tests/reconciler/test_control.py",           # 11
+    "tests/operator/test_doctor.py",              # 11
+    "tests/reconciler/test_concurrent.py",        # 10
+    "tests/reconciler/test_event.py",             # 9
+    "tests/reconciler/test_races.py",             # 8
+    "tests/reconciler/test_stuck.py",             # 8
+    "tests/ledger/test_one_ledger_per_tick.py",   # 8
+    "tests/architecture/test_layers.py",          # 8
+    "tests/fixtures/test_throttle_proxy.py",      # 7
+    "tests/cli/test_status_words.py",             # 7
+    "tests/drain/test_recovery_model.py",         # 7
+    "tests/drain/test_drain_control.py",          # 7
+    "tests/reconciler/test_engage_tick.py",       # 7
+    "tests/actuators/test_tag_batches.py",        # 7
+    "tests/operator/test_readiness_schedule.py",  # 6
+    "tests/reconciler/test_own_resources.py",     # 6
+    "tests/cli/test_engage_idempotent.py",        # 6
+    "tests/cli/test_status_all_accounts.py",      # 6
+    "tests/actuators/test_drain_record.py",       # 6
+    "tests/actuators/test_records.py",            # 5
+    "tests/detection/test_evidence.py",           # 5
 )
 
 

@@ -1,6 +1,11 @@
-"""Help and output a person can read, through the installed console script: help pages,
-`--version`, each command's own usage error, one exit code per cause, JSON errors,
-progress lines when stderr is not a terminal, and the CHANGES column in plain words."""
+"""Help and output a person can read: help pages, `--version`, each command's own usage
+error, one exit code per cause, JSON errors, progress lines when stderr is not a
+terminal, and the CHANGES column in plain words.
+
+`--version`, the top-level help, an unknown option and the plan run the installed
+console script (its entry point, its exit codes); the help page of every command, the
+writing commands' pages and the unreachable endpoint of every command run `main` in this
+process (tests/cli_inprocess.py), which prints and exits the same way."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import pytest
 from holdfast.cli import build_parser
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
+from tests import cli_inprocess
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet
@@ -27,6 +33,10 @@ HOLDFAST = Path(sys.executable).with_name("holdfast")
 def holdfast(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([str(HOLDFAST), *args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
+
+
+def in_process(*args: str) -> subprocess.CompletedProcess:
+    return cli_inprocess.run(args)
 
 
 def commands() -> list[str]:
@@ -41,7 +51,7 @@ def test_version_prints_the_package_version():
 
 def test_every_command_page_has_a_description_and_an_example_and_no_global_options():
     for name in commands():
-        proc = holdfast(name, "--help")
+        proc = in_process(name, "--help")
         assert proc.returncode == 0, name
         page = proc.stdout
         head = page.split("\n\n")[1]   # after the usage line: the description
@@ -59,9 +69,9 @@ def test_every_command_page_has_a_description_and_an_example_and_no_global_optio
 
 def test_writing_commands_say_they_write():
     for name in ("engage", "resume", "release", "pause", "unpause", "advance", "ledger-init"):
-        page = holdfast(name, "--help").stdout
+        page = in_process(name, "--help").stdout
         assert "WRITES" in page and "--yes" in page and "--dry-run" in page, name
-    assert "WRITES" not in holdfast("plan", "--help").stdout
+    assert "WRITES" not in in_process("plan", "--help").stdout
 
 
 def test_an_unknown_option_shows_that_commands_usage():
@@ -82,7 +92,7 @@ def _closed_port() -> int:
                                   ("resume", "--now", "--yes"), ("drill",)])
 def test_an_endpoint_that_is_down_is_exit_3_for_every_command_with_a_json_error(args):
     url = f"http://127.0.0.1:{_closed_port()}"
-    proc = holdfast("--endpoint-url", url, "--region", REGION, "--json", *args)
+    proc = in_process("--endpoint-url", url, "--region", REGION, "--json", *args)
     assert proc.returncode == 3, (args, proc.stderr[-500:])
     doc = json.loads(proc.stdout)
     assert doc["error"]["cause"] == "unreachable" and doc["error"]["exit_code"] == 3

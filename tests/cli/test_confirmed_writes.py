@@ -1,4 +1,4 @@
-"""Writes with a second look, through the installed console script.
+"""Writes with a second look.
 
 Outside a loopback endpoint every writing command shows what it will change and asks, or
 takes --yes; with no terminal and no --yes it refuses (exit 2) and writes nothing;
@@ -10,7 +10,10 @@ sandbox. To be "not loopback" the CLI is pointed at `http://aws.holdfast.test:<p
 reserved name, RFC 2606, that resolves nowhere) through HTTP_PROXY set to the moto server:
 botocore sends every request through the proxy, so the requests reach moto while the
 endpoint the CLI judges is a remote one, as a LocalStack on another host would be.
-A terminal is a pseudo-terminal on the child's stdin (the question goes to stderr).
+A terminal is a pseudo-terminal on the child's stdin (the question goes to stderr): the
+installed console script runs in a subprocess for the terminal's question and for the
+`stage` table; every other run is `main` in this process (tests/cli_inprocess.py), with
+stdin that is no terminal, as /dev/null is, and the proxy variables set for the call.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from holdfast.ledger import Ledger
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.table import ensure_table
+from tests import cli_inprocess
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
@@ -43,19 +47,20 @@ def remote(server) -> dict[str, str]:
 
 def run(server, *args: str, far: bool = True, answer: str | None = None) -> tuple[int, dict | None, str]:
     """`holdfast --json ...`: exit code, stdout's document, stderr. `far`: through the
-    remote-looking endpoint. `answer`: typed on a terminal (stdin a pty); else stdin is
-    /dev/null, no terminal."""
-    env = {**os.environ}
+    remote-looking endpoint. `answer`: typed on a terminal (the console script, its stdin
+    a pty); else `main` in this process, stdin no terminal."""
+    env = {}
     endpoint = server.url
     if far:
         r = remote(server)
         endpoint = r.pop("endpoint")
         env.update(r)
-    argv = [str(HOLDFAST), "--endpoint-url", endpoint, "--region", REGION, "--rate-budget", "off", "--json", *args]
+    argv = ["--endpoint-url", endpoint, "--region", REGION, "--rate-budget", "off", "--json", *args]
     if answer is None:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+        proc = cli_inprocess.run(argv, env=env)
         out, err, code = proc.stdout, proc.stderr, proc.returncode
     else:
+        argv, env = [str(HOLDFAST), *argv], {**os.environ, **env}
         leader, follower = pty.openpty()
         child = subprocess.Popen(argv, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         os.close(follower)

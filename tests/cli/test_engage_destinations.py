@@ -1,7 +1,8 @@
 """`holdfast engage` from the console script never shortens an async event age without a
 working destination, unless the owner opted in.
 
-The installed `holdfast` runs in a subprocess against the session's moto server, whose
+`holdfast.cli.main` runs in this process (tests/cli_inprocess.py: its own stdin, stdout,
+stderr and exit code, as the console script would have) against the session's moto server, whose
 Lambda checks a destination against the function's execution role when it is written
 (holdfast_fixtures.moto_patches, as AWS does). The CLI finds the deployed stack's
 expired-events queue by itself, from the SSM parameter the stack writes."""
@@ -9,25 +10,21 @@ expired-events queue by itself, from the SSM parameter the stack writes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
+from tests import cli_inprocess
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.actuators.fleet import make_function, role
 from tests.conftest import REGION
 
-HOLDFAST = Path(sys.executable).with_name("holdfast")
 DEFAULT_AGE = 21600
 
 
 def holdfast(server, *args: str) -> tuple[int, dict | None, str]:
-    proc = subprocess.run([str(HOLDFAST), "--endpoint-url", server.url, "--region", REGION, "--json", *args],
-                          capture_output=True, text=True, timeout=120)
+    proc = cli_inprocess.run(["--endpoint-url", server.url, "--region", REGION, "--json", *args])
     return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None, proc.stderr
 
 

@@ -2,7 +2,8 @@
 posture the first engage can leave a resource in (engaged in full, bounded in part,
 already safe as its owner left it, skipped), the second engage only reads.
 
-The installed `holdfast` runs in a subprocess against the session's moto server, with
+`holdfast.cli.main` runs in this process (tests/cli_inprocess.py: its own stdin, stdout,
+stderr and exit code, as the console script would have) against the session's moto server, with
 AWS's semantics where moto departs from them (holdfast_fixtures.moto_patches: Lambda's
 destination check against the execution role, Put/Update of async configs per
 qualifier, provisioned mappings, Application Auto Scaling tagging). Each run's JSON
@@ -11,28 +12,24 @@ document counts its calls by operation (`api_calls_by_operation`)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
+from tests import cli_inprocess
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.actuators.fleet import (make_asg, make_function, make_mapping, make_queue, make_service_target,
                                    make_target_group, role)
 from tests.conftest import REGION
 
-HOLDFAST = Path(sys.executable).with_name("holdfast")
 # Every API operation that changes something, by the verbs AWS names them with.
 WRITES = ("Put", "Update", "Delete", "Create", "Tag", "Untag", "Suspend", "Resume", "Modify", "Register",
           "AddTags", "RemoveTags", "Publish", "Send", "Start")
 
 
 def holdfast(server, *args: str) -> dict:
-    proc = subprocess.run([str(HOLDFAST), "--endpoint-url", server.url, "--region", REGION, "--json", *args],
-                          capture_output=True, text=True, timeout=300)
+    proc = cli_inprocess.run(["--endpoint-url", server.url, "--region", REGION, "--json", *args])
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)
 

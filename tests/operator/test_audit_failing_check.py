@@ -1,7 +1,8 @@
 """`holdfast audit` when one of its checks fails: that check's failure is its reported
 outcome (named on stderr, exit 1), and every other finding still prints.
 
-The console script runs in a subprocess against the session's moto server. Without the
+`holdfast.cli.main` runs in this process (tests/cli_inprocess.py: its own stdin, stdout,
+stderr and exit code, as the console script would have) against the session's moto server. Without the
 fixtures' emulation, moto has no SimulatePrincipalPolicy and answers an HTML 500 page
 (botocore: ResponseParserError, which is not a BotoCoreError); with it
 (holdfast_fixtures.iam_simulation), a deleted execution role answers NoSuchEntity."""
@@ -9,22 +10,18 @@ fixtures' emulation, moto has no SimulatePrincipalPolicy and answers an HTML 500
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests import cli_inprocess
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.actuators.fleet import make_asg, make_function, make_queue, role
 from tests.conftest import REGION
 
-HOLDFAST = Path(sys.executable).with_name("holdfast")
 
 
 def audit(server) -> tuple[int, dict | None, str]:
-    proc = subprocess.run([str(HOLDFAST), "--endpoint-url", server.url, "--region", REGION, "--json", "audit"],
-                          capture_output=True, text=True, timeout=300)
+    proc = cli_inprocess.run(["--endpoint-url", server.url, "--region", REGION, "--json", "audit"])
     return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None, proc.stderr
 
 
