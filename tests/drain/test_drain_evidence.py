@@ -551,7 +551,7 @@ def own_readings(draw):
     minute = draw(st.integers(-20, 40))
     received = draw(st.sampled_from([0.0, 60.0, 600.0]))
     deleted = draw(st.sampled_from([0.0, 0.5, 0.97, 1.0])) * received
-    ms = draw(st.sampled_from([700.0, 800.0, 860.0, 900.0, 1000.0, 2000.0]))
+    ms = draw(st.sampled_from([700.0, 800.0, 816.0, 840.0, 860.0, 900.0, 1000.0, 2000.0]))   # 816, 840: the raise band
     duration = draw(st.booleans())
     return reading(minute, received=received, deleted=deleted, ms=ms, duration=duration, age=draw(st.sampled_from([1.0, 9000.0])))
 
