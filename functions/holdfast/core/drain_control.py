@@ -361,7 +361,7 @@ class CapState:
     unseen_since: datetime | None = None
     # (datapoint, time per message ÷ its baseline, the cap that measured it) of each minute
     # judged wholly at one cap in the last `history_seconds`: a time that grows with the
-    # cap is a knee's, one that does not is the consumer's own (knee_reference).
+    # cap is a knee's, one that does not is the consumer's own (own_speed).
     ratios: tuple[tuple[datetime, float, int], ...] = ()
     # When the raise band first held the cap in force (None: it does not hold it).
     banded_at: datetime | None = None
@@ -554,6 +554,13 @@ def slower(ratio: float, facts: Facts) -> bool:
     return ratio > 1 + noise(facts)
 
 
+def lower(ratios, cap: int, facts: Facts) -> list[float]:
+    """The kept ratios measured at a cap lower than `cap` by 3 × the noise or more: far
+    enough apart for a knee's growth to show beyond the noise."""
+    n = noise(facts)
+    return [r for _, r, c in ratios if c * (1 + 3 * n) <= cap]
+
+
 def own_speed(ratios, cap: int, ratio: float, facts: Facts) -> float | None:
     """The time per message (÷ its baseline) the consumer has now whatever the load, when
     the kept minutes show it: one measured at a cap lower by 3 × the noise or more reads
@@ -561,7 +568,7 @@ def own_speed(ratios, cap: int, ratio: float, facts: Facts) -> float | None:
     that does not is the consumer's own (a cold cache, larger messages, a slower deploy),
     not the drain's load. None: no such minute."""
     n = noise(facts)
-    same = [r for _, r, c in ratios if c * (1 + 3 * n) <= cap and abs(r - ratio) <= n * min(r, ratio)]
+    same = [r for r in lower(ratios, cap, facts) if abs(r - ratio) <= n * min(r, ratio)]
     return min(same + [ratio]) if same else None
 
 
@@ -811,15 +818,25 @@ def _floor(facts: Facts, constants: Constants) -> int:
     return low
 
 
+def baseline_need(facts: Facts) -> float | None:
+    """The concurrency the baseline arrivals need (arrivals × time per message, Little's
+    law); None when either is unknown."""
+    if facts.arrival_per_second is not None and facts.seconds_per_message:
+        return facts.arrival_per_second * facts.seconds_per_message
+    return None
+
+
+def implausible(pre: float, need: float | None, constants: Constants = DEFAULTS) -> bool:
+    """A pre-event concurrency more than `plausible_start_factor` × the need, plus two
+    batches: a retry storm read as the baseline."""
+    return need is not None and pre > constants.plausible_start_factor * need + 2
+
+
 def carried_before(facts: Facts, constants: Constants = DEFAULTS) -> int | None:
     """The concurrency the downstream carried before the event: the pre-event concurrency
-    when it is plausible (at most `plausible_start_factor` × what the baseline arrivals
-    need, plus two batches), else that need; None when neither is known."""
-    need = None
-    if facts.arrival_per_second is not None and facts.seconds_per_message:
-        need = facts.arrival_per_second * facts.seconds_per_message
-    pre = facts.pre_event_concurrency
-    if pre is not None and (need is None or pre <= constants.plausible_start_factor * need + 2):
+    when it is plausible, else what the baseline arrivals need; None when neither is known."""
+    need, pre = baseline_need(facts), facts.pre_event_concurrency
+    if pre is not None and not implausible(pre, need, constants):
         return math.ceil(pre)
     return None if need is None else math.ceil(need)
 
@@ -842,9 +859,7 @@ def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = 
     top, top_why = ceiling(facts, c)
     low = _floor(facts, c)
     reasons = []
-    need = None
-    if facts.arrival_per_second is not None and facts.seconds_per_message:
-        need = facts.arrival_per_second * facts.seconds_per_message
+    need = baseline_need(facts)
     pre = facts.pre_event_concurrency
     searching = True
     if pre is None and need is None:
@@ -854,7 +869,7 @@ def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = 
         base = max(current_cap, math.ceil(need))
         reasons.append(f"no pre-event ConcurrentExecutions: starting from what the baseline arrivals need "
                        f"({need:.1f} = arrivals × time per message) and searching")
-    elif need is not None and pre > c.plausible_start_factor * need + 2:
+    elif implausible(pre, need, c):
         base = max(current_cap, math.ceil(need))
         reasons.append(f"pre-event concurrency {pre:g} is implausible, more than {c.plausible_start_factor:g}× what the "
                        f"baseline arrivals need ({need:.1f}): starting from the need and searching")
@@ -1231,7 +1246,7 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
         # `banded_at`). A time per message that does not grow with the cap is the
         # consumer's own, and the band lets it go; one that does is a knee's, and it holds.
         n = noise(facts)
-        knee = any(m * (1 + 3 * n) <= cap and r * (1 + n) < health.ratio for _, r, m in state.ratios)
+        knee = any(r * (1 + n) < health.ratio for r in lower(state.ratios, cap, facts))
         if not knee or (state.banded_at is not None
                         and (now - state.banded_at).total_seconds() >= c.remember_alarm_seconds):
             up = min(top, max(cap + 1, math.ceil(cap * (1 + 3 * n))))
