@@ -169,6 +169,13 @@ def condition_failed(err: Exception) -> bool:
     return code == TRANSACTION_CANCELLED and any(r.get("Code") == "ConditionalCheckFailed" for r in reasons)
 
 
+def condition_failed_at(err: Exception, index: int) -> bool:
+    """Whether the transaction item at `index` is the one whose condition failed."""
+    reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
+    return (error_code(err) == TRANSACTION_CANCELLED and len(reasons) > index
+            and reasons[index].get("Code") == "ConditionalCheckFailed")
+
+
 def contended(err: Exception) -> bool:
     """Another writer's transaction held the item (retry soon; the ledger is fine)."""
     code = error_code(err)

@@ -79,9 +79,27 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
   cleans up, each step guarded again.
 - after a guard's lease write, before the AWS write it guarded: nothing changed; the
   lease only delays other controllers' `done` marks for LEASE_SECONDS.
+- a mapping's cap write (a drain step, or its final restore): the record and the write's
+  target and time are written first, over the record version the write was decided on
+  (ledger.conditions.RECORD_VERSION_IS: another controller's write since makes it
+  refused-stale, for the next tick). Killed after that record, before or during the
+  UpdateEventSourceMapping: the target is in the applied set, so whenever it lands it is
+  Holdfast's. A write sent but not applied yet (throttled and retried, re-sent after a
+  read timeout) is waited for: the next tick leaves the mapping alone (refused-stale)
+  while its last write is not seen and younger than LEASE_SECONDS, and keeps that
+  write's target in the applied set until it is seen, so a late cap is never read as
+  the owner's, nor left on a mapping whose record a restore forgot.
 - after a walk, before `mark_done`: the next tick walks the kind again; no writes.
 - the ledger unreachable: engaging still proceeds when the verdict is impaired
   (tag-only write-ahead); nothing is relaxed, since no plan can be confirmed.
+- a release during a hold (a request, or `holdfast release`): its mark
+  (CONTROL/RELEASED#<arn>) is written before the restore. Killed after the mark, before
+  or during the restore: the resource is still engaged and marked; the walks leave it
+  alone, and the request's takeover (or the command run again) restores it. Killed after
+  the restore, before the outcome: the takeover finds it restored and records
+  `restored-unconfirmed`; the mark is already there, so no re-walk engages it again. A
+  walk that read the marks before the mark landed is refused at its write-ahead
+  (conditions.NOT_RELEASED_IN), and takes its record tag off again.
 """
 
 from __future__ import annotations
@@ -413,6 +431,9 @@ def reconcile(t: _Tick) -> TickResult:
         # The operators' release requests first (a few a tick), so a walk that takes the
         # whole tick never keeps them waiting; what they release, this tick's walks leave alone.
         released = release(t, plan, seen.control, result)
+        # Marks written after the control read (by `holdfast release` while this tick walks)
+        # are checked again at each engage's write-ahead (holdfast.ledger.control.not_released).
+        t.ledger.engagement = release_requests.marked_engagement(plan)
         walk(t, plan, result, release_requests.left_released(seen.control.released, plan) | released)
     except Contention as err:
         # A progress mark met another controller's transaction: the ledger is fine, the
@@ -707,11 +728,16 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                or release_requests.stale(request, began, t.started))
         if why is None:
             releaser = releaser or Engine(t.runtime)
+            # The mark first, then the restore: a tick that dies between them leaves a resource
+            # restored and marked, which the hold's walks leave alone and a takeover
+            # (restored-unconfirmed) finds as it should. Every outcome keeps it.
+            kept = ""
+            if began is not None and plan.stage != NORMAL:
+                kept = keep_released(t, request.arn, began, request.by or "a release request")
+                left.add(request.arn)
             try:
                 action, why = release_one(t, releaser, request)
-                if action in (RESTORED, DRIFT_KEPT) and began is not None and plan.stage != NORMAL:
-                    why += keep_released(t, request.arn, began, request.by or "a release request")
-                    left.add(request.arn)
+                why += kept
             except (ValueError, *AWS_ERRORS) as err:   # bad input never stops the tick: the outcome says it
                 action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:

@@ -66,7 +66,7 @@ class Runtime:
         and never keep one across ticks (its reads would be a tick old)."""
         from holdfast.ledger import Ledger
 
-        return Ledger(self.clients("dynamodb"), self.table)
+        return Ledger(self.clients("dynamodb"), self.table, clock=self.clock)
 
     def but(self, **changes) -> "Runtime":
         """The same runtime with some fields replaced (another controller id, settings...)."""

@@ -176,3 +176,30 @@ def test_bad_input_is_a_usage_error_naming_it(aws, capsys, extra, message):
 def test_accounts_without_all_accounts_is_a_usage_error(aws, capsys):
     assert main(["--region", REGION, "status", "--accounts", A]) == 2
     assert "--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts" in capsys.readouterr().err
+
+
+def test_all_accounts_from_a_region_with_two_stacks_reads_each_members_own_ledger(organization, capsys):
+    """The caller's account and region hold two Holdfast stacks (two ledgers published): an
+    --all-accounts command uses no ledger of the caller's, so that is no error; and a member
+    always finds its own (CloudFormation names each table), --ledger-table or not."""
+    here = Clients(region=REGION)
+    for stack, name in (("Holdfast", "holdfast-one"), ("Other", "holdfast-two")):
+        here("ssm").put_parameter(Name=f"/holdfast/{stack}/ledger-table", Value=name, Type="String")
+    creds = boto3.client("sts", region_name=REGION).assume_role(   # in A: the role the fixture made there
+        RoleArn=f"arn:aws:iam::{A}:role/{accounts.DEFAULT_ROLE}", RoleSessionName="setup")["Credentials"]
+    boto3.client("ssm", region_name=REGION, aws_access_key_id=creds["AccessKeyId"],
+                 aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"]).put_parameter(
+        Name="/holdfast/Holdfast/ledger-table", Value=DEFAULT_TABLE, Type="String")
+    args = ["--json", "--region", REGION, "status", "--all-accounts", "--accounts", A, "--regions", REGION]
+
+    assert main(args) == 0, capsys.readouterr().err
+    [row] = json.loads(capsys.readouterr().out)["rows"]
+    assert (row["stage"], row["engaged"], row["error"]) == ("drain", 3, None)
+
+    # The --ledger-table the caller's own commands need here names no table of the member's.
+    assert main(["--ledger-table", "holdfast-one", *args]) == 0, capsys.readouterr().err
+    [row] = json.loads(capsys.readouterr().out)["rows"]
+    assert (row["stage"], row["error"]) == ("drain", None)
+    # A command that uses this region's ledger still asks which.
+    assert main(["--region", REGION, "status"]) == 2
+    assert "several Holdfast stacks publish a ledger table here" in capsys.readouterr().err

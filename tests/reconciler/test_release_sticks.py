@@ -132,3 +132,84 @@ def test_a_release_mark_that_cannot_be_written_warns_and_the_next_rewalk_engages
     clock.advance(6 * 60)
     assert orders in {o.arn for o in tick(runtime, collect=script.collect).outcomes if o.action == ENGAGED}
     assert config(clients, orders) == protected
+
+
+class Killed(BaseException):
+    """The tick's process dying (out of memory, a runtime crash): nothing after it runs."""
+
+
+def test_a_release_whose_tick_dies_after_the_restore_stays_released_through_the_takeover(
+        clients, ledger_table, aws_semantics, monkeypatch):
+    """The request's tick restores the function and dies before recording anything more; the
+    tick that takes the claim over finds it restored (restored-unconfirmed). The mark was
+    written before the restore, so the hold's re-walks leave it as released."""
+    from holdfast import reconciler
+
+    (orders, billing), runtime, clock, script = engage_functions(clients, ledger_table, "orders", "billing")
+    protected = config(clients, billing)
+    ledger_control.request_release(Ledger(clients("dynamodb"), ledger_table), orders, by="oncall", reason="drill",
+                                   now=clock.now() + timedelta(seconds=1), request_id="r1")
+    clock.advance(60)
+    release_one = reconciler.release_one
+
+    def dies_after_the_restore(*args, **kwargs):
+        release_one(*args, **kwargs)
+        raise Killed()
+
+    monkeypatch.setattr(reconciler, "release_one", dies_after_the_restore)
+    try:
+        tick(runtime, collect=script.collect)
+        raise AssertionError("the tick was to die")
+    except Killed:
+        pass
+    monkeypatch.undo()
+    assert config(clients, orders) == (3600, 2)
+
+    clock.advance(5 * 60)       # the claim has run out: a tick takes it over
+    result = tick(runtime, collect=script.collect)
+    assert "release:restored-unconfirmed" in result.actions
+    for _ in range(3):          # the hold's re-walks
+        clock.advance(6 * 60)
+        result = tick(runtime, collect=script.collect)
+        assert orders not in {o.arn for o in result.outcomes if o.action == ENGAGED}
+    assert config(clients, orders) == (3600, 2) and config(clients, billing) == protected
+
+
+def test_a_release_landing_while_a_rewalk_lists_is_not_engaged_again_and_status_agrees(
+        clients, ledger_table, aws_semantics, monkeypatch, capsys):
+    """The tick reads the release marks at its start; `holdfast release` lands after that read,
+    before the re-walk lists the functions. The re-walk's write-ahead is conditional on there
+    being no mark of this hold (conditions.NOT_RELEASED_IN): refused, the function is left as
+    released, with no record tag, and `status` lists it released, not engaged."""
+    from holdfast.actuators.async_config import AsyncConfigActuator
+    from holdfast.core.tags import read_record
+
+    (orders, billing), runtime, clock, script = engage_functions(clients, ledger_table, "orders", "billing")
+    protected = config(clients, billing)
+    candidates = AsyncConfigActuator.candidates
+    landed = []
+
+    def release_lands_first(self):
+        if not landed:
+            landed.append(main(["--region", "us-east-1", "--json", "release", orders, "--yes"]))
+        return candidates(self)
+
+    monkeypatch.setattr(AsyncConfigActuator, "candidates", release_lands_first)
+    clock.advance(6 * 60)       # a re-walk is due
+    result = tick(runtime, collect=script.collect)
+    monkeypatch.undo()
+    assert landed == [0]
+    assert orders not in {o.arn for o in result.outcomes if o.action == ENGAGED}
+    assert config(clients, orders) == (3600, 2) and config(clients, billing) == protected
+    tags = clients("lambda").list_tags(Resource=orders)["Tags"]
+    assert read_record(tags) is None, tags
+
+    capsys.readouterr()
+    assert main(["--region", "us-east-1", "--json", "status"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [m["arn"] for m in doc["released"]] == [orders]
+    assert orders not in {r["arn"] for r in doc["resources"]}
+    # The later re-walks leave it so.
+    clock.advance(6 * 60)
+    assert orders not in {o.arn for o in tick(runtime, collect=script.collect).outcomes if o.action == ENGAGED}
+    assert config(clients, orders) == (3600, 2)

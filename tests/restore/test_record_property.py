@@ -31,6 +31,7 @@ from holdfast.ledger import Ledger
 from holdfast.actuators.esm import EsmActuator
 from holdfast.core.model import Record, StalePlan, no_guard
 from holdfast.core.tags import RECORD_KEYS, TagError, read_record
+from holdfast.ledger.conditions import FIRST_RECORD_VERSION, RECORD_UNCHANGED, RECORD_VERSION_IS
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
 
@@ -146,11 +147,24 @@ class FakeDynamo:
 
     def update_item(self, TableName, Key, UpdateExpression, ConditionExpression, ExpressionAttributeNames,
                     ExpressionAttributeValues):
+        """The conditions ResourceLedger writes (holdfast.ledger.conditions: RECORD_UNCHANGED,
+        RECORD_VERSION_IS, FIRST_RECORD_VERSION), and its `SET #a = :a, ... ADD #version :one`."""
         k = self._key(Key)
-        item, v = self.items.get(k), ExpressionAttributeValues
-        if item is None or item["original"] != v[":old_original"] or item["applied"] != v[":old_applied"]:
+        item, v, names = self.items.get(k), ExpressionAttributeValues, ExpressionAttributeNames
+        version = item.get("version", {}).get("N") if item else None
+        holds = item is not None and {
+            RECORD_UNCHANGED: lambda: item["original"] == v[":old_original"] and item["applied"] == v[":old_applied"],
+            RECORD_VERSION_IS: lambda: version == v[":version"]["N"],
+            FIRST_RECORD_VERSION: lambda: version is None,
+        }[ConditionExpression]()
+        if not holds:
             raise _error("ConditionalCheckFailedException", "UpdateItem")
-        item["original"], item["applied"] = v[":original"], v[":applied"]
+        sets, _, adds = UpdateExpression.removeprefix("SET ").partition(" ADD ")
+        for clause in sets.split(", "):
+            name, value = clause.split(" = ")
+            item[names[name]] = v[value]
+        if adds:
+            item["version"] = {"N": str(int(version or 0) + 1)}
 
     def delete_item(self, TableName, Key):
         self.items.pop(self._key(Key), None)

@@ -25,7 +25,10 @@ engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
 relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledger record
          Each write is built from a read taken just before it, and each step only after
          the one before succeeded, so a crash anywhere leaves a record from which the
-         next run finishes the job.
+         next run finishes the job. A kind whose writes are serialised per resource
+         (`serial_writes`: a mapping's caps) records each write's target and time in the
+         ledger before sending it, over the record version it was decided on, and waits
+         while the one before may still land (`_claim`, `_wait_for`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, ClassVar, Iterator, Mapping
 
@@ -41,10 +45,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import error_code, error_summary, error_text, too_many_tags
 from holdfast.core import restore
 from holdfast.core.audit import AuditResult, Progress
-from holdfast.core.errors import Conflict, Vanished
+from holdfast.core.errors import Conflict, ReleasedByHand, Superseded, Vanished
 from holdfast.core.kinds import Kind
 from holdfast.core.own import NOT_OWN, Own
 from holdfast.iam import uses
+from holdfast.ledger.leases import LEASE_SECONDS
 from holdfast.ratelimit import TokenBucket
 from holdfast.core.tags import MAX_TAGS, RECORD_KEYS, TagError, owner_tags, read_record, record_tags, room_for_record
 from holdfast.core.model import (
@@ -124,6 +129,10 @@ class TaggedActuator(ABC):
     # carries the selector or Holdfast's record tag (policies/reconciler.json, the
     # *WriteOnlyTagged and *RestoreRecorded statements); False: its writes need neither.
     restore_needs_tag: ClassVar[bool] = False
+    # Relaxing writes serialised per resource (a mapping's caps, which a drain moves every few
+    # minutes): each is recorded with its target in the ledger before it is sent, only over the
+    # record version it was decided on, and waits while the one before may still land (_claim, _wait_for).
+    serial_writes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -373,8 +382,9 @@ class TaggedActuator(ABC):
                     raise tagged
                 tagged_ok, why = tagged
                 # Then the ledger's copy (conditional: a recorded original stays; another
-                # original there is a Conflict, and the resource is not changed).
-                outcome.ledger_written = self.ledger.put_original(new, resource.name)
+                # original there is a Conflict, and the resource is not changed; one released
+                # by hand during this hold is left as released).
+                outcome.ledger_written = self._write_ahead(resource, new, tagged_ok)
                 if not tagged_ok and not outcome.ledger_written:
                     results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"record": {
                         "why": (f"left unchanged: {why}, and the ledger is unreachable; changing it with no record "
@@ -392,9 +402,27 @@ class TaggedActuator(ABC):
                 if identity is not None and outcome.ledger_written:
                     self.ledger.put_identity(resource.arn, identity)
                 results[i] = outcome
+            except ReleasedByHand as err:
+                results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"released": {
+                    "why": str(err), "fix": "`holdfast engage` protects it again now, if wanted"}})
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
         return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
+
+    def _write_ahead(self, resource: Resource, record: Record, tagged: bool) -> bool:
+        """The ledger's copy of an engage's record (after its tag): whether the ledger holds
+        it. An operator's release mark of this engagement (ReleasedByHand, re-raised) wins
+        over a walk that read the marks before it was written: the record tag just written
+        is taken off again, so the released resource carries no record, as its release left it."""
+        try:
+            return self.ledger.put_original(record, resource.name, engage=True)
+        except ReleasedByHand:
+            if tagged:
+                try:
+                    self._untag(resource, list(RECORD_KEYS))
+                except (Vanished, ClientError, BotoCoreError):
+                    pass   # a record whose current is its original: a restore finds nothing to write and untags
+            raise
 
     def _engage_error(self, resource: Resource, outcome: Outcome | None, err: Exception) -> Outcome:
         if isinstance(err, Vanished):
@@ -543,9 +571,13 @@ class TaggedActuator(ABC):
                 resource = self.fresh(resource)
                 decisions = restore.decide(record.original, record.applied, resource.current)
                 values = restore.writes(decisions)
+                # Never forget a record while an earlier write to the resource may still land.
+                self._wait_for(resource, record)
                 if values:
                     guard()
-                    self._write(resource, values, restoring=True)
+                    claimed = self._claim(resource, record, values) if self.serial_writes else None
+                    with self._settle_once_answered(claimed):
+                        self._write(resource, values, restoring=True)
                 written.append((i, resource, decisions, values))
             except Exception as err:   # noqa: BLE001  (mapped as relax maps them; others re-raised)
                 results[i] = self._relax_error(resources[i], guard, err)
@@ -612,25 +644,82 @@ class TaggedActuator(ABC):
         values = self.partial(record, resource.current, target)
         if not values:
             return Outcome(self.kind, resource.arn, ALREADY)
+        self._wait_for(resource, record)
         # The values that can be Holdfast's once this write is made (restore.advance): the
-        # record stays as short as the tag however many times a drain moves the cap.
+        # record stays as short as the tag however many times a drain moves the cap; the
+        # previous write's target stays in it until the resource shows it.
+        late = restore.unseen(record.writing, resource.current) if self.serial_writes else None
         moved = Record(record.kind, record.arn, record.original,
-                       restore.advance(record.applied, resource.current, values, self.may_write))
+                       restore.advance(record.applied, resource.current, values, self.may_write, late))
         ledger = self.ledger.cached(resource.arn)
-        if ledger is None or not restore.same(ledger, moved):
+        claimed = None
+        if self.serial_writes:
+            guard()
+            claimed = self._claim(resource, moved, values)
+        elif ledger is None or not restore.same(ledger, moved):
             # The ledger's copy missing (engaged while it was unreachable) or another: a relax
             # has the ledger, so both copies hold the record before the write.
             guard()
             self.ledger.put_original(moved, resource.name, advance=True)
-        on_tag = resource.record
-        if (on_tag is not None and not restore.same(on_tag, moved)) or \
-                (on_tag is None and not resource.confirmed and not restore.same(record, moved)):
-            # On the tag too before the write (no room for it: the ledger's copy holds it).
+        with self._settle_once_answered(claimed):
+            on_tag = resource.record
+            if (on_tag is not None and not restore.same(on_tag, moved)) or \
+                    (on_tag is None and not resource.confirmed and not restore.same(record, moved)):
+                # On the tag too before the write (no room for it: the ledger's copy holds it).
+                guard()
+                self._write_tag(resource, moved)
             guard()
-            self._write_tag(resource, moved)
-        guard()
-        self._write(resource, values, restoring=True)
+            self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
+
+    @contextmanager
+    def _settle_once_answered(self, claimed: Record | None):
+        """Around the steps from a claimed write to its answer: once AWS has answered it (done,
+        or an error: its last attempt failed, and any earlier one AWS applied is on the
+        resource already), or a step before it failed (a guard, the tag) so it was never
+        sent, nothing of it can land later, and its claim is settled: no tick waits for it.
+        A connection error or a timeout, or the tick dying, leaves the claim: the request
+        may still be applied."""
+        try:
+            yield
+        except BotoCoreError:
+            raise
+        except Exception:
+            if claimed is not None:
+                self.ledger.settle_write(claimed)
+            raise
+        if claimed is not None:
+            self.ledger.settle_write(claimed)
+
+    def _wait_for(self, resource: Resource, record: Record) -> None:
+        """A kind whose writes are serialised per resource: Superseded (the resource is left
+        to the next tick) while the last relaxing write to it may still land — not seen on
+        it, and sent less than LEASE_SECONDS ago (core.restore.in_flight). Written over, it
+        could land after this write; a restore that forgot the record first would leave
+        it on a resource with no record."""
+        if not self.serial_writes or not restore.in_flight(record.writing, resource.current, self.ledger.now(),
+                                                          LEASE_SECONDS):
+            return
+        last = record.writing or {}
+        raise Superseded(f"its last write ({last.get('values')}, sent at {last.get('at')}) does not show on it yet and may "
+                         f"still land (a request the SDK retried or re-sent, for up to {LEASE_SECONDS} s): acting "
+                         "next tick")
+
+    def _claim(self, resource: Resource, record: Record, values: Mapping[str, Any]) -> Record | None:
+        """The ledger's record of a serialised write, before it is sent: `record` and the write
+        (`values`, now), only over the version this tick read (ResourceLedger.claim_write;
+        Superseded when another controller wrote it since). A record on the tag only
+        (engaged while the ledger was unreachable) is put in the ledger first."""
+        read = self.ledger.cached(resource.arn)
+        if read is None:
+            if not self.ledger.put_original(record, resource.name, advance=True):
+                # The ledger unreachable: nothing to serialise on. A tick's relax stops at its
+                # guard (it needs the ledger); an operator's restore from the tags goes on.
+                return None
+            read = self.ledger.cached(resource.arn)
+            if read is None:
+                raise Superseded(f"the record of {resource.arn} was forgotten meanwhile: acting next tick")
+        return self.ledger.claim_write(record, resource.name, dict(values), read=read)
 
     def _changes(self, resource: Resource, values: Mapping[str, Any]) -> dict[str, Any]:
         return {k: {"from": resource.current.get(k), "to": v} for k, v in values.items()}

@@ -277,14 +277,20 @@ def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) ->
 
 
 @uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
-def member_ledger(clients: Clients, budgets: _Budgets) -> str:
+def member_ledger(clients: Clients, budgets: _Budgets, chosen: str | None = None) -> str:
     """The ledger table a member account's stack publishes in this region
-    (/holdfast/<stack>/ledger-table; CloudFormation names the table), else holdfast-ledger."""
+    (/holdfast/<stack>/ledger-table; CloudFormation names the table), else holdfast-ledger.
+    Always the member's own: `chosen` (--ledger-table) only picks among several stacks
+    that publish one there, and names no table of its own in a member (a table name of
+    the caller's account would be found in none of them)."""
     budgets.reads.take()
     found = published(clients, LEDGER_TABLE_PARAMETER)
+    if chosen is not None and chosen in found.values():
+        return chosen
     if len(found) > 1:
-        raise UsageError(f"several Holdfast stacks publish a ledger here ({', '.join(sorted(found))}): "
-                         "pass --ledger-table")
+        listed = ", ".join(f"{name} = {value}" for name, value in sorted(found.items()))
+        raise UsageError(f"several Holdfast stacks publish a ledger here ({listed}): pass --ledger-table with "
+                         "the one to act on")
     return next(iter(found.values()), DEFAULT_TABLE)
 
 
@@ -475,11 +481,10 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
             return row
         session = boto3.session.Session(region_name=region, **found)
         clients = Clients(session, endpoint_url=args.endpoint_url)
-        ledger = ctx.ledger_table
+        ledger = args.ledger_table or DEFAULT_TABLE
         try:
-            if ctx.ledger_found_by != "--ledger-table":
-                # Each member stack's ledger is named by CloudFormation: its own name, from SSM.
-                ledger = member_ledger(clients, budgets)
+            # Each member stack's ledger is named by CloudFormation: its own name, from SSM there.
+            ledger = member_ledger(clients, budgets, chosen=args.ledger_table)
             work(ctx.but(ledger_table=ledger), clients, budgets, args, row)
         except UsageError as err:
             row.error = str(err)

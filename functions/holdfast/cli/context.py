@@ -110,7 +110,14 @@ class Context:
         # botocore reads only AWS_DEFAULT_REGION; AWS_REGION wins over it, as in the AWS CLI.
         region = args.region or os.environ.get("AWS_REGION")
         clients = Clients(region=region, profile=args.profile, endpoint_url=args.endpoint_url)
-        ledger, found_by, deployed = find_ledger_table(clients, chosen=args.ledger_table)
+        try:
+            ledger, found_by, deployed = find_ledger_table(clients, chosen=args.ledger_table)
+        except UsageError as err:
+            if not getattr(args, "all_accounts", False):
+                raise
+            # --all-accounts acts on each member's own ledger, found there: this account
+            # and region's is not used, so several stacks here are no reason to stop.
+            ledger, found_by, deployed = DEFAULT_TABLE, f"{UNRESOLVED} ({err})", None
         if args.settings is None and deployed is not None:
             # The deployed stack's settings (its mode among them), not the defaults: what
             # `holdfast stage` decides with must be what the controller decides with.
@@ -131,7 +138,7 @@ class Context:
             controller_id=f"cli:{operator_name()}",
         )
         endpoint_url = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
-        if _budgeted(getattr(args, "rate_budget", "auto"), endpoint_url):
+        if _budgeted(getattr(args, "rate_budget", "auto"), endpoint_url) and not found_by.startswith(UNRESOLVED):
             govern(clients, settings, table=runtime.table, member=runtime.controller_id)
         ctx = cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None),
                   progress_seconds=getattr(args, "progress_seconds", 30.0), ledger_found_by=found_by)
@@ -287,6 +294,39 @@ def operator_name() -> str:
         return "unknown"
 
 
+# How `ledger_found_by` begins when SSM could not name the ledger and no tag could either.
+LEDGER_UNKNOWN = "ledger not known"
+# How it begins when SSM failed and the ledger was found by its tag.
+TAGGED_LEDGER = "the table tagged"
+# The tag a deployed stack puts on its ledger table (stacks/holdfast_cdk).
+LEDGER_TAG = ("holdfast:component", "ledger")
+
+
+@uses("dynamodb:ListTables", "dynamodb:ListTagsOfResource", "sts:GetCallerIdentity", by=("cli",))
+def tagged_ledgers(clients: Clients) -> list[str]:
+    """The tables of this account and region tagged holdfast:component=ledger, by name: how
+    a command finds a deployed stack's ledger when SSM cannot be read. (The Resource
+    Groups Tagging API would answer in one call; DynamoDB's own ListTables and
+    ListTagsOfResource need no other service.)"""
+    db = clients("dynamodb")
+    names = [n for page in db.get_paginator("list_tables").paginate() for n in page.get("TableNames", [])]
+    if not names:
+        return []
+    prefix = f"arn:{clients.partition}:dynamodb:{clients.region}:{clients.account_id()}:table/"
+    key, value = LEDGER_TAG
+    found = []
+    for name in names:
+        tags = db.list_tags_of_resource(ResourceArn=prefix + name).get("Tags", [])
+        if any(t.get("Key") == key and t.get("Value") == value for t in tags):
+            found.append(name)
+    return found
+
+
+# How `ledger_found_by` begins when the caller's ledger was not resolved (an --all-accounts
+# command here, where several stacks publish one): only the members' own are used.
+UNRESOLVED = "not resolved here"
+
+
 @uses("ssm:GetParametersByPath", by=("cli", "readonly", "operator"))
 def published(clients: Clients, leaf: str) -> dict[str, str]:
     """Every parameter under /holdfast whose name ends in /<leaf> (every one for ""): {name: value}."""
@@ -316,13 +356,28 @@ def find_ledger_table(clients: Clients, chosen: str | None = None) -> tuple[str,
     /holdfast/<stack>/ledger-table, and its settings at /holdfast/<stack>/settings.
     `chosen` (--ledger-table) wins; several stacks in the region without it is a usage
     error naming them. None published (a stack from before the name was generated, or a
-    local ledger from `holdfast ledger-init`), or SSM unreadable: the table
-    `holdfast-ledger`, and the result says why."""
+    local ledger from `holdfast ledger-init`): the table `holdfast-ledger`, and the
+    result says why. SSM unreadable: the one table here tagged `holdfast:component=ledger`
+    (a deployed stack tags its ledger so); with none or several, or the tags unreadable
+    too, the ledger is not known (`how` begins with LEDGER_UNKNOWN: the commands run from
+    the resources' tags, as with an unreachable ledger, and never advise `ledger-init`,
+    which would make a second, empty ledger)."""
     try:
         everything = published(clients, "")
     except (ClientError, BotoCoreError) as err:
-        return chosen or DEFAULT_TABLE, chosen and "--ledger-table" or \
-            f"{DEFAULT_TABLE} (SSM parameters unreadable: {error_text(err)})", None
+        if chosen:
+            return chosen, "--ledger-table", None
+        why = f"SSM parameters under {PARAMETER_ROOT} unreadable: {error_text(err)}"
+        try:
+            found = tagged_ledgers(clients)
+        except (ClientError, BotoCoreError) as again:
+            return DEFAULT_TABLE, f"{LEDGER_UNKNOWN} ({why}; the tables tagged {LEDGER_TAG[0]}={LEDGER_TAG[1]} " \
+                                  f"unreadable too: {error_text(again)})", None
+        if len(found) == 1:
+            return found[0], f"{TAGGED_LEDGER} {LEDGER_TAG[0]}={LEDGER_TAG[1]}, {found[0]} ({why})", None
+        tagged = (f"several tables tagged {LEDGER_TAG[0]}={LEDGER_TAG[1]} ({', '.join(found)})" if found
+                  else f"no table tagged {LEDGER_TAG[0]}={LEDGER_TAG[1]}")
+        return DEFAULT_TABLE, f"{LEDGER_UNKNOWN} ({why}; {tagged})", None
     tables = {n: v for n, v in everything.items() if n.endswith("/" + LEDGER_TABLE_PARAMETER)}
     if chosen:
         tables = {n: v for n, v in tables.items() if v == chosen}

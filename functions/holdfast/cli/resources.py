@@ -60,7 +60,7 @@ from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import describe as describe_ledger, ensure_table
 from holdfast.cli import accounts, words
 from holdfast.cli.confirm import add_write_options, ask, caller, honour_mode
-from holdfast.cli.context import Context, UsageError, table
+from holdfast.cli.context import LEDGER_UNKNOWN, TAGGED_LEDGER, Context, UsageError, table
 
 from holdfast.cli import EXIT_FAILED, EXIT_OK
 
@@ -111,6 +111,9 @@ def register(sub) -> None:
 # ---- commands -------------------------------------------------------------------------
 
 def ledger_init(ctx: Context, args) -> int:
+    if ctx.ledger_found_by.startswith(LEDGER_UNKNOWN):
+        raise UsageError(f"{ctx.ledger_found_by}: a deployed stack's ledger may exist here under another name, and "
+                         "creating holdfast-ledger would make a second, empty one; name the table with --ledger-table")
     preview = lambda: (f"ledger-init: creates the DynamoDB table {ctx.ledger_table} if it is missing", 1)
     if args.dry_run:
         ctx.emit({"command": "ledger-init", "table": ctx.ledger_table, "region": ctx.clients.region, "dry_run": True},
@@ -159,10 +162,35 @@ def engage(ctx: Context, args) -> int:
                           reachable), len(changing)
 
     ask(ctx, args, "engage", "engage the selected resources", preview)
-    report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
+    if reachable:
+        # Who engaged, before the walk: an engage interrupted mid-walk (Ctrl-C) keeps it, and
+        # one that finds everything already engaged writes it where it is missing.
+        _record_held(ctx, "holdfast engage", only_if_missing=True)
+    try:
+        report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
+    except KeyboardInterrupt:
+        _say_interrupted(ctx, reachable)
+        raise
     if reachable and any(o.action == ENGAGED for o in report.outcomes):
         _record_held(ctx, "holdfast engage")
     return _finish(ctx, "engage", report, reachable, queue=queue)
+
+
+def _say_interrupted(ctx: Context, reachable: bool) -> None:
+    """What an engage interrupted mid-walk did and did not do: each resource it reached was
+    recorded before it was changed (write-ahead), the rest are untouched."""
+    ctx.progress("")
+    engaged = "how many resources are engaged is unknown (the ledger is unreachable: `holdfast status` reads them " \
+              "from their tags)"
+    if reachable:
+        view = ResourceLedger(ctx.ledger())
+        records = view.records()
+        engaged = (f"{len(records)} resources are engaged now, each with its original recorded" if view.available
+                   else f"how many resources are engaged is unknown ({view.error})")
+    held = "" if not reachable else "; who engaged them is recorded (`holdfast status` shows it)"
+    ctx.warn(f"engage interrupted: {engaged}{held}; the resources the walk had not reached are not engaged, and one "
+             "it was writing may be recorded and not yet changed. `holdfast engage` again finishes it (it skips what "
+             "is in posture); `holdfast resume --now` restores what was engaged")
 
 
 def _keep_released(ctx: Context, arn: str) -> None:
@@ -182,8 +210,12 @@ def _keep_released(ctx: Context, arn: str) -> None:
         ctx.warn(f"{err}; the next re-walk of this hold may engage it again")
 
 
-def _record_held(ctx: Context, command: str) -> None:
+def _record_held(ctx: Context, command: str, *, only_if_missing: bool = False) -> None:
+    """Record who engaged by hand (the caller's IAM identity). `only_if_missing`: unless a
+    record is there already (its first engager's)."""
     try:
+        if only_if_missing and ledger_control.read_control(ctx.ledger()).held_by:
+            return
         ledger_control.set_held(ctx.ledger(), True, by=caller(ctx), command=command,
                                 now=ctx.runtime.clock.now())
     except LedgerUnavailable as err:
@@ -260,6 +292,10 @@ def release(ctx: Context, args) -> int:
                 lambda: _restore_preview(ctx, rows, "release")[:2])
     # Read before the release forgets it: a vanished resource with no record was never Holdfast's.
     recorded = ResourceLedger(ctx.ledger()).get(arn) is not None
+    if reachable:
+        # The mark before the restore: interrupted between them, the resource is restored and
+        # marked, and no re-walk of the hold engages it again (running this again finishes it).
+        _keep_released(ctx, arn)
     before = Counter(ctx.clients.calls)
     outcome = engine.Engine(ctx.runtime).release(arn)
     if reachable and outcome.action in (RESTORED, DRIFT_KEPT, VANISHED):
@@ -267,8 +303,6 @@ def release(ctx: Context, args) -> int:
             ledger_failures.clear(ctx.ledger(), arn)
         except LedgerUnavailable as err:
             ctx.warn(f"could not clear its failure count: {err}")
-    if reachable and outcome.action in (RESTORED, DRIFT_KEPT):
-        _keep_released(ctx, arn)
     if outcome.action == ALREADY or (outcome.action == VANISHED and reachable and not recorded):
         what = "does not exist" if outcome.action == VANISHED else "is not engaged"
         raise UsageError(f"{arn} {what} and Holdfast holds no record of it; nothing to release")
@@ -407,9 +441,17 @@ def _check_ledger(ctx: Context) -> bool:
     an unreachable ledger is not: engaging and restoring work from the resources' tags."""
     try:
         describe_ledger(ctx.ledger())
+        if ctx.ledger_found_by.startswith(TAGGED_LEDGER):
+            ctx.warn(f"ledger: {ctx.ledger_found_by}")   # SSM failed: say so, and how the ledger was found
         return True
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "")
+        if code == "ResourceNotFoundException" and ctx.ledger_found_by.startswith(LEDGER_UNKNOWN):
+            # SSM failed and no tag named the ledger: a deployed stack's ledger may well exist
+            # under another name, so `ledger-init` would make a second, empty one.
+            ctx.warn(f"{ctx.ledger_found_by}: running from resource tags only, as with an unreachable ledger; "
+                     "pass --ledger-table NAME (the stack's LedgerTableName output) to use the ledger")
+            return False
         if code == "ResourceNotFoundException":
             raise UsageError(
                 f"ledger table {ctx.ledger_table} does not exist in {ctx.clients.region}; "

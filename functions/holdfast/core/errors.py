@@ -7,11 +7,13 @@ at a botocore code.
 | error              | retry helps?                | raised when                                       |
 |--------------------|-----------------------------|---------------------------------------------------|
 | StalePlan          | no: re-read the plan        | a relaxing write's guard found a newer generation |
+| Superseded         | no: re-read, next tick      | a cap write's record moved on since it was read   |
 | PlanConflict       | no: re-read and decide      | another controller wrote the next plan first      |
 | Conflict           | no: the record is another's | a conditional put found a different record        |
 | Contention         | yes, soon                   | a write met an open transaction on the same item  |
 | LedgerUnavailable  | yes, next tick              | the ledger could not be read or written           |
 | Vanished           | no: the resource is gone    | the service answered not-found                    |
+| ReleasedByHand     | no: until the next hold     | an engage met a release mark of its engagement    |
 | Throttled          | yes, slower                 | the service answered a throttling code            |
 """
 
@@ -38,6 +40,12 @@ class StalePlan(PermanentError):
     """A relaxing write was refused because the plan generation moved on."""
 
 
+class Superseded(StalePlan):
+    """A write decided on a resource record that another controller has written since, or
+    one that waits for an earlier write to the resource that may still land: this tick
+    leaves the resource, the next reads it again (holdfast.ledger.conditions.RECORD_VERSION_IS)."""
+
+
 class PlanConflict(PermanentError):
     """Another controller wrote the plan first; re-read and decide again."""
 
@@ -48,6 +56,12 @@ class Conflict(PermanentError):
 
 class Vanished(PermanentError):
     """The resource no longer exists."""
+
+
+class ReleasedByHand(PermanentError):
+    """An engage's write-ahead was refused: an operator released the resource during the
+    engagement in force (holdfast.ledger.control's release mark), after the walk had read
+    the marks. The resource is left as released until the next hold."""
 
 
 class LedgerUnavailable(TemporaryError):

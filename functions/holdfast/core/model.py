@@ -49,7 +49,8 @@ RESTORED = "restored"        # fully restored and forgotten
 DRIFT_KEPT = "drift-kept"    # restored, but owner-changed values were kept (see drift)
 VANISHED = "vanished"        # the resource no longer exists: reported and forgotten
 FAILED = "failed"            # an API error; the next run retries
-REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan moved on
+REFUSED_STALE = "refused-stale"  # a relaxing write refused: the plan (or the resource's record) moved on, or an
+                                 # earlier write to it may still land; the next tick reads again
 PLANNED = "planned"          # recommend mode / `plan`: would change, did not
 SKIPPED = "skipped"          # left alone on purpose: a write AWS would reject, that would harm, or
                              # that no record could be written ahead of (see notes)
@@ -111,6 +112,11 @@ class Record:
     # function deleted and recreated under its name), as its actuator recorded it after
     # writing; the ledger's copy only (the tag goes with the resource). None: not recorded.
     identity: Mapping[str, Any] | None = None
+    # The ledger's copy only: its version (every write of it adds one; 0: none read), and
+    # the last relaxing write of a kind whose writes are serialised per resource (its
+    # `values` and when it was sent, `at`, ISO 8601): holdfast.core.restore.in_flight.
+    version: int = field(default=0, compare=False)
+    writing: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass

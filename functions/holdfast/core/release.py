@@ -72,10 +72,19 @@ class Released:
 
 def left_released(released: tuple[Released, ...], plan: Plan | None) -> frozenset[str]:
     """The ARNs the engage walks of `plan`'s engagement leave alone: released by hand in it."""
+    began = marked_engagement(plan)
+    if began is None:
+        return frozenset()
+    return frozenset(r.arn for r in released if r.began == began)
+
+
+def marked_engagement(plan: Plan | None) -> str | None:
+    """The engagement whose release marks an engage's write-ahead must respect (its start,
+    ISO 8601, as the marks name it), or None: no marks apply (no hold; `normal`)."""
     began = engagement_began(plan)
     if began is None or plan is None or plan.stage == NORMAL:
-        return frozenset()
-    return frozenset(r.arn for r in released if r.began == began.isoformat())
+        return None
+    return began.isoformat()
 
 
 def _epoch(now: datetime) -> int:

@@ -11,7 +11,8 @@ be Holdfast's on the resource now. An engage grows it (`grow`): the first write-
 holds every value an engage may write to the key (for a mapping, the floor), and a
 re-engage only adds. A partial relax moves it (`advance`), before it writes: the set
 becomes the value on the resource now (Holdfast's: a relax never moves an owner's
-value), the value about to be written, and what an engage may write. So the set stays
+value), the value about to be written, what an engage may write, and the previous
+write's target while the resource does not show it (it may land late). So the set stays
 bounded however many caps a drain writes (it fits in a tag, and the tag's copy is as
 exact as the ledger's), while a crash between the record and the write, a late tag
 write from a controller whose plan moved on (it is guarded, and at most re-engages to
@@ -20,6 +21,11 @@ like the owner's (which would then be kept for good and blamed on the owner). An
 owner's value equal to one of the drain's earlier caps is the owner's: only the cap
 before the latest write is ambiguous (a crash may have left it), and it counts as
 Holdfast's.
+
+Writes of one kind (a mapping's caps) are serialised per resource: the ledger keeps the
+last relaxing write (`Record.writing`: its values and when it was sent), a relax waits
+while that write may still land (`in_flight`), and until it is seen its target stays in
+the applied set (`advance`'s `unseen`).
 
 Two copies of a record exist, the tag on the resource and the ledger's; `merge` makes
 one from both: each original from the ledger's copy when it has the key (written once,
@@ -31,6 +37,7 @@ Pure: no boto3, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping
 
 from holdfast.core.model import Record
@@ -78,16 +85,45 @@ def grow_applied(applied: Mapping[str, Any], more: Mapping[str, Any]) -> dict[st
 
 
 def advance(applied: Mapping[str, Any], current: Mapping[str, Any], values: Mapping[str, Any],
-            may_write: Callable[[str, Any], Iterable[Any]]) -> dict[str, Any]:
+            may_write: Callable[[str, Any], Iterable[Any]], unseen: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`applied` as a partial relax records it before writing `values`: per written key,
-    the value on the resource now if it is Holdfast's, the value to write, and every value
-    an engage may write to the key (`may_write`); the keys not written stay as they are."""
+    the value on the resource now if it is Holdfast's, the value to write, every value
+    an engage may write to the key (`may_write`), and the target of the previous write to
+    it while that write is not seen on the resource (`unseen`: a request AWS may still
+    apply late, a throttled one retried or one re-sent after a read timeout; dropped,
+    it would land as a value no record names, the owner's for good). The keys not
+    written stay as they are."""
     out = dict(applied)
     for key, value in values.items():
         now = current.get(key)
         before = [now] if key in applied and _keys(now) <= _keys(applied[key]) else []
-        out[key] = union(before, value, list(may_write(key, value)))
+        late = [unseen[key]] if unseen and key in unseen else []
+        out[key] = union(before, late, value, list(may_write(key, value)))
     return out
+
+
+def unseen(last: Mapping[str, Any] | None, current: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of the last relaxing write (`last`: its `values`, as the ledger keeps it)
+    that the resource does not show: not seen yet (late, or failed)."""
+    values = (last or {}).get("values") or {}
+    return {k: v for k, v in values.items() if current.get(k) != v}
+
+
+def in_flight(last: Mapping[str, Any] | None, current: Mapping[str, Any], now: datetime | None,
+              seconds: float) -> bool:
+    """Whether the last relaxing write (`last`: its `values` and when it was sent, `at`; a
+    write answered has no `at`) may still land: not seen on the resource, and sent less
+    than `seconds` before `now` (the longest one write takes under the SDK's retries).
+    Unknown times (`now` or `at` None) count as landed: only a clock on both sides can
+    tell; so does an `at` more than `seconds` after `now` (a writer whose clock is ahead,
+    an operator's machine: waiting for it would wait for its clock, not for its write)."""
+    if not unseen(last, current) or now is None or not (last or {}).get("at"):
+        return False
+    try:
+        sent = datetime.fromisoformat(last["at"])
+        return abs(now - sent) < timedelta(seconds=seconds)
+    except (TypeError, ValueError):
+        return False
 
 
 def same(first: Record, second: Record) -> bool:
@@ -122,7 +158,7 @@ def merge(tag: Record | None, ledger: Record | None) -> Record | None:
         return tag or ledger
     original = {**tag.original, **ledger.original}
     applied = grow_applied(ledger.applied, tag.applied)
-    return Record(ledger.kind, ledger.arn, original, applied, ledger.identity)
+    return Record(ledger.kind, ledger.arn, original, applied, ledger.identity, ledger.version, ledger.writing)
 
 
 def grow(record: Record | None, kind: str, arn: str, current: Mapping[str, Any], changes: Mapping[str, Any],

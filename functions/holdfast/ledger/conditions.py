@@ -61,3 +61,35 @@ def still_current(generation: int) -> dict:
 # over the version its writer read, or where there was none: two controllers of the same
 # generation acting on one read would each raise the cap from it (ledger/drain.py).
 UNCHANGED_SINCE_READ = f"attribute_not_exists({PK}) OR #version = :version"
+# NOT_RELEASED_IN: an engage's write-ahead holds only while its resource carries no release
+# mark (CONTROL/RELEASED#<arn>) of the engagement in force. A walk reads the marks once, at
+# its tick's start; `holdfast release` landing while that walk (a re-walk of a long hold)
+# is still listing would otherwise be engaged again at once, and stay engaged while
+# `status` lists it as released. Checked in the transaction that writes the record, so a
+# mark written before the record write wins, and one written after it finds the record
+# (and restores it: the release writes its mark before its restore).
+NOT_RELEASED_IN = "attribute_not_exists(#pk) OR #began <> :began"
+# RECORD_VERSION_IS / FIRST_RECORD_VERSION: a mapping's cap is written only under the version
+# of its record that the write was decided on (the tick's read of it). Timeline, one mapping:
+#
+#   tick A reads v4 .. A claims the write: v4 -> v5, writing 30 .. A's UpdateEventSourceMapping (slow)
+#        tick B read v4 ............................ B claims: v4? no, v5 -> refused; acts next tick
+#                      tick C reads v5: A's 30 not seen, sent < 60 s ago -> waits (core.restore.in_flight)
+#
+# Without it B, deciding from the same read, would write its cap beside A's, and whichever
+# landed last would be on the mapping with the other's value dropped from the record: a
+# late cap read as the owner's (kept for good), or a cap left after the final restore
+# forgot the record. Every write of the record adds one to its version (a grow too: a
+# cap written over a record grown since its read would drop the grown values); a record
+# written before versions existed has none (FIRST_RECORD_VERSION, read as version 0).
+RECORD_VERSION_IS = "#version = :version"
+FIRST_RECORD_VERSION = "attribute_exists(#pk) AND attribute_not_exists(#version)"
+
+
+def version_is(version: int) -> dict[str, Any]:
+    """The record-version clause for an Update of a resource record read at `version`."""
+    if version == 0:
+        return {"ConditionExpression": FIRST_RECORD_VERSION, "ExpressionAttributeNames": {"#pk": PK, "#version": "version"},
+                "ExpressionAttributeValues": {}}
+    return {"ConditionExpression": RECORD_VERSION_IS, "ExpressionAttributeNames": {"#version": "version"},
+            "ExpressionAttributeValues": {":version": {"N": str(version)}}}

@@ -26,7 +26,7 @@ from holdfast.core.release import ACTING, DONE, REQUESTED, Released, ReleaseRequ
 from holdfast.core.release import problem as release_problem
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
-from holdfast.ledger.conditions import CURRENT, PLAN_PK, key, still_current
+from holdfast.ledger.conditions import CURRENT, NOT_RELEASED_IN, PLAN_PK, key, still_current
 
 if TYPE_CHECKING:
     from holdfast.ledger.store import Ledger
@@ -159,6 +159,15 @@ def mark_released(ledger: "Ledger", arn: str, *, began: datetime, by: str, now: 
         ledger.put_item(Item={**key(CONTROL_PK, RELEASED_PREFIX + arn), **item})
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot record the release of {arn} in {ledger.table}: {failure_kind(err)}") from err
+
+
+def not_released(arn: str, began: str) -> dict:
+    """A transaction item that holds only while `arn` has no release mark of the engagement
+    that began at `began` (ISO 8601): the condition an engage's write-ahead is written
+    under (holdfast.ledger.resources.ResourceLedger.put_original, `engage`)."""
+    return {"ConditionCheck": {"Key": key(CONTROL_PK, RELEASED_PREFIX + arn), "ConditionExpression": NOT_RELEASED_IN,
+                               "ExpressionAttributeNames": {"#pk": PK, "#began": "began"},
+                               "ExpressionAttributeValues": {":began": {"S": began}}}}
 
 
 def release_from_item(item: dict) -> ReleaseRequest:

@@ -17,7 +17,9 @@ A recorded original is never overwritten. `put_original` writes a record once
 applied values: holdfast.core.restore.covers) and raises `Conflict` when the two name a
 different original for the same key: the ledger's stays, and the caller reports it. A
 partial relax moves the applied values instead (`advance=True`, holdfast.core.restore.advance),
-the original still never replaced.
+the original still never replaced. An engage's write (`engage=True`) during a hold holds
+only while the resource has no release mark of that engagement (conditions.NOT_RELEASED_IN,
+in one transaction with the record's own condition): `ReleasedByHand` otherwise.
 
 One Query per tick answers every reader: the engine's walks (`holds`, `cached`,
 `records`), the built-in evidence and the drain stage each take a view of the tick's
@@ -40,13 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import condition_failed
+from holdfast.aws import condition_failed, condition_failed_at
 from holdfast.core import restore
-from holdfast.core.errors import Conflict
+from holdfast.core.errors import Conflict, LedgerUnavailable, ReleasedByHand, Superseded
 from holdfast.core.model import Record
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK
-from holdfast.ledger.conditions import NO_RECORD_YET, RECORD_UNCHANGED
+from holdfast.ledger.conditions import NO_RECORD_YET, RECORD_UNCHANGED, version_is
+from holdfast.ledger.control import not_released
 
 if TYPE_CHECKING:
     from holdfast.ledger.store import Ledger
@@ -133,12 +136,15 @@ class ResourceLedger:
             # The next reader reads again, as a ledger of its own would; this view keeps its read.
             self._shared.known = None
 
-    @uses("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", by=("reconciler", "cli"))
-    def put_original(self, record: Record, name: str, *, advance: bool = False) -> bool:
+    @uses("dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
+          by=("reconciler", "cli"))
+    def put_original(self, record: Record, name: str, *, advance: bool = False, engage: bool = False) -> bool:
         """Record an original, or grow the record already there. False when the ledger is
         unreachable; raises Conflict when the ledger holds a different original for a key.
         `advance`: the applied values of `record`'s keys replace the ledger's (a partial
-        relax moving its record, holdfast.core.restore.advance) instead of joining them."""
+        relax moving its record, holdfast.core.restore.advance) instead of joining them.
+        `engage`: an engage's write-ahead, refused (ReleasedByHand) while the resource has
+        a release mark of the engagement in force (`Ledger.engagement`)."""
         if not self.available:
             return False
         item = {
@@ -147,24 +153,44 @@ class ResourceLedger:
             "name": {"S": name},
             "original": {"S": _json(record.original)},
             "applied": {"S": _json(record.applied)},
+            "version": {"N": "1"},
         }
         try:
-            self._ledger.put_item(Item=item, ConditionExpression=NO_RECORD_YET)
-            self._remember(record.arn, record)
+            self._write(record.arn, {"Put": {"Item": item, "ConditionExpression": NO_RECORD_YET}}, engage)
+            self._remember(record.arn, replace(record, version=1, writing=None))
             return True
         except (ClientError, BotoCoreError) as err:
             if not condition_failed(err):
                 self._failed(err)
                 return False
-        return self._grow(record, name, advance)
+        return self._grow(record, name, advance, engage)
 
-    def _grow(self, record: Record, name: str, advance: bool = False) -> bool:
+    def _write(self, arn: str, write: dict[str, Any], engage: bool) -> None:
+        """One conditional Put or Update of a record: with `engage` during an engagement,
+        in one transaction with the check that `arn` was not released by hand in it
+        (ReleasedByHand when it was; the record's own condition failing raises as a plain
+        write's would)."""
+        began = getattr(self._ledger, "engagement", None) if engage else None
+        if began is None:
+            op, body = next(iter(write.items()))
+            (self._ledger.put_item if op == "Put" else self._ledger.update_item)(**body)
+            return
+        try:
+            self._ledger.transact_write_items([not_released(arn, began), write])
+        except ClientError as err:
+            if condition_failed_at(err, 0):
+                raise ReleasedByHand(f"{arn} was released by hand during this hold (it began at {began}): "
+                                     "left as released; the next hold protects it again") from err
+            raise
+
+    def _grow(self, record: Record, name: str, advance: bool = False, engage: bool = False) -> bool:
         for _ in range(GROW_ATTEMPTS):
             existing = self.get(record.arn)
             if existing is None:
                 if not self.available:
                     return False
-                return self.put_original(record, name, advance=advance)  # forgotten meanwhile: write it afresh
+                # forgotten meanwhile: write it afresh
+                return self.put_original(record, name, advance=advance, engage=engage)
             differ = restore.conflicts(existing.original, record.original)
             if differ:
                 self._remember(record.arn, existing)
@@ -182,19 +208,20 @@ class ResourceLedger:
             else:
                 grown = restore.merge(record, existing)
             try:
-                self._ledger.update_item(
+                self._write(record.arn, {"Update": dict(
                     Key=_key(record.arn),
-                    UpdateExpression="SET #original = :original, #applied = :applied",
+                    UpdateExpression="SET #original = :original, #applied = :applied ADD #version :one",
                     ConditionExpression=RECORD_UNCHANGED,
-                    ExpressionAttributeNames={"#original": "original", "#applied": "applied"},
+                    ExpressionAttributeNames={"#original": "original", "#applied": "applied", "#version": "version"},
                     ExpressionAttributeValues={
                         ":original": {"S": _json(grown.original)},
                         ":applied": {"S": _json(grown.applied)},
                         ":old_original": {"S": _json(existing.original)},
                         ":old_applied": {"S": _json(existing.applied)},
+                        ":one": {"N": "1"},
                     },
-                )
-                self._remember(record.arn, grown)
+                )}, engage)
+                self._remember(record.arn, replace(grown, version=existing.version + 1, writing=existing.writing))
                 return True
             except (ClientError, BotoCoreError) as err:
                 if not condition_failed(err):
@@ -202,6 +229,70 @@ class ResourceLedger:
                     return False
         self._failed(RuntimeError(f"the record of {record.arn} kept changing while it was grown"))
         return False
+
+    def now(self):
+        """The tick's time, or None when this ledger was given no clock."""
+        clock = getattr(self._ledger, "clock", None)
+        return clock.now() if clock is not None else None
+
+    @uses("dynamodb:UpdateItem", by=("reconciler", "cli"))
+    def claim_write(self, record: Record, name: str, values: dict[str, Any], *, read: Record) -> Record:
+        """Record `record` (a partial relax's moved record, or the record as it is before a
+        restore's write) and the write about to be sent (`values`, now), only over the
+        version of the record the write was decided on (`read`, this tick's copy:
+        conditions.RECORD_VERSION_IS). Returns the record as written. Superseded when
+        another controller wrote the record since `read`; LedgerUnavailable when the
+        ledger does not answer (a relaxing write needs it)."""
+        if not self.available:
+            raise LedgerUnavailable(f"the ledger is unreachable: {self.error}")
+        now = self.now()
+        writing = {"values": dict(values), "at": now.isoformat() if now is not None else None}
+        condition = version_is(read.version)
+        try:
+            self._ledger.update_item(
+                Key=_key(record.arn),
+                UpdateExpression="SET #original = :original, #applied = :applied, #writing = :writing, #name = :name "
+                                 "ADD #version :one",
+                ConditionExpression=condition["ConditionExpression"],
+                ExpressionAttributeNames={"#original": "original", "#applied": "applied", "#writing": "writing",
+                                          "#name": "name", **condition["ExpressionAttributeNames"]},
+                ExpressionAttributeValues={":original": {"S": _json(record.original)},
+                                           ":applied": {"S": _json(record.applied)},
+                                           ":writing": {"S": _json(writing)}, ":name": {"S": name},
+                                           ":one": {"N": "1"}, **condition["ExpressionAttributeValues"]},
+            )
+        except (ClientError, BotoCoreError) as err:
+            if condition_failed(err):
+                fresh = self.get(record.arn)   # another controller's write: this tick's copy follows it
+                if fresh is not None:
+                    self._remember(record.arn, fresh)
+                raise Superseded(f"the record of {record.arn} changed since this tick read it (version "
+                                 f"{read.version}): another controller wrote its cap; acting next tick") from err
+            self._failed(err)
+            raise LedgerUnavailable(f"cannot record the write to {record.arn}: {self.error}") from err
+        written = replace(record, identity=read.identity, version=read.version + 1, writing=writing)
+        self._remember(record.arn, written)
+        return written
+
+    @uses("dynamodb:UpdateItem", by=("reconciler", "cli"))
+    def settle_write(self, record: Record) -> None:
+        """The write `claim_write` recorded as `record` will not land (it was never sent, or
+        AWS answered that it failed): its time is cleared, so nothing waits for it; its
+        target stays in the applied set. Only over that version; best effort (a write that
+        fails leaves the wait, LEASE_SECONDS at most)."""
+        if not self.available or not record.writing:
+            return
+        settled = {**record.writing, "at": None}
+        condition = version_is(record.version)
+        try:
+            self._ledger.update_item(
+                Key=_key(record.arn), UpdateExpression="SET #writing = :writing",
+                ConditionExpression=condition["ConditionExpression"],
+                ExpressionAttributeNames={"#writing": "writing", **condition["ExpressionAttributeNames"]},
+                ExpressionAttributeValues={":writing": {"S": _json(settled)}, **condition["ExpressionAttributeValues"]})
+        except (ClientError, BotoCoreError):
+            return
+        self._remember(record.arn, replace(record, writing=settled))
 
     @uses("dynamodb:UpdateItem", by=("reconciler", "cli"))
     def put_identity(self, arn: str, identity: dict[str, Any]) -> bool:
@@ -293,4 +384,6 @@ def _record(item: dict[str, Any]) -> Record:
         original=json.loads(item["original"]["S"]),
         applied=json.loads(item["applied"]["S"]),
         identity=json.loads(item["identity"]["S"]) if "identity" in item else None,
+        version=int(item["version"]["N"]) if "version" in item else 0,
+        writing=json.loads(item["writing"]["S"]) if "writing" in item else None,
     )

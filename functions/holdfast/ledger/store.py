@@ -29,10 +29,17 @@ from holdfast.ledger.resources import ResourceLedger, Shared
 
 
 class Ledger:
-    def __init__(self, dynamodb, table: str):
+    def __init__(self, dynamodb, table: str, clock=None):
         self._db = dynamodb
         self.table = table
+        # The tick's clock (holdfast.clock), for the times the ledger's items carry that
+        # its families stamp themselves (a mapping's last cap write); None: not known.
+        self.clock = clock
         self._records = Shared()
+        # The engagement in force (its start, ISO 8601) while a plan holds resources: an
+        # engage's write-ahead is written only while its resource has no release mark of it
+        # (holdfast.ledger.control.not_released). None: no condition (no hold, or a command).
+        self.engagement: str | None = None
         # ledger/drain.py: partition -> what the tick's one Query of it read (and its writes since).
         self.partitions: dict[str, dict[str, Any]] = {}
         self.partitions_lock = threading.Lock()
