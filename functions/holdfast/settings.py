@@ -452,6 +452,24 @@ class Settings:
         integer(1, 1440),
         "Launches must be normal this long before capacity-removing automation resumes."
     )
+    capacity_wave_groups_percent: int = setting(
+        25,
+        integer(1, 100),
+        "The capacity stage resumes Auto Scaling groups in waves: at most this share of the stage's groups a wave "
+        "(at least one). Resuming ReplaceUnhealthy terminates every instance marked unhealthy while it was suspended."
+    )
+    capacity_wave_instances_percent: int = setting(
+        25,
+        integer(1, 100),
+        "At most this share of the instances left to replace (marked unhealthy and not healthy now) a wave; a "
+        "wave always takes at least one group."
+    )
+    capacity_wave_minutes: int = setting(
+        5,
+        integer(1, 1440),
+        "Hold between the capacity stage's waves, and after a step back (a resumed group whose replacements fail "
+        "to launch is held again)."
+    )
     async_max_event_age_seconds: int = setting(
         900,
         integer(60, 21600),

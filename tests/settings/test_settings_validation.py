@@ -102,6 +102,9 @@ RULES = {
         'holdfast.replay_expired_events_to = "orders": must be an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME) or null',
     ),
     "capacity hold": ({"capacity_hold_minutes": 0}, "holdfast.capacity_hold_minutes = 0: must be an integer from 1 to 1440"),
+    "capacity wave groups": ({"capacity_wave_groups_percent": 0}, "holdfast.capacity_wave_groups_percent = 0: must be an integer from 1 to 100"),
+    "capacity wave instances": ({"capacity_wave_instances_percent": 101}, "holdfast.capacity_wave_instances_percent = 101: must be an integer from 1 to 100"),
+    "capacity wave hold": ({"capacity_wave_minutes": 0}, "holdfast.capacity_wave_minutes = 0: must be an integer from 1 to 1440"),
     "async event age": ({"async_max_event_age_seconds": 59}, "holdfast.async_max_event_age_seconds = 59: must be an integer from 60 to 21600"),
     "async event age above 6 h": (
         {"async_max_event_age_seconds": 21601},
