@@ -174,6 +174,27 @@ def test_topic_is_encrypted_with_its_own_key_and_mails_the_configured_address(sy
     assert subscription == {"Protocol": "email", "TopicArn": {"Ref": topic_id}, "Endpoint": "oncall@example.com"}
 
 
+def test_cloudwatch_alarms_of_this_account_may_publish_to_the_topic_and_use_its_key(synthesized):
+    """A topic policy replaces SNS's default one: without its own Allow, CloudWatch alarms
+    could not publish to the topic, whatever the key grants."""
+    topic_id = next(iter(synthesized.resources("AWS::SNS::Topic")))
+    policy = _only(synthesized, "AWS::SNS::TopicPolicy", Properties={"Topics": [{"Ref": topic_id}]})
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (publish,) = [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert publish["Effect"] == "Allow" and publish["Action"] == "sns:Publish"
+    assert publish["Resource"] == {"Ref": topic_id}
+    assert publish["Condition"]["StringEquals"] == {"aws:SourceAccount": synthesized.account}
+    assert publish["Condition"]["ArnLike"] == {
+        "aws:SourceArn": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":cloudwatch:{synthesized.region}:"
+                                            f"{synthesized.account}:alarm:*"]]}}
+    assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements)
+    key = next(iter(synthesized.resources("AWS::KMS::Key").values()))
+    grants = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
+              if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert grants and all(s["Condition"] == {"StringEquals": {"aws:SourceAccount": synthesized.account}} for s in grants)
+    assert {a for s in grants for a in s["Action"]} == {"kms:Decrypt", "kms:GenerateDataKey"}
+
+
 def test_alarms_cover_errors_and_throttles_of_both_controllers_the_dead_letters_and_stuck_resources(synthesized):
     alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
     watched = {(a["Properties"]["MetricName"], a["Properties"]["Namespace"]) for a in alarms}
