@@ -758,6 +758,13 @@ class Settings:
         "holds its stage back: it is reported, counted in the ResourcesStuck metric and listed by `holdfast "
         "status` with the command that fixes it."
     )
+    controller_reserved_concurrency: int = setting(
+        5,
+        integer(0, 100),
+        "Reserved concurrency of each of Holdfast's own functions (detector, reconciler, readiness), so an account "
+        "out of concurrency does not throttle them when they must run; it is also their ceiling. 0 reserves "
+        "none. `holdfast doctor` checks that the account's unreserved concurrency leaves room."
+    )
     lambda_writes_per_second: float = setting(
         10.0,
         number(1, 15),

@@ -174,6 +174,31 @@ def test_topic_is_encrypted_with_its_own_key_and_mails_the_configured_address(sy
     assert subscription == {"Protocol": "email", "TopicArn": {"Ref": topic_id}, "Endpoint": "oncall@example.com"}
 
 
+def test_each_of_holdfasts_functions_reserves_its_own_concurrency(synthesized):
+    """An account out of concurrency throttles every function without a reservation: the
+    detector and the reconciler must run exactly then."""
+    functions = [f["Properties"] for f in synthesized.resources("AWS::Lambda::Function").values()
+                 if str(f["Properties"].get("Handler", "")).startswith("holdfast.handlers.")]
+    assert len(functions) == 3
+    assert {f["Handler"]: f.get("ReservedConcurrentExecutions") for f in functions} == {
+        "holdfast.handlers.detector.handler": 5, "holdfast.handlers.reconciler.handler": 5,
+        "holdfast.handlers.readiness.handler": 5}
+
+
+def test_no_reservation_when_the_setting_is_zero(tmp_path):
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from holdfast_cdk import Holdfast
+    from holdfast.settings import Settings
+
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "Zero", env={"account": "123456789012", "region": "us-east-1"})
+    Holdfast(stack, "Holdfast", settings=Settings.from_mapping({"controller_reserved_concurrency": 0}))
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    assert functions and not any("ReservedConcurrentExecutions" in f["Properties"] for f in functions.values())
+
+
 def test_cloudwatch_alarms_of_this_account_may_publish_to_the_topic_and_use_its_key(synthesized):
     """A topic policy replaces SNS's default one: without its own Allow, CloudWatch alarms
     could not publish to the topic, whatever the key grants."""

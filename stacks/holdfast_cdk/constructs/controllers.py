@@ -175,6 +175,8 @@ class Controllers(Construct):
             retry_attempts=retry_attempts,
             max_event_age=max_event_age,
             on_failure=destinations.SqsDestination(self._dead_letters),
+            # An account out of concurrency must not throttle the controllers in the event.
+            reserved_concurrent_executions=self._settings.controller_reserved_concurrency or None,
         )
         log_group.grant_write(role)
         return function
