@@ -765,6 +765,13 @@ class Settings:
         "out of concurrency does not throttle them when they must run; it is also their ceiling. 0 reserves "
         "none. `holdfast doctor` checks that the account's unreserved concurrency leaves room."
     )
+    on_delete_while_engaged: str = setting(
+        "refuse",
+        one_of(("refuse", "restore")),
+        "What deleting the stack does while Holdfast holds resources (an account leaving an OU, `cdk destroy` in an "
+        "event): `refuse` fails the deletion with how to resume first, keeping the controller; `restore` restores "
+        "every engaged resource first, within the teardown function's time, and fails naming what it could not."
+    )
     lambda_writes_per_second: float = setting(
         10.0,
         number(1, 15),

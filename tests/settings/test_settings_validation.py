@@ -165,6 +165,7 @@ RULES = {
     "stuck after": ({"stuck_after_failures": 101}, "holdfast.stuck_after_failures = 101: must be an integer from 1 to 100"),
     "lambda write rate": ({"lambda_writes_per_second": 16}, "holdfast.lambda_writes_per_second = 16: must be a number from 1 to 15"),
     "controller concurrency": ({"controller_reserved_concurrency": 101}, "holdfast.controller_reserved_concurrency = 101: must be an integer from 0 to 100"),
+    "on delete while engaged": ({"on_delete_while_engaged": "keep"}, "holdfast.on_delete_while_engaged = \"keep\": must be one of refuse, restore"),
     "max resources": ({"max_resources": 0}, "holdfast.max_resources = 0: must be an integer from 1 to 100000"),
     "signal ttl": ({"signal_ttl_hours": 721}, "holdfast.signal_ttl_hours = 721: must be an integer from 1 to 720"),
     "notification email": ({"notification_email": "nobody"}, 'holdfast.notification_email = "nobody": must be an e-mail address or null'),
