@@ -4,7 +4,7 @@ capacity stage's waves, one record per plan generation (pk `WAVES`).
 
 | pk       | sk                  | document                                            |
 |----------|---------------------|-----------------------------------------------------|
-| `DRAIN`  | `<mapping arn>`     | holdfast.core.drain_control.Drain.to_dict()         |
+| `DRAIN`  | `<mapping arn>`     | holdfast.core.drain.Drain.to_dict()         |
 | `REPLAY` | `<queue arn>`       | holdfast.core.replay.Replay.to_dict()               |
 | `WAVES`  | `capacity#<gen:012>`| holdfast.core.capacity.Waves.to_dict()              |
 
