@@ -74,6 +74,10 @@ One place holds every departure from moto that Holdfast depends on; the tests
   function throttled to nothing). moto 5.2.5 leaves it out when it is 0 (`if
   self.reserved_concurrency:`); the patch puts it in.
 
+- Lambda GetAccountSettings (the account's concurrency quota and what is left unreserved)
+  exists in AWS; moto has no such route. The emulation answers it from the functions'
+  reserved concurrency (`_account_settings`).
+
 - CloudWatch GetMetricData (API reference): at most 500 MetricDataQueries a call, each
   Id unique and matching `[a-z][a-zA-Z0-9_]*` ("the first character must be a lowercase
   letter"), StartTime rounded down to the whole minute (data under 15 days old), and
@@ -378,7 +382,37 @@ def aws_semantics() -> Iterator[None]:
             stack.enter_context(mock.patch.object(LambdaResponse, name, fn))
         for fn in (tag_resource, untag_resource, list_tags_for_resource):
             stack.enter_context(mock.patch.object(ApplicationAutoScalingResponse, fn.__name__, fn, create=True))
+        _account_settings(stack)
         yield
+
+
+# Lambda's default concurrency quota per account and region (Lambda quotas: 1,000).
+CONCURRENCY_QUOTA = 1000
+
+
+def _account_settings(stack: ExitStack) -> None:
+    """Lambda GetAccountSettings (GET /2016-08-19/account-settings/), which moto lacks:
+    AccountLimit.ConcurrentExecutions (the quota: 1,000 by default, moto's own
+    MOTO_LAMBDA_CONCURRENCY_QUOTA when set) and UnreservedConcurrentExecutions, the quota
+    less every function's reserved concurrency (Lambda API reference, AccountLimit)."""
+    import os
+
+    from moto.awslambda import urls as lambda_urls
+    from moto.awslambda.responses import LambdaResponse
+
+    def get_account_settings(self):
+        quota = int(os.environ.get("MOTO_LAMBDA_CONCURRENCY_QUOTA", CONCURRENCY_QUOTA))
+        functions = list(self.backend.list_functions())
+        reserved = sum(int(f.reserved_concurrency or 0) for f in functions)
+        return 200, {}, json.dumps({
+            "AccountLimit": {"TotalCodeSize": 80530636800, "CodeSizeUnzipped": 262144000, "CodeSizeZipped": 52428800,
+                             "ConcurrentExecutions": quota, "UnreservedConcurrentExecutions": quota - reserved},
+            "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": len(functions)},
+        })
+
+    stack.enter_context(mock.patch.dict(lambda_urls.url_paths, {
+        r"{0}/(?P<api_version>[^/]+)/account-settings/?$": LambdaResponse.dispatch}))
+    stack.enter_context(mock.patch.object(LambdaResponse, "get_account_settings", get_account_settings, create=True))
 
 
 TAG_LIMIT = 50

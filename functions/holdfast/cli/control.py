@@ -23,6 +23,8 @@
                     "drain": [{"arn", "name", "action", "cap", "ceiling", "started_at", "elapsed_minutes",
                                "forecast_minutes", "forecast", "measured_minutes", "reasons", "waiting_on"}],
                     "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}],
+                    "capacity": {"waves", "groups", "total_groups", "marked", "reset", "to_replace",
+                                 "stepped_back", "waves_detail", "stepped_back_groups"} | null,
                     "held": {"engaged", "by", "at", "command"} | null}
 pause, unpause and advance write: outside a loopback endpoint they ask, or take --yes,
 and --dry-run writes nothing (holdfast.cli.confirm). `stage` also says who holds resources
@@ -46,6 +48,7 @@ from holdfast.ledger import plan as ledger_plan
 from holdfast.observation import observe
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.stages.drain import current_records, hold_started
+from holdfast.stages import capacity as capacity_stage
 from holdfast.cli.resources import held, held_text
 from holdfast.cli.confirm import add_write_options, ask
 
@@ -171,6 +174,7 @@ def stage(ctx: Context, args, clock=None) -> int:
         "next": nxt,
         "drain": [],
         "replay": [],
+        "capacity": None,
     }
     try:
         engaged = len(ResourceLedger(ctx.ledger()).records())
@@ -183,6 +187,11 @@ def stage(ctx: Context, args, clock=None) -> int:
             doc["replay"] = replays(ctx, current)
         except errors.LedgerUnavailable as err:
             ctx.warn(f"drain and replay records unreadable: {err}")
+    if current.stage == policy.CAPACITY:
+        try:
+            doc["capacity"] = waves(ctx, current)
+        except errors.LedgerUnavailable as err:
+            ctx.warn(f"the capacity stage's record unreadable: {err}")
     lines = [
         f"stage       {current.label}  (generation {current.generation})",
         f"in stage    {minutes} min" if minutes is not None else "in stage    -",
@@ -194,7 +203,7 @@ def stage(ctx: Context, args, clock=None) -> int:
     ] + [f"  gate      {g}" for g in nxt["gates"]]
     if doc["held"]:
         lines.append(f"held        {held_text(doc['held']).removeprefix('held by hand: ')}")
-    lines += _drain_text(doc["drain"]) + _replay_text(doc["replay"])
+    lines += _drain_text(doc["drain"]) + _replay_text(doc["replay"]) + _waves_text(doc["capacity"])
     ctx.emit(doc, "\n".join(lines))
     return EXIT_OK
 
@@ -224,6 +233,25 @@ def drains(ctx: Context, plan: policy.Plan, now) -> list[dict]:
             "waiting_on": list(last.waiting_on) if last else [],
         })
     return out
+
+
+def waves(ctx: Context, plan: policy.Plan) -> dict | None:
+    """The capacity stage's waves in this generation (holdfast.stages.capacity), from its
+    ledger record: how many groups came back, and how many instances were marked
+    unhealthy, set Healthy again, and left to replace."""
+    record, _ = capacity_stage.read_record(ctx.ledger(), plan.generation)
+    if record is None:
+        return None
+    return {**record.totals(), "total_groups": record.total, "waves_detail": [w.to_dict() for w in record.waves],
+            "stepped_back_groups": sorted(record.stepped_back)}
+
+
+def _waves_text(capacity: dict | None) -> list[str]:
+    if not capacity:
+        return []
+    return [f"capacity    {capacity['waves']} wave(s), {capacity['groups']} of {capacity['total_groups']} group(s) "
+            f"resumed: {capacity['marked']} instance(s) marked unhealthy, {capacity['reset']} reset (healthy now), "
+            f"{capacity['to_replace']} left to replace; {capacity['stepped_back']} group(s) stepped back"]
 
 
 def replays(ctx: Context, plan: policy.Plan) -> list[dict]:
