@@ -89,3 +89,22 @@ def test_caught_up_the_owners_pollers_come_back_exactly(clients, ledger_table, c
     assert pollers(clients, mapping) == OWNER
     tags = clients("lambda").list_tags(Resource=mapping["EventSourceMappingArn"])["Tags"]
     assert not [k for k in tags if k.startswith("holdfast:")]
+
+
+def test_holdfast_stage_shows_the_pollers_each_cap_is_written_as(clients, ledger_table, consumer, capsys, monkeypatch):
+    import json
+
+    from holdfast.cli import main
+
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+    monkeypatch.setattr("holdfast.cli.context.SystemClock", lambda: c.clock)
+    c.at(0)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    c.at(3)
+    capsys.readouterr()
+    assert main(["--json", "stage"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["drain"]
+    assert (row["action"], row["cap"], row["pollers"], row["ceiling"]) == (dc.START, 35, 3, 600)
+    assert main(["stage"]) == 0
+    assert "35 (3 pollers)" in capsys.readouterr().out
