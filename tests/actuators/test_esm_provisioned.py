@@ -257,3 +257,25 @@ def test_the_emulation_refuses_what_lambda_refuses_on_a_provisioned_sqs_mapping(
         with pytest.raises(ClientError, match="InvalidParameterValue"):
             lam.update_event_source_mapping(UUID=held["UUID"], ProvisionedPollerConfig=bad)
     assert pollers(clients, held["UUID"]) == OWNER
+
+
+def test_a_provisioned_mapping_is_walked_by_the_batches_its_pollers_carry(clients, ledger_table, settings):
+    """Within the engage walk: 150 pollers (1,500 batches) before an uncapped mapping (about
+    1,000), 30 pollers (300 batches) after a cap of 500 and before one of 50."""
+    from holdfast.engine import Engine
+    from holdfast.runtime import Runtime
+
+    fn = make_function(clients, "consumer")
+    made = {name: make_mapping(clients, fn, f"q-{name}", **spec) for name, spec in {
+        "cap-50": dict(cap=50), "pollers-30": dict(pollers={"MinimumPollers": 2, "MaximumPollers": 30}),
+        "cap-500": dict(cap=500), "uncapped": {}, "pollers-150": dict(pollers={"MinimumPollers": 2, "MaximumPollers": 150}),
+    }.items()}
+    order: list[str] = []
+    clients("lambda").meta.events.register(
+        "before-parameter-build",
+        lambda model, params, **_: order.append(params["UUID"]) if model.name == "UpdateEventSourceMapping" else None)
+    report = Engine(Runtime(clients=clients, settings=settings, table=ledger_table), kinds=("esm",), writers=1).engage()
+    assert {o.action for o in report.outcomes} == {ENGAGED}
+    by_uuid = {m["UUID"]: name for name, m in made.items()}
+    assert [by_uuid[u] for u in order] == ["pollers-150", "uncapped", "cap-500", "pollers-30", "cap-50"]
+
