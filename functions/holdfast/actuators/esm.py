@@ -1,4 +1,5 @@
-"""SQS event source mappings: ScalingConfig.MaximumConcurrency at the floor while engaged.
+"""SQS event source mappings: ScalingConfig.MaximumConcurrency at the floor while engaged (in
+provisioned mode, the pollers: see below).
 
 Key `MaximumConcurrency`: the cap, None for none (Lambda then scales to about 1,000
 concurrent batches). Engaging never raises a cap: an owner cap at or below the floor

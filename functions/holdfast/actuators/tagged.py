@@ -624,9 +624,10 @@ class TaggedActuator(ABC):
             # (read_recorded), and one without the new cap would call it the owner's.
             guard()
             if not self.ledger.put_original(moved, resource.name, advance=True):
+                why = getattr(self.ledger, "error", None) or "unreachable"
                 return Outcome(self.kind, resource.arn, FAILED, error=(
-                    f"the ledger's record could not be moved before the write ({getattr(self.ledger, 'error', None) or 'unreachable'}): "
-                    "nothing written; the next tick tries again"))
+                    f"the ledger's record could not be moved before the write ({why}): nothing written; "
+                    "the next tick tries again"))
         on_tag = resource.record
         if (on_tag is not None and not restore.same(on_tag, moved)) or \
                 (on_tag is None and not resource.confirmed and not restore.same(record, moved)):
