@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast.core.policy import HOLD
 from holdfast.settings import Settings
 from tests.actuators.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)

@@ -19,7 +19,7 @@ behavior for SQS event source mappings"). The facts this module is built on:
 - A minimum above the maximum names no range of pollers to scale between: every write
   keeps MinimumPollers ≤ MaximumPollers (`to_write`).
 
-The drain decides caps in concurrent batches (holdfast.core.drain_control); at the write
+The drain decides caps in concurrent batches (holdfast.core.drain); at the write
 boundary a cap becomes the most pollers whose invocations stay within it, floor(cap / 10),
 and never fewer than the 2 the API allows (`pollers_for`): rounding down never lets more
 batches run than the cap, except below 20, where the API's minimum of 2 pollers may carry
