@@ -39,7 +39,7 @@ from __future__ import annotations
 from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
 from holdfast.cli.context import Context, UsageError, operator_name as _operator, table
 from holdfast.core import drain as dc
-from holdfast.core import errors, policy
+from holdfast.core import errors, pollers, policy
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core import replay as rp
 from holdfast.ledger import control as ledger_control
@@ -213,16 +213,22 @@ def _minutes(seconds: float | None) -> float | None:
 
 
 def drains(ctx: Context, plan: policy.Plan, now) -> list[dict]:
-    """Each mapping's drain in this hold, from its ledger record."""
+    """Each mapping's drain in this hold, from its ledger record; for one in provisioned mode
+    (its resource record holds pollers), the MaximumPollers its cap is written as."""
     out = []
-    for arn, item in sorted(current_records(ctx.ledger(), plan).items()):
+    ledger = ctx.ledger()
+    records = current_records(ledger, plan)
+    provisioned = {r.arn for r in ResourceLedger(ledger).records() if pollers.MAX_KEY in r.original} if records else set()
+    for arn, item in sorted(records.items()):
         d = dc.Drain.from_dict(item.doc["drain"])
         last = d.last
+        cap = d.state.cap if d.state else None
         out.append({
             "arn": arn,
             "name": item.doc.get("name", arn.rsplit(":", 1)[-1]),
             "action": last.action if last else None,
-            "cap": d.state.cap if d.state else None,
+            "cap": cap,
+            "pollers": pollers.pollers_for(cap) if arn in provisioned and isinstance(cap, int) else None,
             "ceiling": d.ceiling,
             "started_at": d.started_at.isoformat() if d.started_at else None,
             "elapsed_minutes": _minutes((now - d.started_at).total_seconds()) if d.started_at else None,
@@ -283,7 +289,8 @@ def _drain_text(rows: list[dict]) -> list[str]:
     head = f"drain       {len(rows)} mapping(s): " + ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     body = table(
         ["mapping", "last", "cap", "ceiling", "elapsed min", "forecast min (at start)", "now min (measured)", "why"],
-        [[r["name"], r["action"] or "-", _num(r["cap"]), _num(r["ceiling"]), _num(r["elapsed_minutes"]),
+        [[r["name"], r["action"] or "-", _num(r["cap"]) + (f" ({r['pollers']} pollers)" if r.get("pollers") else ""),
+          _num(r["ceiling"]), _num(r["elapsed_minutes"]),
           _num(r["forecast_minutes"]), _num(r["measured_minutes"]), (r["reasons"] or ["-"])[-1][:100]] for r in rows],
     )
     return [head] + ["  " + line for line in body.splitlines()]
