@@ -241,7 +241,8 @@ class Holdfast(Construct):
         self.dashboard = self.monitoring.dashboard
         self.alarms = self.monitoring.alarms
         if acknowledge_nag_findings:
-            acknowledge(functions=self.controllers.functions, dead_letters=self.queues.dead_letters,
+            steps = (self.region_switch.function,) if self.region_switch else ()
+            acknowledge(functions=(*self.controllers.functions, *steps), dead_letters=self.queues.dead_letters,
                         expired_events=self.queues.expired_events)
 
     # ---- grants for users' own functions -------------------------------------------

@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_cdk import App, Environment, Stack
+from aws_cdk import App, Aspects, Environment, Stack
 from aws_cdk import aws_arcregionswitch as arcregionswitch
 from aws_cdk import aws_iam as iam
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
+from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint
 
 from holdfast.settings import Settings
@@ -56,8 +57,10 @@ def app():
         holdfasts[region] = stack
     same, _ = plan_stack(app, HOLDFAST, cross_account=False)
     other, _ = plan_stack(app, PLANS, cross_account=True)
+    Aspects.of(app).add(AwsSolutionsChecks())
     return {"holdfast": {r: Template.from_stack(s) for r, s in holdfasts.items()},
-            "same": Template.from_stack(same), "other": Template.from_stack(other)}
+            "same": Template.from_stack(same), "other": Template.from_stack(other),
+            "stacks": [*holdfasts.values(), same, other]}
 
 
 def lint_errors(template: Template | dict) -> list[str]:
@@ -78,6 +81,12 @@ def steps_of(plan: dict) -> list[dict]:
 @pytest.mark.parametrize("which", ["same", "other"])
 def test_the_plan_is_valid_against_cloudformations_schema(app, which):
     assert lint_errors(app[which]) == []
+
+
+def test_cdk_nag_has_no_unacknowledged_findings(app):
+    findings = [f"{m.id}: {m.entry.data}" for stack in app["stacks"]
+                for m in Annotations.from_stack(stack).find_error("*", Match.string_like_regexp("AwsSolutions-.*"))]
+    assert findings == []
 
 
 def test_a_plan_that_cloudformation_would_reject_is_reported(app):
