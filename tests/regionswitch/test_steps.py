@@ -193,3 +193,35 @@ def test_a_second_plan_keeps_the_region_held_after_the_first_lifts(harness):
     step(h, event("lift", plan=other))
     h.tick("A")
     assert h.plan().stage == DRAIN
+
+
+class Context:
+    invoked_function_arn = FUNCTION
+    log_stream_name = "2025/10/20/[$LATEST]abc"
+    function_name = "holdfast-region-switch"
+    memory_limit_in_mb = 256
+    aws_request_id = "52fdfc07-2182-154f-163f-5f0f9a621d72"
+
+
+def test_the_lambda_entry_point_acts_in_the_region_and_account_it_was_invoked_by(harness):
+    h = harness
+    handler.use(h.runtime("region-switch"))
+    try:
+        assert handler.handler(event("posture"), Context())["region"] == REGION
+        other = type("Other", (Context,), {"invoked_function_arn": FUNCTION.replace(REGION, "eu-west-1")})
+        with pytest.raises(StepRefused, match="this function runs in eu-west-1"):
+            handler.handler(event("engage"), other())
+    finally:
+        handler.use(None)
+    assert items(h) == []
+
+
+def test_an_unexpected_failure_is_pending_so_region_switch_runs_it_again(harness, monkeypatch):
+    h = harness
+
+    def broken(*_a, **_k):
+        raise KeyError("generation")
+
+    monkeypatch.setattr("holdfast.ledger.plan.read", broken)
+    with pytest.raises(StepPending, match="KeyError.*runs the step again"):
+        step(h, event("engage"))

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from holdfast.core.errors import PermanentError, TemporaryError
-from holdfast.core.policy import CONTROL, ENGAGE, HOLD, NORMAL, Plan, posture as stage_posture
+from holdfast.core.policy import CONTROL, ENGAGE, HOLD, NORMAL, Plan, posture as stage_posture, starts_hold
 from holdfast.core.progress import held_marker
 
 ENGAGE_STEP, POSTURE_STEP, LIFT_STEP = "engage", "posture", "lift"
@@ -185,11 +185,15 @@ class Posture:
 
 def posture(plan: Plan | None, settings) -> Posture:
     """Whether Holdfast holds this Region: the plan in hold, every kind's engage walk
-    (for controlled kinds, their hold engage) marked done for the plan's generation."""
+    (for controlled kinds, their engage when the hold began) marked done for the plan's
+    generation, as the reconciler marks them."""
     if plan is None or plan.stage == NORMAL:
         return Posture(False, NORMAL, plan.generation if plan else 0, (), ())
     target = stage_posture(plan, settings)
-    markers = [held_marker(k, target[k] == ENGAGE) for k in target if target[k] in (ENGAGE, CONTROL)]
+    # A controlled kind is engaged when a hold begins (its `<kind>/engaged` walk); a hold
+    # entered by a step back keeps the drains it had, and walks no such engage.
+    markers = [held_marker(k, target[k] == ENGAGE) for k in target
+               if target[k] == ENGAGE or (target[k] == CONTROL and starts_hold(plan))]
     walked = tuple(m for m in markers if m in plan.done)
     waiting = tuple(m for m in markers if m not in plan.done)
     return Posture(plan.stage == HOLD and not waiting, plan.stage, plan.generation, walked, waiting)
