@@ -91,8 +91,10 @@ def engage(runtime, req: ev.Request) -> dict[str, Any]:
     if not req.wait:
         return _result(runtime, req, "engaging", f"{said}; not waiting for posture (wait false)", plan)
     waiting = ", ".join(current.waiting) or "the hold to begin"
+    paused = (f"; the kill switch is set (by {control.paused_by}: {control.reason}), so the reconciler acts only "
+              "once `holdfast unpause` clears it" if control.paused else "")
     raise ev.StepPending(f"{said}; waiting for {waiting} in {req.region} (stage {current.stage}, generation "
-                         f"{current.generation}): Region switch runs the step again")
+                         f"{current.generation}){paused}: Region switch runs the step again")
 
 
 def posture(runtime, req: ev.Request) -> dict[str, Any]:

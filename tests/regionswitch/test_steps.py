@@ -225,3 +225,12 @@ def test_an_unexpected_failure_is_pending_so_region_switch_runs_it_again(harness
     monkeypatch.setattr("holdfast.ledger.plan.read", broken)
     with pytest.raises(StepPending, match="KeyError.*runs the step again"):
         step(h, event("engage"))
+
+
+def test_a_paused_reconciler_is_named_while_the_step_waits(harness):
+    from holdfast.ledger import control as ledger_control
+
+    h = harness
+    ledger_control.set_paused(h.runtime("cli").ledger(), True, by="oncall", reason="change freeze", now=h.clock.now())
+    with pytest.raises(StepPending, match="kill switch is set \\(by oncall: change freeze\\)"):
+        step(h, event("engage"))
