@@ -519,6 +519,11 @@ def status_all(ctx: Context, args, *, budgets: _Budgets | None = None) -> int:
     return run_all(ctx, args, "status", budgets=budgets)
 
 
+def _minute(at: str | None) -> str:
+    """An ISO time to the minute, for a table (the JSON keeps it whole)."""
+    return (at or "")[:16].replace("T", " ")
+
+
 def _text(command: str, rows: list[Row], regions: list[str]) -> str:
     accounts = len({r.account for r in rows})
     failed = sum(1 for r in rows if r.error)
@@ -526,7 +531,7 @@ def _text(command: str, rows: list[Row], regions: list[str]) -> str:
         body = [(r.account, r.region, r.stage or "-", "" if r.generation is None else r.generation,
                  "" if r.engaged is None else r.engaged,
                  ", ".join(f"{k} {n}" for k, n in r.engaged_by_kind.items()),
-                 r.entered_at or "", r.verdict or "", "" if r.paused is None else ("yes" if r.paused else "no"),
+                 _minute(r.entered_at), r.verdict or "", "" if r.paused is None else ("yes" if r.paused else "no"),
                  r.error or "") for r in rows]
         lines = [table(("ACCOUNT", "REGION", "STAGE", "GEN", "ENGAGED", "BY KIND", "SINCE", "VERDICT", "PAUSED", "ERROR"), body)]
         active = sum(1 for r in rows if r.stage not in (None, "normal"))
@@ -564,7 +569,7 @@ def register_report(sub) -> None:
     p = sub.add_parser("report", help="one CSV (or JSON) summary of an --all-accounts --output-dir folder")
     p.add_argument("--output-dir", required=True, help="the folder an --all-accounts command wrote")
     p.add_argument("--command", default=None, choices=sorted(ROLES), help="only this command's files (default: every one)")
-    p.add_argument("--format", default="csv", choices=("csv", "json"), help="csv (default) or json; --json is json too")
+    p.add_argument("--format", default="csv", choices=("csv", "json"), help="csv (default) or json; --output json and --json are json too")
     p.set_defaults(func=report)
 
 
@@ -585,18 +590,17 @@ def report(ctx: Context, args) -> int:
         ctx.warn(f"not read: {line}")
     if not rows and not unreadable:
         raise UsageError(f"no <account>/<region>/{args.command or '*'}.json under {root}")
-    if ctx.json or args.format == "json":
-        ctx.json = True
-        ctx.emit({"command": "report", "output_dir": str(root), "rows": rows,
-                  "errors": sum(1 for r in rows if r["error"]), "unreadable": unreadable})
-    else:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=REPORT_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: (json.dumps(v, sort_keys=True) if isinstance(v, dict) else ("" if v is None else v))
-                             for k, v in r.items()})
-        ctx.emit(None, out.getvalue())
+    if args.format == "json" and ctx.output == "table":
+        ctx.output = "json"
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=REPORT_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (json.dumps(v, sort_keys=True) if isinstance(v, dict) else ("" if v is None else v))
+                         for k, v in r.items()})
+    # The CSV is this command's readable form (--output table); the document is the rest's.
+    ctx.emit({"command": "report", "output_dir": str(root), "rows": rows,
+              "errors": sum(1 for r in rows if r["error"]), "unreadable": unreadable}, out.getvalue())
     # A row's error is what the command found there, reported in the summary; only a file
     # that cannot be read fails the report.
     return EXIT_FAILED if unreadable else EXIT_OK

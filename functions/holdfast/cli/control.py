@@ -257,6 +257,7 @@ def _drain_text(rows: list[dict]) -> list[str]:
         ["mapping", "last", "cap", "ceiling", "elapsed min", "forecast min (at start)", "now min (measured)", "why"],
         [[r["name"], r["action"] or "-", _num(r["cap"]), _num(r["ceiling"]), _num(r["elapsed_minutes"]),
           _num(r["forecast_minutes"]), _num(r["measured_minutes"]), (r["reasons"] or ["-"])[-1][:100]] for r in rows],
+        inset=2,
     )
     return [head] + ["  " + line for line in body.splitlines()]
 
@@ -266,5 +267,5 @@ def _replay_text(rows: list[dict]) -> list[str]:
         return []
     body = table(["source", "status", "moved", "rate/s", "why"],
                  [[r["source"].rsplit(":", 1)[-1], r["status"], f"{r['moved']:,}", _num(r["rate"]), r["reason"][:100]]
-                  for r in rows])
+                  for r in rows], inset=2)
     return [f"replay      {len(rows)} source(s)"] + ["  " + line for line in body.splitlines()]

@@ -200,10 +200,10 @@ def _restore_preview(ctx: Context, rows: list[dict[str, Any]], command: str) -> 
         said = "; ".join(words.change(r["kind"], k, c["from"], c["to"]) for k, c in changes.items())
         said += "".join(f"; {words.drift(r['kind'], k, (r.get('current') or {}).get(k))}" for k in (r.get("drift") or {}))
         action = "vanished" if r.get("vanished") else (PLANNED if changes else "forget record")
-        out.append((r["kind"], r["arn"], action, said.strip("; ") or "-"))
+        out.append((r["kind"], r.get("name") or name_of(r["arn"]), r["arn"], action, said.strip("; ") or "-"))
         planned.append({"kind": r["kind"], "arn": r["arn"], "action": action, "changes": changes,
                         "drift": sorted(r.get("drift") or {})})
-    text = table(("KIND", "ARN", "ACTION", "CHANGES"), out) if out else f"{command}: no engaged resources"
+    text = table(("KIND", "NAME", "ARN", "ACTION", "CHANGES"), out) if out else f"{command}: no engaged resources"
     return text, len(rows), planned
 
 
@@ -479,12 +479,23 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=No
 
 
 def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int], ledger_available: bool) -> str:
-    rows = [(o.kind, o.arn, o.action, _changes(o) or o.error or "") for o in outcomes]
-    lines = [table(("KIND", "ARN", "ACTION", "CHANGES"), rows)] if rows else [f"{command}: no selected resources"]
+    rows = [(o.kind, o.name or name_of(o.arn), o.arn, o.action, _changes(o) or o.error or "") for o in outcomes]
+    lines = [table(("KIND", "NAME", "ARN", "ACTION", "CHANGES"), rows)] if rows else [f"{command}: no selected resources"]
     lines.append(f"{command}: " + (", ".join(f"{n} {a}" for a, n in sorted(summary.items())) or "nothing to do"))
     if not ledger_available:
         lines.append("ledger unreachable: ran from resource tags only (the write-ahead record is on each resource)")
     return "\n".join(lines)
+
+
+def name_of(arn: str) -> str:
+    """A name for a table row whose resource was not read: the ARN's last part (a group,
+    function or target group name; a mapping's UUID)."""
+    if arn.startswith("discover:"):
+        return "-"
+    tail = arn.rsplit(":", 1)[-1]
+    if tail.startswith("targetgroup/"):
+        return tail.split("/")[1]
+    return tail.rsplit("/", 1)[-1]
 
 
 def _changes(o: Outcome) -> str:
@@ -512,8 +523,9 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list
     lines.append(f"{len(rows)} engaged, {sum(1 for r in rows if r.get('drift'))} with drift")
     if stuck:
         lines.append("")
-        lines.append(table(("STUCK", "KIND", "ARN", "FAILED WALKS", "LAST ERROR"),
-                           [(s["operation"], s["kind"], s["arn"], str(s["failures"]), s["error"][:120]) for s in stuck]))
+        lines.append(table(("STUCK", "KIND", "NAME", "ARN", "FAILED WALKS", "LAST ERROR"),
+                           [(s["operation"], s["kind"], name_of(s["arn"]), s["arn"], str(s["failures"]), s["error"][:120])
+                            for s in stuck]))
         lines += [f"  fix {s['arn']}: {s['fix']}" for s in stuck]
         lines.append(f"{len(stuck)} stuck: no longer holding their stage back (metric ResourcesStuck)")
     if not ledger_available:
