@@ -33,7 +33,6 @@ import json
 import os
 import re
 import sys
-from importlib import metadata
 from typing import Sequence
 
 from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
@@ -60,10 +59,10 @@ COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain",
 
 
 def version() -> str:
-    try:
-        return metadata.version("holdfast")
-    except metadata.PackageNotFoundError:  # run from a tree that was never installed
-        return "unknown (not installed)"
+    """holdfast.__version__: the one place the version is written (pyproject.toml reads it)."""
+    from holdfast import __version__
+
+    return __version__
 
 
 class _Parser(argparse.ArgumentParser):
