@@ -196,10 +196,7 @@ def organization_accounts(ctx: Context) -> tuple[list[str], list[Row]]:
         pages = ctx.clients("organizations").get_paginator("list_accounts").paginate()
         accounts = [a for page in pages for a in page["Accounts"]]
     except (ClientError, BotoCoreError) as err:
-        raise UsageError(
-            f"cannot list the organization's accounts ({error_text(err)}): run this from the management account "
-            "or a delegated administrator, or name the accounts with --accounts"
-        ) from err
+        raise UsageError(f"{_no_organization(ctx, err)}; name the accounts with -a/--accounts") from err
     active, inactive = [], []
     for a in sorted(accounts, key=lambda a: a["Id"]):
         state = a.get("State") or a.get("Status") or "ACTIVE"
@@ -208,6 +205,25 @@ def organization_accounts(ctx: Context) -> tuple[list[str], list[Row]]:
         else:
             inactive.append(Row(a["Id"], "-", error=f"account is {state} in the organization: not read"))
     return active, inactive
+
+
+# organizations:ListAccounts: AWSOrganizationsNotInUseException when the caller's account is
+# in no organization; AccessDeniedException from a member account that is not a delegated
+# administrator (https://docs.aws.amazon.com/organizations/latest/APIReference/API_ListAccounts.html).
+NOT_IN_ORGANIZATION = "AWSOrganizationsNotInUseException"
+
+
+def _no_organization(ctx: Context, err: BaseException | None) -> str:
+    """Why Organizations listed no account: said of the caller's account, not of -a/-o/-t."""
+    account = ctx.account()
+    code = error_code(err) if isinstance(err, ClientError) else None
+    if code == NOT_IN_ORGANIZATION:
+        return f"account {account} (these credentials') is not in an AWS Organization: --all-accounts has no accounts to list"
+    if err is None:
+        return (f"Organizations lists no active account to account {account}: it is not in an Organization, or "
+                "not its management account or a delegated administrator")
+    return (f"account {account} cannot list the organization's accounts ({error_text(err)}): it is not the "
+            "organization's management account or a delegated administrator")
 
 
 @uses("organizations:ListAccountsForParent", "organizations:ListOrganizationalUnitsForParent", by=("cli",))
@@ -315,11 +331,16 @@ def _status(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -
     read_ledger(Ledger(clients("dynamodb"), ctx.ledger_table), budgets, row)
 
 
+def _by(args) -> str:
+    """The caller's IAM identity (run_all reads it once), or the OS user where it is unknown."""
+    return getattr(args, "recorded_by", None) or operator_name()
+
+
 def _set_pause(paused: bool) -> Work:
     def work(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
         budgets.reads.take()
         reason = getattr(args, "reason", "") or ""
-        ledger_control.set_paused(Ledger(clients("dynamodb"), ctx.ledger_table), paused, by=operator_name(), reason=reason,
+        ledger_control.set_paused(Ledger(clients("dynamodb"), ctx.ledger_table), paused, by=_by(args), reason=reason,
                                   now=ctx.runtime.clock.now())
         row.paused = paused
         row.result = "paused: no action from the next tick" if paused else "unpaused: acts again from the next tick"
@@ -328,7 +349,7 @@ def _set_pause(paused: bool) -> Work:
 
 def _engage(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
     budgets.reads.take()
-    row.generation = ledger_control.request_engage(Ledger(clients("dynamodb"), ctx.ledger_table), by=operator_name(),
+    row.generation = ledger_control.request_engage(Ledger(clients("dynamodb"), ctx.ledger_table), by=_by(args),
                                                    reason=getattr(args, "reason", "") or "", now=ctx.runtime.clock.now())
     row.result = f"engage requested from generation {row.generation}: the next tick starts a hold"
 
@@ -375,7 +396,7 @@ def _release(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) 
     row.releases, written = [], 0
     for arn in args.release_targets[(row.account, row.region)]:
         budgets.reads.take()
-        request, wrote = ledger_control.request_release(Ledger(clients("dynamodb"), ctx.ledger_table), arn, by=operator_name(),
+        request, wrote = ledger_control.request_release(Ledger(clients("dynamodb"), ctx.ledger_table), arn, by=_by(args),
                                                         reason=getattr(args, "reason", "") or "", now=now,
                                                         request_id=request_id)
         written += wrote
@@ -399,7 +420,7 @@ def _advance(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) 
     row.stage, row.generation = current.label, current.generation
     budgets.reads.take()
     try:
-        ledger_control.request_advance(Ledger(clients("dynamodb"), ctx.ledger_table), current.generation, by=operator_name(),
+        ledger_control.request_advance(Ledger(clients("dynamodb"), ctx.ledger_table), current.generation, by=_by(args),
                                        now=ctx.runtime.clock.now())
     except (PlanConflict, Contention) as err:
         row.error = f"not advanced: {err}"
@@ -452,10 +473,17 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
         accounts, rows = select_accounts(ctx, args)
         pairs = [(a, r) for a in accounts for r in regions]
     if not accounts and not rows:
-        raise UsageError("no account selected: --accounts, --ou and --tag together leave none")
+        given = [o for o, name in (("--accounts", "accounts"), ("--ou", "ous"), ("--tag", "tags")) if getattr(args, name, None)]
+        if not given:
+            raise UsageError(f"{_no_organization(ctx, None)}; name the accounts with -a/--accounts")
+        raise UsageError(f"no account selected: {', '.join(given)} together leave none")
     budgets = budgets or _Budgets()
     partition = _partition(ctx)
     session_name = re.sub(r"[^\w+=,.@-]", "-", f"holdfast-{command}-{operator_name()}")[:64]
+    if command in ("pause", "unpause", "engage", "advance", "release"):
+        from holdfast.cli.confirm import caller
+
+        args.recorded_by = caller(ctx)   # who asked, as each ledger records it: the IAM identity
     creds: dict[str, dict[str, str] | str] = {}
     lock = threading.Lock()
     work = WORK[command]
@@ -541,7 +569,8 @@ def _text(command: str, rows: list[Row], regions: list[str]) -> str:
     if command == "plan":
         body = [(r.account, r.region, ", ".join(f"{k} {n}" for k, n in (r.planned or {}).items()), r.error or "")
                 for r in rows]
-        changing = sum((r.planned or {}).get("engaged", 0) for r in rows)
+        # A plan's outcomes are "planned" (what engage would change): the table's count, and the summary's.
+        changing = sum((r.planned or {}).get("planned", 0) for r in rows)
         return "\n".join([table(("ACCOUNT", "REGION", "PLANNED", "ERROR"), body),
                           f"{accounts} accounts x {len(regions)} regions: {changing} resources would be engaged, {failed} failed"])
     body = [(r.account, r.region, r.result or "-", r.error or "") for r in rows]
