@@ -41,6 +41,7 @@ command acts in: `release` acts on exactly the resource its ARN names, or on not
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from typing import Any, Mapping
 
@@ -96,7 +97,8 @@ def register(sub) -> None:
     p = sub.add_parser("release", help="restore one resource now and forget it (writes); with --all-accounts, "
                                        "ask the reconciler of each ARN's account and region to (control item only)")
     p.add_argument("resource_arn", metavar="RESOURCE_ARN", nargs="+",
-                   help="the resource; with --all-accounts, one or more, each in the account and region its ARN names")
+                   help="the resource: its ARN, or its name where one engaged resource here has it (as `status` "
+                        "shows it); with --all-accounts, one or more ARNs, each in the account and region it names")
     p.add_argument("--reason", default="", help="with --all-accounts: why (kept on the request with its outcome)")
     add_write_options(p, mode=True)
     accounts.add_arguments(p, "release")
@@ -243,7 +245,7 @@ def release(ctx: Context, args) -> int:
     if len(args.resource_arn) > 1:
         raise UsageError(f"release takes one RESOURCE_ARN ({len(args.resource_arn)} given); several, "
                          "in their own accounts and regions, go with --all-accounts")
-    arn, = args.resource_arn
+    arn = resolve_name(ctx, args.resource_arn[0])
     try:
         kind = kind_of(arn)
     except ValueError as err:
@@ -277,6 +279,29 @@ def release(ctx: Context, args) -> int:
         api_calls={kind: sum((Counter(ctx.clients.calls) - before).values())},
     )
     return _finish(ctx, "release", report, reachable)
+
+
+def resolve_name(ctx: Context, given: str) -> str:
+    """RESOURCE_ARN as given, or the ARN of the one engaged resource of that name here (a
+    group, function, target group or service name, as `status` shows it). A name that
+    several engaged resources share, or none, is a usage error naming them: `release` acts
+    on exactly one resource, or on nothing."""
+    if given.startswith("arn:"):
+        return given
+    rows = engine.Engine(ctx.runtime).status()
+    named = [r for r in rows if r.get("name") == given]
+    if len(named) == 1:
+        return named[0]["arn"]
+    where = f"{ctx.clients.region} (account {ctx.account()})"
+    if named:
+        listed = "; ".join(f"{r['kind']} {r['arn']}" for r in named)
+        raise UsageError(f"{len(named)} engaged resources in {where} are named {given!r}: {listed}; "
+                         "give the ARN of the one to release (nothing was done)")
+    names = sorted({r.get("name") for r in rows if r.get("name")})
+    near = difflib.get_close_matches(given, names, n=1)
+    raise UsageError(f"no engaged resource in {where} is named {given!r}"
+                     + (f"; did you mean {near[0]!r}?" if near else "")
+                     + " (`holdfast status` lists the engaged resources; nothing was done)")
 
 
 def status(ctx: Context, args) -> int:
