@@ -7,7 +7,11 @@
     holdfast report --output-dir out [--command status] [--format csv|json]
 
 Which accounts: `-a/--accounts` names them; otherwise every active account Organizations
-lists (run from the management account or a delegated administrator). `-o/--ou` keeps
+lists (run from the management account or a delegated administrator), or, with
+`--accounts-file FILE` (c7n-org's accounts file, holdfast.cli.accounts_file), every account
+the file lists, each through the role it names (`--role-name` instead, when given), in the
+regions it names (`-r` instead, when given); there `-a` takes ids or names and `-t` the
+file's `key:value` tags (KEY=VALUE or KEY:VALUE), and `-o` has no OUs to go by. `-o/--ou` keeps
 the accounts under an OU (its child OUs included, as a StackSet deploys) and `-t/--tag`
 those whose Organizations tags carry KEY=VALUE; each option may be repeated, and the
 subsets intersect (`-a` with `-o` keeps the named accounts that are under the OU).
@@ -71,7 +75,7 @@ from holdfast.ledger import control as ledger_control
 from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
-from holdfast.cli import EXIT_FAILED, EXIT_OK
+from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts_file
 from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
 from holdfast.ledger import DEFAULT_TABLE, Ledger
 
@@ -107,14 +111,18 @@ def add_arguments(p, command: str = "status") -> None:
                    help="only accounts whose Organizations tags include KEY=VALUE; repeatable (all must match)")
     g.add_argument("-r", "--regions", action="append", default=None,
                    help="regions, comma-separated or repeated (default: the settings' targets, else the CLI's region)")
-    g.add_argument("--role-name", default=None, help=f"the role assumed in each account (default: {ROLES[command]})")
+    g.add_argument("--accounts-file", default=None, metavar="FILE",
+                   help="c7n-org's accounts file (YAML or JSON: account_id, name, role, regions, tags): its accounts, "
+                        "each through its role, instead of Organizations'")
+    g.add_argument("--role-name", default=None, help=f"the role assumed in each account (default: {ROLES[command]}; "
+                                                      "with --accounts-file, each account's role)")
     g.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help=f"concurrent account-regions (default: {DEFAULT_WORKERS})")
     g.add_argument("--output-dir", default=None,
                    help="write each account-region's document to DIR/<account>/<region>/<command>.json (see `holdfast report`)")
 
 
 def used_without_all_accounts(args) -> bool:
-    return any(getattr(args, name, None) for name in ("accounts", "regions", "ous", "tags", "output_dir"))
+    return any(getattr(args, name, None) for name in ("accounts", "regions", "ous", "tags", "output_dir", "accounts_file"))
 
 
 @dataclass
@@ -179,10 +187,13 @@ def parse_regions(text) -> list[str]:
     return list(dict.fromkeys(regions))
 
 
-def parse_tags(values: list[str]) -> dict[str, str]:
+def parse_tags(values: list[str], *, colon: bool = False) -> dict[str, str]:
+    """-t KEY=VALUE, repeatable; `colon`: KEY:VALUE too (an accounts file's tags are c7n-org's `key:value`)."""
     out = {}
     for text in values:
         k, sep, v = text.partition("=")
+        if not sep and colon:
+            k, sep, v = text.partition(":")
         if not sep or not k.strip():
             raise UsageError(f"--tag {text!r} is not KEY=VALUE")
         out[k.strip()] = v.strip()
@@ -254,8 +265,31 @@ def account_tags(ctx: Context, account: str) -> dict[str, str]:
         raise UsageError(f"--tag: cannot read the tags of account {account} ({error_text(err)})") from err
 
 
+def file_accounts(args) -> list[accounts_file.Account]:
+    """The accounts file's accounts (read once per command), kept by -a (ids or names) and -t."""
+    if getattr(args, "_file_accounts", None) is None:
+        try:
+            listed = accounts_file.load(args.accounts_file)
+        except accounts_file.AccountsFileError as err:
+            raise UsageError(str(err)) from err
+        if getattr(args, "ous", None):
+            raise UsageError("--ou goes with Organizations' accounts; an --accounts-file has no OUs (use -t with its tags)")
+        named = _items(args.accounts)
+        unknown = [n for n in named if n not in {a.account_id for a in listed} | {a.name for a in listed}]
+        if unknown:
+            raise UsageError(f"--accounts: {', '.join(repr(n) for n in unknown)} is not an account id or name "
+                             f"in {args.accounts_file}")
+        tags = parse_tags(getattr(args, "tags", None) or [], colon=True)
+        args._file_accounts = [a for a in listed if (not named or a.account_id in named or a.name in named)
+                               and tags.items() <= a.tags.items()]
+    return args._file_accounts
+
+
 def select_accounts(ctx: Context, args) -> tuple[list[str], list[Row]]:
-    """The accounts to act on: named, or the organization's; then under the OUs and with the tags."""
+    """The accounts to act on: the accounts file's, named, or the organization's; then
+    under the OUs and with the tags."""
+    if getattr(args, "accounts_file", None):
+        return [a.account_id for a in file_accounts(args)], []
     ous = _items(getattr(args, "ous", None))
     bad = [ou for ou in ous if not OU_ID.match(ou)]
     if bad:
@@ -284,10 +318,12 @@ def _partition(ctx: Context) -> str:
 # ---- the work in one account-region, each call budgeted ---------------------------------
 
 @uses("sts:AssumeRole", by=("cli",))
-def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) -> dict[str, str]:
+def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str,
+           external_id: str | None = None) -> dict[str, str]:
     budgets.assume.take()
     creds = ctx.clients("sts").assume_role(RoleArn=role_arn, RoleSessionName=session_name,
-                                           DurationSeconds=SESSION_SECONDS)["Credentials"]
+                                           DurationSeconds=SESSION_SECONDS,
+                                           **({"ExternalId": external_id} if external_id else {}))["Credentials"]
     return {"aws_access_key_id": creds["AccessKeyId"], "aws_secret_access_key": creds["SecretAccessKey"],
             "aws_session_token": creds["SessionToken"]}
 
@@ -377,11 +413,13 @@ def release_targets(ctx: Context, args) -> dict[tuple[str, str], list[str]]:
         outside = [a for (_, region), arns in targets.items() if region not in regions for a in arns]
         if outside:
             raise UsageError(f"{outside[0]} is outside --regions {', '.join(sorted(regions))}: nothing was requested")
-    if args.accounts or getattr(args, "ous", None) or getattr(args, "tags", None):
+    if args.accounts or getattr(args, "ous", None) or getattr(args, "tags", None) or getattr(args, "accounts_file", None):
         selected = set(select_accounts(ctx, args)[0])
         outside = [a for (account, _), arns in targets.items() if account not in selected for a in arns]
         if outside:
-            raise UsageError(f"{outside[0]} is in an account the selection (-a/-o/-t) leaves out: nothing was requested")
+            raise UsageError(f"{outside[0]} is in an account the selection (-a/-o/-t) leaves out"
+                             + (f" or {args.accounts_file} does not list" if getattr(args, "accounts_file", None) else "")
+                             + ": nothing was requested")
     return dict(sorted(targets.items()))
 
 
@@ -471,9 +509,13 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
         regions = parse_regions(args.regions) if args.regions else (
             list(dict.fromkeys(t.region for t in ctx.settings.targets)) or [ctx.clients.region])
         accounts, rows = select_accounts(ctx, args)
-        pairs = [(a, r) for a in accounts for r in regions]
+        own = {} if args.regions or not getattr(args, "accounts_file", None) else {
+            a.account_id: parse_regions(list(a.regions)) for a in file_accounts(args) if a.regions}
+        pairs = [(a, r) for a in accounts for r in own.get(a, regions)]
+        regions = list(dict.fromkeys(r for _, r in pairs)) or regions
     if not accounts and not rows:
-        given = [o for o, name in (("--accounts", "accounts"), ("--ou", "ous"), ("--tag", "tags")) if getattr(args, name, None)]
+        given = [o for o, name in (("--accounts", "accounts"), ("--ou", "ous"), ("--tag", "tags"), ("--accounts-file", "accounts_file"))
+                 if getattr(args, name, None)]
         if not given:
             raise UsageError(f"{_no_organization(ctx, None)}; name the accounts with -a/--accounts")
         raise UsageError(f"no account selected: {', '.join(given)} together leave none")
@@ -488,10 +530,13 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
     lock = threading.Lock()
     work = WORK[command]
 
+    listed = {a.account_id: a for a in file_accounts(args)} if getattr(args, "accounts_file", None) else {}
+
     def credentials(account: str) -> dict[str, str] | str:
-        role_arn = f"arn:{partition}:iam::{account}:role/{role_name}"
+        entry = listed.get(account)
+        role_arn = entry.role if entry and not args.role_name else f"arn:{partition}:iam::{account}:role/{role_name}"
         try:
-            return assume(ctx, budgets, role_arn, session_name)
+            return assume(ctx, budgets, role_arn, session_name, entry.external_id if entry else None)
         except (ClientError, BotoCoreError) as err:
             return f"cannot assume {role_arn}: {error_text(err)}"
 
@@ -533,7 +578,9 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
         write_outputs(Path(args.output_dir), command, rows, at=ctx.runtime.clock.now().isoformat())
     errors = [r for r in rows if r.error]
     ctx.emit(
-        {"command": command, "all_accounts": True, "role_name": role_name, "regions": regions,
+        {"command": command, "all_accounts": True,
+         "role_name": role_name if args.role_name or not listed else f"each account's role in {args.accounts_file}",
+         "regions": regions,
          "accounts": len({r.account for r in rows}), "rows": [r.to_dict() for r in rows], "errors": len(errors),
          "api_calls_by_operation": dict(ctx.clients.calls)},
         _text(command, rows, regions),
@@ -652,5 +699,5 @@ def fan_out(ctx, args, command: str, *, writes: bool = False) -> int | None:
                 lambda: (f"{command}: every selected account and region", 1))
         return run_all(ctx, args, command)
     if used_without_all_accounts(args):
-        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
+        raise UsageError("--accounts, --ou, --tag, --regions, --accounts-file and --output-dir go with --all-accounts")
     return None
