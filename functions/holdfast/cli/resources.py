@@ -504,7 +504,8 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=No
 
 
 def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int], ledger_available: bool) -> str:
-    rows = [(o.kind, o.name or name_of(o.arn), o.arn, o.action, _changes(o) or o.error or "") for o in outcomes]
+    # By kind and name: the walks of the kinds finish in any order.
+    rows = sorted((o.kind, o.name or name_of(o.arn), o.arn, o.action, _changes(o) or o.error or "") for o in outcomes)
     lines = [table(("KIND", "NAME", "ARN", "ACTION", "CHANGES"), rows)] if rows else [f"{command}: no selected resources"]
     lines.append(f"{command}: " + (", ".join(f"{n} {a}" for a, n in sorted(summary.items())) or "nothing to do"))
     if not ledger_available:
