@@ -185,11 +185,12 @@ def test_a_long_cell_wraps_under_itself_within_120_columns_and_the_arn_column_wa
     start = lines[0].index("CHANGES")
     assert len(lines) > 3 and all(line[:start].strip() == "" for line in lines[3:])
     assert re.sub(r"\s+", " ", " ".join(line[start:] for line in lines[2:])) == cell
-    output.set_wide(True)
+    token = output.set_wide(True)
     try:
         assert "arn:aws:x" * 30 in output.table(("KIND", "ARN"), [("asg", "arn:aws:x" * 30)])
     finally:
-        output.set_wide(False)
+        output.reset_wide(token)
+    assert "ARN" not in output.table(("KIND", "ARN"), [("asg", "arn")])
 
 
 @pytest.mark.parametrize("argv, wanted", [

@@ -52,7 +52,7 @@ EXIT_CODES = {
 
 from holdfast.cli.context import Context, UsageError, Unreachable, connection_failure, credential_failure  # noqa: E402
 from holdfast.cli import pages  # noqa: E402
-from holdfast.cli.output import FORMATS, QueryError, compile_query, set_wide  # noqa: E402
+from holdfast.cli.output import FORMATS, QueryError, compile_query, reset_wide, set_wide  # noqa: E402
 
 # Command modules, in the order `holdfast --help` lists them.
 COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill", "accounts")
@@ -189,9 +189,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     _Parser.json_errors = _wants_json(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    width = set_wide(args.wide)
+    try:
+        return _run(args)
+    finally:
+        reset_wide(width)   # a test calling main in this thread gets the default back
+
+
+def _run(args) -> int:
     ctx = None
     try:
-        set_wide(args.wide)
         args.compiled_query = compile_query(args.query)
         ctx = Context.from_args(args)
         code = int(args.func(ctx, args) or EXIT_OK)

@@ -51,8 +51,13 @@ def compile_query(text: str | None):
         raise QueryError(f"--query {text!r} is not a JMESPath expression: {said}") from None
 
 
-def set_wide(wide: bool) -> None:
-    _width.set(None if wide else TABLE_WIDTH)
+def set_wide(wide: bool) -> contextvars.Token:
+    """The width for the tables of one command; `main` resets it with the token after."""
+    return _width.set(None if wide else TABLE_WIDTH)
+
+
+def reset_wide(token: contextvars.Token) -> None:
+    _width.reset(token)
 
 
 def wide() -> bool:
