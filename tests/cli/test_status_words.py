@@ -63,7 +63,7 @@ def _table(out: str) -> list[list[str]]:
 
 
 def test_the_status_table_says_each_setting_and_value_in_words(engaged, capsys):
-    code, out, err = run(capsys, "status")
+    code, out, err = run(capsys, "--wide", "status")
     assert code == 0, err
     rows = _table(out)
     header = rows[0].split()
