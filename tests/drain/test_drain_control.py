@@ -1,4 +1,4 @@
-"""The drain's cap controller as a table of pure decisions (holdfast.core.drain_control)."""
+"""The drain's cap controller as a table of pure decisions (holdfast.core.drain)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from holdfast.core import drain_control as dc
-from holdfast.core.drain_control import ALARM, CRITICAL, CUT, HOLD, INSUFFICIENT_DATA, OK, RAISE, RESTORE, START, WARNING
+from holdfast.core import drain as dc
+from holdfast.core.drain import ALARM, CRITICAL, CUT, HOLD, INSUFFICIENT_DATA, OK, RAISE, RESTORE, START, WARNING
 
 T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
 # 16 batches before the event, 0.8 s a message, nothing failing; 20 messages a second.
@@ -510,12 +510,15 @@ def test_invariants(seq, reserved, owner):
         assert dc.CapState.from_dict(d.state.to_dict()) == d.state
 
 
-def test_the_module_is_pure():
-    tree = ast.parse(Path(dc.__file__).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
-    assert imported <= {"__future__", "dataclasses", "datetime", "math", "typing"}, imported
-    assert ".now(" not in Path(dc.__file__).read_text()
+def test_the_package_is_pure():
+    for module in sorted(Path(dc.__file__).parent.glob("*.py")):
+        tree = ast.parse(module.read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+        ours = {m for m in imported if m.startswith("holdfast.")}
+        assert imported - ours <= {"__future__", "dataclasses", "datetime", "math", "typing"}, (module.name, imported)
+        assert all(m == "holdfast.core" or m.startswith("holdfast.core.drain") for m in ours), (module.name, ours)
+        assert ".now(" not in module.read_text(), module.name
 
 
 def test_the_settings_defaults_are_the_controllers():

@@ -1,5 +1,5 @@
 """The drain's built-in downstream evidence, its baseline and its raise rule, as pure
-decisions (holdfast.core.drain_control), and the shell's reads of them against an
+decisions (holdfast.core.drain), and the shell's reads of them against an
 emulation of GetMetricData (holdfast.observation.drain_inputs)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from holdfast.core import drain_control as dc
-from holdfast.core.drain_control import CRITICAL, CUT, HOLD, RAISE, START, WARNING
+from holdfast.core import drain as dc
+from holdfast.core.drain import CRITICAL, CUT, HOLD, RAISE, START, WARNING
 from holdfast.observation import drain_inputs
 from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 from holdfast.observation import evidence as gate_evidence

@@ -18,7 +18,7 @@ import pytest
 
 from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast.core.model import RAISED, REFUSED_STALE
 from holdfast.core.policy import DRAIN, HOLD, Plan
 from holdfast.ledger import drain as records

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
 from holdfast.cli.context import Context, UsageError, operator_name as _operator, table
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast.core import errors, policy
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core import replay as rp

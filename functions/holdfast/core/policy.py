@@ -10,7 +10,7 @@ Stages follow the recovery order:
 
 The drain and the replay are their own part of this module (at the end): SQS event
 source mappings are not lifted by a stage's hold but by a feedback controller per
-mapping (holdfast.core.drain_control), from the hold on, on the consumer's own evidence.
+mapping (holdfast.core.drain), from the hold on, on the consumer's own evidence.
 
 - A stage advances when its posture walk is complete, its hold has passed (time in
   stage counted from the later of entering it, the verdict turning `recovering` and
@@ -21,7 +21,7 @@ mapping (holdfast.core.drain_control), from the hold on, on the consumer's own e
   INSUFFICIENT_DATA is not OK.
 - The built-in gates read evidence derived from the selected fleet, no alarm needed:
   drain -> replay the consumers' errors and throttles over the hold (`drain`, below;
-  each mapping's own cap is its controller's, holdfast.core.drain_control);
+  each mapping's own cap is its controller's, holdfast.core.drain);
   fresh-work -> routing the selected target groups' health, ELB health-check
   terminations and launch health; routing -> capacity launches healthy for
   `capacity_hold_minutes`. The advance's reasons carry what each gate saw, each line
@@ -321,7 +321,7 @@ def _minutes(delta: timedelta) -> str:
 
 # ---- the drain and the replay ----------------------------------------------------------
 #
-# Event source mappings are lifted by a feedback controller each (holdfast.core.drain_control),
+# Event source mappings are lifted by a feedback controller each (holdfast.core.drain),
 # not by a stage's hold. Their posture is CONTROL in hold and in drain: the reconciler
 # engages them when a hold begins, and from then on each mapping waits at the floor until
 # its own evidence (its function's Errors, its downstream alarms) says its dependency is

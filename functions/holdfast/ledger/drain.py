@@ -3,7 +3,7 @@ source queue (pk `REPLAY`), sk the resource's ARN, the document a JSON string.
 
 | pk       | sk                  | document                                            |
 |----------|---------------------|-----------------------------------------------------|
-| `DRAIN`  | `<mapping arn>`     | holdfast.core.drain_control.Drain.to_dict()         |
+| `DRAIN`  | `<mapping arn>`     | holdfast.core.drain.Drain.to_dict()         |
 | `REPLAY` | `<queue arn>`       | holdfast.core.replay.Replay.to_dict()               |
 
 What the controller raises a cap from is what it wrote here, so every write follows the

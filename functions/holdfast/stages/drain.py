@@ -11,7 +11,7 @@ with an original in the resource ledger):
    and its pre-event metrics (a baseline that ends before the first impairment signal, the
    plan's engagement and the consumer's own first anomaly); then, for all, DescribeAlarms and GetMetricData
    (holdfast.observation.drain_inputs).
-2. Decide: holdfast.core.drain_control.advance — wait for the dependency, start from the
+2. Decide: holdfast.core.drain.advance — wait for the dependency, start from the
    pre-event concurrency, raise, hold, cut, and give the owner's original back.
 3. Keep the record (holdfast.ledger.drain.write): conditional on the plan generation and on
    the version read, *before* the cap is written. The record is the intent the walk
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast.core import kinds, policy
 from holdfast.core.errors import Conflict
 from holdfast.core.model import LEAVE, Resource
