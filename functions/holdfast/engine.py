@@ -29,6 +29,12 @@ selected, vanished). A FAILED resource is never passed over — unless it is one
 longer holds the kind back: the cursor stops before it, so the next walk retries it.
 None = from the start; a kind that finished without failure has None.
 
+A kind whose actuator `defers_tag` (SQS mappings) writes ahead to the ledger while it
+answers and leaves its record tags to a second pass, the last step of its service's lane
+(core.order.lane_steps): every cap of the lane before any of those tags. A tag that pass
+did not write (the deadline, an error) leaves the kind unfinished and its cursor before
+that resource, so the next walk reads it again and writes the tag.
+
 An engaged resource's harm is taken from its record's original values (the ledger's),
 so engaging it does not move it in the order. Harm still changes between walks for
 resources not yet engaged (an owner removes a cap, a group scales out), so a position
