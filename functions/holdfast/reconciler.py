@@ -74,6 +74,11 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
 - during an engage walk (after the tag, before the ledger, before the AWS write): the
   actuator wrote ahead (tag, then ledger) before changing anything; the kind is not
   done, so the next tick walks it again and engage skips what is in posture.
+- during an engage walk, after a mapping's ledger record and cap, before its deferred
+  record tag (mappings write ahead to the ledger while it answers, their tags last in the
+  Lambda walk): the original is durable in the ledger, so a restore works from it alone;
+  the kind is not done, so the next tick walks it again, finds the mapping in posture with
+  the ledger's record only, and writes the tag (no cap is written twice).
 - during a relax (after the AWS write, before untag / forgetting the ledger record):
   the record is still there; the next tick's relax finds current == original and only
   cleans up, each step guarded again.

@@ -72,6 +72,9 @@ class EsmActuator(LambdaTagged, TaggedActuator):
     spec = kinds.ESM
     service = "lambda"
     lambda_limited = True
+    # A mapping's write-ahead tag would spend a Lambda call before its cap: while the ledger
+    # answers, its record comes first and the tag in the walk's second pass (actuators.tagged).
+    defers_tag = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

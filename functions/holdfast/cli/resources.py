@@ -161,7 +161,9 @@ def engage(ctx: Context, args) -> int:
                           reachable), len(changing)
 
     ask(ctx, args, "engage", "engage the selected resources", preview)
-    report = engine.Engine(ctx.runtime, progress=ctx.progress).engage()
+    # Each kind walked as soon as it is listed (the mappings capped before the async configs'
+    # listing, one Lambda call per function), never more than max_resources in all.
+    report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(each_kind=True, count_together=True)
     if reachable and any(o.action == ENGAGED for o in report.outcomes):
         _record_held(ctx, "holdfast engage")
     return _finish(ctx, "engage", report, reachable, queue=queue)
