@@ -6,7 +6,7 @@
   successful launch a minute after it; every walk done within its tick), then the old
   fixed ladder (floor, 5, 20, 100, 300, one per hold, then the owner's value), reproduced
   here since the shipped policy no longer has it. No gating alarms (the default).
-- `Controller`: holdfast.core.drain_control.advance, the entry point the reconciler's
+- `Controller`: holdfast.core.drain.advance, the entry point the reconciler's
   drain stage calls. Held at the floor from the start of the event; the drain starts when
   the consumer's own evidence says its dependency is back; then `decide` every tick; on
   `restore` the owner's original comes back.
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from holdfast.core import policy
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast.core.detector import IMPAIRED, RECOVERING, Verdict
 from holdfast.settings import Settings
 
@@ -157,7 +157,7 @@ class ForecastCheck:
 
 class Controller:
     """The shipped controller, through the same pure entry point the reconciler's drain
-    stage calls (holdfast.core.drain_control.advance): wait for the dependency, start,
+    stage calls (holdfast.core.drain.advance): wait for the dependency, start,
     decide, restore."""
 
     def __init__(self, scenario: Scenario, constants: dc.Constants = dc.DEFAULTS, settings: Settings | None = None,
@@ -182,7 +182,7 @@ class Controller:
         """What the shell reads about the mapping when the hold begins (t = 0): the
         baseline from the minutes before the earliest of the first impairment signal (the
         detector's window before the hold), the hold itself and the consumer's own first
-        anomaly (holdfast.core.drain_control.baseline)."""
+        anomaly (holdfast.core.drain.baseline)."""
         con = self.scenario.consumer
         minutes = self.settings.drain_pre_event_minutes
         until, why = dc.baseline_end({

@@ -22,7 +22,7 @@ knee, nothing while the database is down):
   rises, arrivals tripling, the database down 5 minutes mid-drain, a redrive policy of 2.
 
 Strategies, each driven by Holdfast's real code: the controller
-(holdfast.core.drain_control.advance, what the reconciler's drain stage runs per mapping)
+(holdfast.core.drain.advance, what the reconciler's drain stage runs per mapping)
 at its defaults, with no downstream alarm named — the built-in evidence only — and the
 same with the owner's latency alarms (a warning at 150 ms, the SLO at 250 ms) named; for
 the first three also the fixed ladder Holdfast shipped before the controller and the ideal
@@ -46,7 +46,7 @@ import time
 
 import pytest
 
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast_fixtures.drain_strategies import Controller, Ladder, first_readable, ideal_cap
 from holdfast_fixtures.recovery_model import (
     ARITHMETIC, CLASSES, SCENARIOS, STORM, UNTUNED, bronson, caught_up_at, outcome, recovers_below, simulate,

@@ -31,7 +31,7 @@ HOLDFAST = Path(sys.executable).with_name("holdfast")
 # Fast mode: one-minute holds and a three-minute detection window, so the whole rehearsal
 # is about fifteen ticks of the drill clock.
 FAST = {"mode": "auto", "hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3,
-        "drain_restore_after_minutes": 1}
+        "drain_restore_after_minutes": 1, "capacity_wave_groups_percent": 100, "capacity_wave_instances_percent": 100}
 
 
 def _drill(server, settings: Path, out: Path, *extra: str, json_output: bool = True) -> subprocess.CompletedProcess:

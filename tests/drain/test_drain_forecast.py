@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast_fixtures.drain_strategies import Controller
 from holdfast_fixtures.recovery_model import ARITHMETIC, caught_up_at, simulate
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from holdfast.core import drain
+from holdfast.core.drain import estimate as drain
 from holdfast.cli import main
 
 PUBLISHED = ["--outage-minutes", "172", "--arrival-per-minute", "1200", "--consumer-per-minute", "1800"]

@@ -184,7 +184,7 @@ def test_routing_waits_for_target_health_to_be_stable_and_says_what_allowed_it()
 
 
 def test_the_drain_stage_waits_on_the_consumers_errors_and_never_steps_back_on_them():
-    """Each mapping's controller sets and cuts its own cap (holdfast.core.drain_control); the
+    """Each mapping's controller sets and cuts its own cap (holdfast.core.drain); the
     drain stage's exit waits for the consumers' errors and throttles to be healthy, and a
     rising backlog age with sick consumers is no step back: the caps are not the stage's."""
     sick = consumer(age=FALLING, invocations=HEALTHY, errors=[20] * 20)

@@ -11,6 +11,16 @@ the Resource Groups Tagging API). This class supplies the order of operations th
 invariants depend on:
 
 engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
+         For a kind that `defers_tag` (its tag write spends a shared quota that its
+         caps need first: SQS mappings on Lambda's 15/s), while the ledger answers:
+         ledger (the write-ahead) -> resource, and the record tags follow in a second
+         pass once the walk has engaged the kind (`take_deferred`, `write_deferred`;
+         only inside the engine's engage walk, which sets TAGS_LATER and makes that pass);
+         with the ledger unreachable, the tag-first order above. Either way nothing is
+         changed before its original is durable, and the record ends on both copies:
+         a tag the second pass could not write is written by the next walk, which
+         finds the resource in posture with the ledger's record only (`_keep_copies`).
+         Every write-ahead, either order, passes one check first (`may_write_ahead`).
          The record is one record from both copies (core.restore.merge: a recorded
          original is never replaced; an engage only adds applied values, a partial relax moves
          them: restore.advance). Without room for
@@ -33,6 +43,7 @@ relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledg
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import threading
 from abc import ABC, abstractmethod
@@ -70,6 +81,11 @@ from holdfast.core.model import (
     Resource,
     StalePlan,
 )
+
+# Set by the engine's engage walk (holdfast.engine), which writes the deferred tags in its
+# second pass: an engage outside such a walk (one resource, a test) writes its tag first.
+TAGS_LATER: contextvars.ContextVar[bool] = contextvars.ContextVar("holdfast_tags_later", default=False)
+
 
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
                   ref: Mapping[str, Any] | None = None, *, confirmed: bool = True, selected: bool | None = None) -> Resource:
@@ -133,6 +149,9 @@ class TaggedActuator(ABC):
     # minutes): each is recorded with its target in the ledger before it is sent, only over the
     # record version it was decided on, and waits while the one before may still land (_claim, _wait_for).
     serial_writes: ClassVar[bool] = False
+    # While the ledger answers, its record is the write-ahead and the tags follow in the
+    # walk's second pass (see the module doc).
+    defers_tag: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -149,6 +168,8 @@ class TaggedActuator(ABC):
         self.own = own
         self._retired_lock = threading.Lock()
         self._retired: dict[str, Record] = {}   # arn -> the ledger's record of a resource since recreated there
+        # Engaged through the ledger's record, their tags still to write: (resource, record, outcome)
+        self._deferred: list[tuple[Resource, Record, Outcome]] = []
 
     # ---- hooks a kind provides -------------------------------------------------------
 
@@ -249,6 +270,12 @@ class TaggedActuator(ABC):
     @abstractmethod
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         ...
+
+    def may_write_ahead(self, resource: Resource, record: Record) -> str | None:
+        """Why `resource` may not be engaged now (None: it may): the one check every
+        write-ahead of an engage passes, whichever copy is written first. Nothing is
+        refused by default."""
+        return None
 
     def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
         """What tells this resource from a later one at its ARN, once an engage wrote it
@@ -374,6 +401,15 @@ class TaggedActuator(ABC):
                 staged.append((i, resource, new, changes, outcome))
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resources[i], outcome, err)
+        allowed = []
+        for item in staged:
+            i, resource, new, _, _ = item
+            refused = self.may_write_ahead(resource, new)
+            if refused is None:
+                allowed.append(item)
+            else:
+                results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"write-ahead": {"why": refused}})
+        staged = self._ledger_first(allowed, results) if self.defers_tag and TAGS_LATER.get() else allowed
         # Write-ahead: every staged resource's record tags, before any of them is changed.
         tagged_all = self._write_tags([(resource, new) for _, resource, new, _, _ in staged])
         for (i, resource, new, changes, outcome), tagged in zip(staged, tagged_all):
@@ -403,11 +439,14 @@ class TaggedActuator(ABC):
                     self.ledger.put_identity(resource.arn, identity)
                 results[i] = outcome
             except ReleasedByHand as err:
-                results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"released": {
-                    "why": str(err), "fix": "`holdfast engage` protects it again now, if wanted"}})
+                results[i] = self._released(resource, err)
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
         return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
+
+    def _released(self, resource: Resource, err: ReleasedByHand) -> Outcome:
+        return Outcome(self.kind, resource.arn, SKIPPED, notes={"released": {
+            "why": str(err), "fix": "`holdfast engage` protects it again now, if wanted"}})
 
     def _write_ahead(self, resource: Resource, record: Record, tagged: bool) -> bool:
         """The ledger's copy of an engage's record (after its tag): whether the ledger holds
@@ -423,6 +462,65 @@ class TaggedActuator(ABC):
                 except (Vanished, ClientError, BotoCoreError):
                     pass   # a record whose current is its original: a restore finds nothing to write and untags
             raise
+
+    def _ledger_first(self, staged: list, results: list) -> list:
+        """Engage each of `staged` through the ledger's record alone (the write-ahead), its
+        tags deferred to the walk's second pass; what the ledger cannot take (unreachable)
+        is returned, for the tag-first order."""
+        rest = []
+        for item in staged:
+            i, resource, new, changes, outcome = item
+            if not self.ledger.available:
+                rest.append(item)
+                continue
+            try:
+                # Conditional, as always: a recorded original stays; another is a Conflict; one
+                # released by hand during this hold is left as released (no tag written yet).
+                outcome.ledger_written = self._write_ahead(resource, new, False)
+                if not outcome.ledger_written:
+                    rest.append(item)   # the ledger failed just now: the tag comes first instead
+                    continue
+                outcome.recorded_in = ["ledger"]
+                self._write(resource, changes, restoring=False)
+                identity = self.identity_after_write(resource, False)
+                if identity is not None:
+                    self.ledger.put_identity(resource.arn, identity)
+                with self._retired_lock:
+                    self._deferred.append((resource, new, outcome))
+                results[i] = outcome
+            except ReleasedByHand as err:
+                results[i] = self._released(resource, err)
+            except (Vanished, Conflict, ClientError, BotoCoreError) as err:
+                results[i] = self._engage_error(resource, outcome, err)
+        return rest
+
+    def take_deferred(self) -> list[tuple[Resource, Record, Outcome]]:
+        """The resources engaged through the ledger's record whose tags are still to write
+        (each once: taking them empties the list)."""
+        with self._retired_lock:
+            taken, self._deferred = self._deferred, []
+        return taken
+
+    def write_deferred(self, items: list[tuple[Resource, Record, Outcome]]) -> list[Outcome]:
+        """The second pass: the record tags of resources engaged through the ledger's record
+        (`tag_batch` a call). Each outcome says where its record now is; one whose tag could
+        not be written keeps `notes["tag"]` (the next walk writes it: holdfast.engine)."""
+        written = self._write_tags([(resource, record) for resource, record, _ in items])
+        for (resource, record, outcome), tagged in zip(items, written):
+            if isinstance(tagged, Exception):
+                outcome.notes["tag"] = {
+                    "why": f"engaged through the ledger's record; its record tag is not written yet ({error_text(tagged)})",
+                    "fix": "the next walk writes it (the ledger's record restores it meanwhile)"}
+                continue
+            tagged_ok, why = tagged
+            if tagged_ok:
+                outcome.recorded_in = ["tag", "ledger"]
+                continue
+            outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
+                                       "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+            if self.restore_needs_tag:
+                outcome.notes["record"]["keep"] = self._keep_selector()
+        return [outcome for _, _, outcome in items]
 
     def _engage_error(self, resource: Resource, outcome: Outcome | None, err: Exception) -> Outcome:
         if isinstance(err, Vanished):
@@ -656,11 +754,16 @@ class TaggedActuator(ABC):
         if self.serial_writes:
             guard()
             claimed = self._claim(resource, moved, values)
+            if claimed is None:
+                return self._unmoved(resource)
         elif ledger is None or not restore.same(ledger, moved):
             # The ledger's copy missing (engaged while it was unreachable) or another: a relax
-            # has the ledger, so both copies hold the record before the write.
+            # has the ledger, so both copies hold the record before the write. A copy not
+            # moved stops the write: a relax trusts the ledger's copy without the tag
+            # (read_recorded), and one without the new cap would call it the owner's.
             guard()
-            self.ledger.put_original(moved, resource.name, advance=True)
+            if not self.ledger.put_original(moved, resource.name, advance=True):
+                return self._unmoved(resource)
         with self._settle_once_answered(claimed):
             on_tag = resource.record
             if (on_tag is not None and not restore.same(on_tag, moved)) or \
@@ -671,6 +774,12 @@ class TaggedActuator(ABC):
             guard()
             self._write(resource, values, restoring=True)
         return Outcome(self.kind, resource.arn, RAISED, changes=self._changes(resource, values))
+
+    def _unmoved(self, resource: Resource) -> Outcome:
+        why = getattr(self.ledger, "error", None) or "unreachable"
+        return Outcome(self.kind, resource.arn, FAILED, error=(
+            f"the ledger's record could not be moved before the write ({why}): nothing written; "
+            "the next tick tries again"))
 
     @contextmanager
     def _settle_once_answered(self, claimed: Record | None):
@@ -709,7 +818,9 @@ class TaggedActuator(ABC):
         """The ledger's record of a serialised write, before it is sent: `record` and the write
         (`values`, now), only over the version this tick read (ResourceLedger.claim_write;
         Superseded when another controller wrote it since). A record on the tag only
-        (engaged while the ledger was unreachable) is put in the ledger first."""
+        (engaged while the ledger was unreachable) is put in the ledger first. None: the
+        ledger did not answer (a raise then writes nothing; an operator's restore from the
+        tags goes on)."""
         read = self.ledger.cached(resource.arn)
         if read is None:
             if not self.ledger.put_original(record, resource.name, advance=True):

@@ -17,7 +17,7 @@ From a queue:  --queue-url URL, read over the last --window-minutes (default 60)
   every period summed holds all of its data.
 
 Besides the fixed caps, the estimate shows the drain under Holdfast's controller
-(holdfast.core.drain_control): from the batches the arrivals need, raised a step per
+(holdfast.core.drain): from the batches the arrivals need, raised a step per
 fresh datapoint, up to the batches the consumers' full rate needs — if the downstream
 keeps up; one with a knee below that stops the raises earlier.
 
@@ -37,8 +37,8 @@ from urllib.parse import urlparse
 import botocore.loaders
 from botocore.exceptions import ClientError
 
-from holdfast.core import drain
-from holdfast.core import drain_control as dc
+from holdfast.core.drain import estimate as drain
+from holdfast.core import drain as dc
 from holdfast.iam import uses
 from holdfast.cli.context import UsageError, table
 from holdfast.observation.drain_inputs import function_name

@@ -12,6 +12,6 @@ observed, what was saved, the settings and `now`, and returns plain data:
 - restore.py   what a restore writes back
 - tags.py      the write-ahead tag codec
 - signals.py, classify.py, detector.py   events -> signals -> verdict
-- drain.py     backlog and drain-time arithmetic
-- drain_control.py  the feedback cap controller of the drain stage
+- drain/       the drain stage's cap controller, its evidence, forecast and record,
+               and the backlog arithmetic of `holdfast drain-estimate` (drain/estimate.py)
 """

@@ -44,7 +44,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import condition_failed, condition_failed_at
 from holdfast.core import restore
-from holdfast.core.errors import Conflict, LedgerUnavailable, ReleasedByHand, Superseded
+from holdfast.core.errors import Conflict, ReleasedByHand, Superseded
 from holdfast.core.model import Record
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK
@@ -236,15 +236,15 @@ class ResourceLedger:
         return clock.now() if clock is not None else None
 
     @uses("dynamodb:UpdateItem", by=("reconciler", "cli"))
-    def claim_write(self, record: Record, name: str, values: dict[str, Any], *, read: Record) -> Record:
+    def claim_write(self, record: Record, name: str, values: dict[str, Any], *, read: Record) -> Record | None:
         """Record `record` (a partial relax's moved record, or the record as it is before a
         restore's write) and the write about to be sent (`values`, now), only over the
         version of the record the write was decided on (`read`, this tick's copy:
-        conditions.RECORD_VERSION_IS). Returns the record as written. Superseded when
-        another controller wrote the record since `read`; LedgerUnavailable when the
-        ledger does not answer (a relaxing write needs it)."""
+        conditions.RECORD_VERSION_IS). Returns the record as written, or None when the ledger
+        does not answer (marked unavailable, as every write here does). Superseded when
+        another controller wrote the record since `read`."""
         if not self.available:
-            raise LedgerUnavailable(f"the ledger is unreachable: {self.error}")
+            return None
         now = self.now()
         writing = {"values": dict(values), "at": now.isoformat() if now is not None else None}
         condition = version_is(read.version)
@@ -269,7 +269,7 @@ class ResourceLedger:
                 raise Superseded(f"the record of {record.arn} changed since this tick read it (version "
                                  f"{read.version}): another controller wrote its cap; acting next tick") from err
             self._failed(err)
-            raise LedgerUnavailable(f"cannot record the write to {record.arn}: {self.error}") from err
+            return None
         written = replace(record, identity=read.identity, version=read.version + 1, writing=writing)
         self._remember(record.arn, written)
         return written

@@ -12,10 +12,10 @@
   message and its spread, the failure share, the oldest-message age, visible messages,
   Errors and their share of Invocations, the queue's sent and deleted rates): medians over
   `drain_pre_event_minutes` ending before the earliest sign of trouble
-  (holdfast.core.drain_control.baseline).
+  (holdfast.core.drain.baseline).
 - `alarms(...)`: each downstream alarm's state and the time of the datapoint it was decided
-  on (holdfast.core.drain_control.Alarm).
-- `readings(...)`: this tick's holdfast.core.drain_control.Reading per mapping, with the
+  on (holdfast.core.drain.Alarm).
+- `readings(...)`: this tick's holdfast.core.drain.Reading per mapping, with the
   consumer's own evidence of one minute: NumberOfMessagesReceived and NumberOfMessagesDeleted
   of the queue, Duration (Sum and p90), Invocations and Errors of the function.
 
@@ -53,7 +53,8 @@ from typing import Any, Iterable, Mapping
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_code, error_text
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
+from holdfast.core import pollers
 from holdfast.iam import uses
 from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 
@@ -105,8 +106,9 @@ class Listed:
     uuid: str
     function_arn: str
     queue_arn: str
-    cap: int | None
+    cap: int | None      # concurrent batches: MaximumConcurrency, or the batches a provisioned one's pollers carry
     state: str | None = None
+    pollers: int | None = None   # a provisioned mapping's MaximumPollers (holdfast.core.pollers); None: not provisioned
 
 
 @dataclass(frozen=True)
@@ -152,15 +154,19 @@ def _mapping_arn(m: Mapping[str, Any]) -> str:
 
 @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli"))
 def mappings(clients) -> dict[str, Listed]:
-    """Every SQS mapping by ARN, with its cap in force."""
+    """Every SQS mapping by ARN, with its cap in force (a provisioned one's: the batches its
+    MaximumPollers carry, holdfast.core.pollers)."""
     out = {}
     for page in clients("lambda").get_paginator("list_event_source_mappings").paginate():
         for m in page["EventSourceMappings"]:
             if not m.get("EventSourceArn", "").startswith("arn:aws") or ":sqs:" not in m["EventSourceArn"]:
                 continue
             arn = _mapping_arn(m)
-            out[arn] = Listed(arn, m["UUID"], m["FunctionArn"], m["EventSourceArn"],
-                                (m.get("ScalingConfig") or {}).get("MaximumConcurrency"), m.get("State"))
+            most = None
+            if pollers.provisioned(m.get("ProvisionedPollerConfig")):
+                most = pollers.config(m["ProvisionedPollerConfig"])[pollers.MAX_KEY]
+            cap = pollers.cap_of(most) if most is not None else (m.get("ScalingConfig") or {}).get("MaximumConcurrency")
+            out[arn] = Listed(arn, m["UUID"], m["FunctionArn"], m["EventSourceArn"], cap, m.get("State"), most)
     return out
 
 
@@ -266,7 +272,7 @@ def _function_dims(function_arn: str) -> list[dict]:
 
 def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str, minutes: int,
               owner_caps: Mapping[str, int | None]) -> dict[str, dc.Facts]:
-    """Each mapping's facts from before the event (holdfast.core.drain_control.baseline):
+    """Each mapping's facts from before the event (holdfast.core.drain.baseline):
     the minutes of the `minutes` before the earliest of `until` (`why` names it: the first
     impairment signal or the plan's engagement) and the consumer's own first anomaly, read
     over twice that so the anomaly can be found; medians, so a storm in part of the window

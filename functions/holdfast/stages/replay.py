@@ -44,7 +44,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_code, error_text
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 from holdfast.core import policy, replay as rp
 from holdfast.core.errors import Conflict
 from holdfast.core.model import PLANNED, Guard, Outcome

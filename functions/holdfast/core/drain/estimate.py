@@ -6,7 +6,7 @@ drain it at the spare rate C − A: drain time = backlog / (C − A). October's 
 172 min × 1,200/min = 206,400 messages, drained at 1,800 − 1,200 = 600/min in 344 min.
 
 During Holdfast's drain an SQS event source mapping runs capped by its feedback
-controller (holdfast.core.drain_control): from what it ran at before the event, raised a
+controller (holdfast.core.drain): from what it ran at before the event, raised a
 step per fresh OK datapoint, cut on a downstream alarm. `controller` forecasts that
 drain if the downstream keeps up (the controller's own forecast at the start of a drain).
 A cap of k concurrent batches consumes at most min(C, k × P), where P is one batch's
@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from holdfast.core import drain_control as dc
+from holdfast.core import drain as dc
 
 # An uncapped SQS event source mapping scales to about 1,000 concurrent batches.
 FULL_CONCURRENCY = 1000
