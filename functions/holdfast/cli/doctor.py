@@ -47,6 +47,7 @@ def run(ctx, args) -> int:
     ctx.use_own_resources()
     checks.append(readiness.expired_queue(clients, queue, found_by))
     checks.append(readiness.health_rule(clients, clients.region, settings))
+    checks.append(readiness.retained_ledgers(clients, ctx.ledger_table))
 
     ctx.progress("planning every selected resource")
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
