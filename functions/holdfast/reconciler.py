@@ -74,6 +74,11 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
 - during an engage walk (after the tag, before the ledger, before the AWS write): the
   actuator wrote ahead (tag, then ledger) before changing anything; the kind is not
   done, so the next tick walks it again and engage skips what is in posture.
+- during an engage walk, after a mapping's ledger record and cap, before its deferred
+  record tag (mappings write ahead to the ledger while it answers, their tags last in the
+  Lambda walk): the original is durable in the ledger, so a restore works from it alone;
+  the kind is not done, so the next tick walks it again, finds the mapping in posture with
+  the ledger's record only, and writes the tag (no cap is written twice).
 - during a relax (after the AWS write, before untag / forgetting the ledger record):
   the record is still there; the next tick's relax finds current == original and only
   cleans up, each step guarded again.
@@ -724,6 +729,13 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         return frozenset()
     left: set[str] = set()
     account = caller_account(t.runtime)
+    if account is None:
+        # STS did not answer: no ARN can be shown to be this account's, and refusing would
+        # end each request for good over a failure of the reconciler's own. They wait.
+        t.log("sts:GetCallerIdentity did not answer: release requests wait for the next tick", plan,
+              waiting=[r.arn for r in due])
+        result.actions.append("release:waiting")
+        return frozenset()
     began = release_requests.engagement_began(plan)
     lease, d = ledger_claims.lease_seconds(t.settings.schedule_minutes), t.deadline
     releaser: Engine | None = None
@@ -736,11 +748,13 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         # while this one still restores would restore again and one outcome would be lost.
         now = t.runtime.clock.now()
         until = now + timedelta(seconds=max(0.0, min(lease, d.total - d.elapsed())))
-        if not ledger_control.claim_release(t.ledger, request, controller_id=me, now=now, until=until):
+        # Seen at this tick's control read (`t.started`), the clock the plan's times are on.
+        if not ledger_control.claim_release(t.ledger, request, controller_id=me, now=now, until=until,
+                                            seen=t.started):
             continue   # another tick took it, or it was replaced
         why = (release_requests.refusal(request.arn, partition=t.runtime.clients.partition,
                                         region=t.runtime.clients.region, account=account, mode=t.settings.mode)
-               or release_requests.stale(request, began))
+               or release_requests.stale(request, began, t.started))
         if why is None:
             releaser = releaser or Engine(t.runtime)
             try:
@@ -804,8 +818,8 @@ def release_one(t: _Tick, releaser: Engine, request) -> tuple[str, str]:
 
 @uses("sts:GetCallerIdentity", by=("reconciler",))
 def caller_account(runtime: Runtime) -> str | None:
-    """The account the reconciler acts in, None when STS does not answer (every release
-    request is then refused: none can be shown to be of this account)."""
+    """The account the reconciler acts in, None when STS does not answer (the release
+    requests then wait for a tick that can tell: none can be shown to be of this account)."""
     try:
         return runtime.clients.account_id()
     except AWS_ERRORS:

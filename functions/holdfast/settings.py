@@ -440,7 +440,9 @@ class Settings:
     esm_floor: int = setting(
         2,
         integer(2, 1000),
-        "SQS event source mapping MaximumConcurrency while engaged. An owner cap below it stays."
+        "SQS event source mapping MaximumConcurrency while engaged. An owner cap below it stays. A mapping in "
+        "provisioned mode is held at the MaximumPollers this cap is written as (10 concurrent invokes a poller, "
+        "rounded down, at least 2)."
     )
     hold_minutes: int = setting(
         10,

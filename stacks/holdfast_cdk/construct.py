@@ -35,8 +35,9 @@ from constructs import Construct
 from holdfast.settings import ENV_VAR, Settings
 
 from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Readiness, Signals
-from holdfast_cdk.constructs.controllers import TEARDOWN_TIMEOUT_SECONDS
+from holdfast_cdk.constructs.controllers import RETENTION, TEARDOWN_TIMEOUT_SECONDS
 from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel
+from holdfast_cdk.region_switch import RegionSwitchAccess, RegionSwitchFunction
 from holdfast_cdk.suppressions import acknowledge
 
 PARAMETER_ROOT = "/holdfast"
@@ -86,9 +87,12 @@ class Holdfast(Construct):
       AWS Chatbot channels subscribed to the stage topic; each stage change arrives as a
       chat message (stage, why, what is held, the next gate). The workspace or team must
       be authorized in the Chatbot console first; the channels only receive.
+    - ``region_switch`` (``RegionSwitchAccess | None``, default ``None``: none): the step
+      function an ARC Region switch plan runs in this Region (holdfast_cdk.region_switch;
+      `RegionSwitchSteps` puts the steps in the plan).
 
     Attributes: ``settings``, ``ledger`` (the table), ``readiness`` (its schedule, metric
-    and alarm), ``expired_events_queue``,
+    and alarm), ``region_switch`` (its step function, or None), ``expired_events_queue``,
     ``dead_letter_queue``, ``topic``, ``topic_key``, ``detector``, ``reconciler``,
     ``functions``, ``dashboard``, ``alarms``, ``expired_queue_parameter``, and the parts
     (``ledger_part``, ``queues``, ``notifications``, ``controllers``, ``signals``,
@@ -107,6 +111,7 @@ class Holdfast(Construct):
         policies_dir: Path | None = None,
         acknowledge_nag_findings: bool = True,
         chat_channels: Sequence[SlackChannel | TeamsChannel] = (),
+        region_switch: RegionSwitchAccess | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if settings is not None and not isinstance(settings, Settings):
@@ -200,6 +205,11 @@ class Holdfast(Construct):
             description="Holdfast: the deployed settings (read by holdfast drill)",
         )
 
+        # ARC Region switch steps (holdfast_cdk.region_switch), before the scan of own resources below.
+        self.region_switch = None if region_switch is None else RegionSwitchFunction(
+            self, "RegionSwitch", access=region_switch, settings=settings, ledger_table_name=table.table_name,
+            ledger_table_arn=table.table_arn, reconciler=self.controllers.reconciler,
+            powertools=self.controllers.powertools, log_retention=RETENTION[settings.log_retention_days])
         self.teardown = self._teardown()
 
         # Holdfast never engages its own resources, whatever their tags (holdfast.core.own):
@@ -232,7 +242,9 @@ class Holdfast(Construct):
         self.dashboard = self.monitoring.dashboard
         self.alarms = self.monitoring.alarms
         if acknowledge_nag_findings:
-            acknowledge(functions=(*self.controllers.functions, self.teardown_function), dead_letters=self.queues.dead_letters,
+            steps = (self.region_switch.function,) if self.region_switch else ()
+            acknowledge(functions=(*self.controllers.functions, self.teardown_function, *steps),
+                        dead_letters=self.queues.dead_letters,
                         expired_events=self.queues.expired_events)
 
     # ---- the stack's deletion while resources are held --------------------------------

@@ -12,6 +12,7 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `PLAN`                      | `LEASE#<controller>`       | ledger.leases       |
 | `PLAN`                      | `ENGAGE-WALK` / `TICK-TRIGGER` | ledger.claims   |
 | `CONTROL`                   | `PAUSE` / `ADVANCE` / `HELD` | ledger.control    |
+| `CONTROL`                   | `EVACUATION#<plan ARN>`    | ledger.control      |
 | `BUDGET`                    | `<budget>#<controller>`    | ledger.budget_board |
 | `STUCK`                     | `<arn>`                    | ledger.failures     |
 | `WALK`                      | `<gen:012>#<marker>`       | ledger.walks        |
