@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from aws_cdk import Annotations, CfnResource, Stack, Token
+from aws_cdk import Annotations, CfnResource, CustomResource, Duration, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_ssm as ssm
@@ -35,7 +35,7 @@ from constructs import Construct
 from holdfast.settings import ENV_VAR, Settings
 
 from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Readiness, Signals
-from holdfast_cdk.constructs.controllers import RETENTION
+from holdfast_cdk.constructs.controllers import RETENTION, TEARDOWN_TIMEOUT_SECONDS
 from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel
 from holdfast_cdk.region_switch import RegionSwitchAccess, RegionSwitchFunction
 from holdfast_cdk.suppressions import acknowledge
@@ -210,6 +210,7 @@ class Holdfast(Construct):
             self, "RegionSwitch", access=region_switch, settings=settings, ledger_table_name=table.table_name,
             ledger_table_arn=table.table_arn, reconciler=self.controllers.reconciler,
             powertools=self.controllers.powertools, log_retention=RETENTION[settings.log_retention_days])
+        self.teardown = self._teardown()
 
         # Holdfast never engages its own resources, whatever their tags (holdfast.core.own):
         # the controllers know them by the tags CloudFormation puts on every resource it
@@ -217,7 +218,7 @@ class Holdfast(Construct):
         # Logical IDs are plain strings: no reference between the functions, no cycle.
         own_ids = sorted(c.logical_id for c in self.node.find_all()
                          if isinstance(c, CfnResource) and c.cfn_resource_type in OWN_TYPES)
-        for function in self.controllers.functions:
+        for function in (*self.controllers.functions, self.teardown_function):
             function.add_environment("HOLDFAST_STACK_ID", stack.stack_id)
             function.add_environment("HOLDFAST_OWN_LOGICAL_IDS", ",".join(own_ids))
         self.own_resources_parameter = ssm.StringParameter(
@@ -226,7 +227,7 @@ class Holdfast(Construct):
             parameter_name=f"{self.parameter_prefix}/{OWN_RESOURCES_PARAMETER}",
             string_value=stack.to_json_string({
                 "stack_id": stack.stack_id, "logical_ids": own_ids,
-                "functions": [f.function_name for f in self.controllers.functions]}),
+                "functions": [f.function_name for f in (*self.controllers.functions, self.teardown_function)]}),
             description="Holdfast: its own resources, which it never engages (read by the holdfast CLI)",
         )
 
@@ -242,8 +243,32 @@ class Holdfast(Construct):
         self.alarms = self.monitoring.alarms
         if acknowledge_nag_findings:
             steps = (self.region_switch.function,) if self.region_switch else ()
-            acknowledge(functions=(*self.controllers.functions, *steps), dead_letters=self.queues.dead_letters,
+            acknowledge(functions=(*self.controllers.functions, self.teardown_function, *steps),
+                        dead_letters=self.queues.dead_letters,
                         expired_events=self.queues.expired_events)
+
+    # ---- the stack's deletion while resources are held --------------------------------
+
+    def _teardown(self) -> CustomResource:
+        """A custom resource whose Delete refuses the stack's deletion while Holdfast holds
+        resources, or restores them first (`on_delete_while_engaged`,
+        holdfast.handlers.teardown). It depends on every other part of the construct, so
+        CloudFormation deletes it first: a refusal keeps the controllers, their roles, the
+        ledger and the schedule, and a restore has them all while it runs."""
+        function = self.teardown_function = self.controllers.teardown()
+        resource = CustomResource(
+            self,
+            "Teardown",
+            service_token=function.function_arn,
+            resource_type="Custom::HoldfastTeardown",
+            # CloudFormation waits for the answer this long at most (the function's timeout and a margin).
+            service_timeout=Duration.seconds(TEARDOWN_TIMEOUT_SECONDS + 60),
+            properties={"OnDeleteWhileEngaged": self.settings.on_delete_while_engaged},
+        )
+        for part in (self.ledger_part, self.queues, self.notifications, self.controllers, self.signals,
+                     self.monitoring, self.readiness):
+            resource.node.add_dependency(part)
+        return resource
 
     # ---- grants for users' own functions -------------------------------------------
 

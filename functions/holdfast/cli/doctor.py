@@ -71,6 +71,7 @@ def run(ctx, args) -> int:
         checks.append(readiness.Check("resources", True, f"{len(report.outcomes)} selected resources: Holdfast can act on each"))
 
     role, where = readiness.reconciler_role(clients, ctx.ledger_table)
+    checks.append(readiness.concurrency(clients, settings, where if role is not None else None))
     if role is None:
         checks.append(readiness.Check("controller-role", False, where, "deploy Holdfast's stack here (npx cdk deploy)"))
     else:

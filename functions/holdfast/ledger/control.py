@@ -216,7 +216,7 @@ def release_from_item(item: dict) -> ReleaseRequest:
     arn, request_id, at, state = text("arn"), text("request"), text("at"), text("state")
     claim_until = number("claim_until")
     fields = dict(by=text("by"), reason=text("reason"), expires=number(TTL_ATTRIBUTE), controller=text("controller"),
-                  outcome=text("outcome"), detail=text("detail"), done_at=text("done_at"))
+                  outcome=text("outcome"), detail=text("detail"), done_at=text("done_at"), seen_at=text("seen_at"))
     shape = release_problem(arn=key_arn if arn is None else arn, key_arn=key_arn, id=request_id, at=at,
                             state=state, claim_until=claim_until)
     problems = wrong + ([shape] if shape else [])
@@ -374,20 +374,25 @@ def request_release(ledger: "Ledger", arn: str, *, by: str, reason: str, now: da
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
 def claim_release(ledger: "Ledger", request: ReleaseRequest, *, controller_id: str, now: datetime,
-                  until: datetime) -> bool:
+                  until: datetime, seen: datetime | None = None) -> bool:
     """Take `request` for this tick: True when it was still to be acted on (the same
     request, requested, or claimed by a tick whose claim ran out). Two ticks at once:
-    one takes it, the other gets False and leaves it."""
+    one takes it, the other gets False and leaves it. `seen`: when this tick read the
+    request, kept as its `seen_at` unless an earlier tick's is there (holdfast.core.release:
+    requests are judged by the reconcilers' clock, not the operator's)."""
+    seen_at = (seen or now).isoformat()
     try:
         ledger.update_item(
             Key=_release_key(request.arn),
-            UpdateExpression="SET #state = :acting, #controller = :me, #until = :until",
+            UpdateExpression="SET #state = :acting, #controller = :me, #until = :until, "
+                             "#seen = if_not_exists(#seen, :seen)",
             ConditionExpression="#request = :id AND (#state = :requested OR (#state = :acting AND #until <= :now))",
             ExpressionAttributeNames={"#state": "state", "#controller": "controller", "#until": "claim_until",
-                                      "#request": "request"},
+                                      "#request": "request", "#seen": "seen_at"},
             ExpressionAttributeValues={":acting": {"S": ACTING}, ":requested": {"S": REQUESTED},
                                        ":me": {"S": controller_id}, ":until": {"N": str(_epoch(until))},
-                                       ":now": {"N": str(_epoch(now))}, ":id": {"S": request.id}},
+                                       ":now": {"N": str(_epoch(now))}, ":id": {"S": request.id},
+                                       ":seen": {"S": seen_at}},
         )
         return True
     except (ClientError, BotoCoreError) as err:
