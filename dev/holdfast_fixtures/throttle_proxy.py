@@ -13,6 +13,7 @@ AWS's (the codes botocore/retries/standard.py treats as throttling: `Throttling`
     ... boto3 / `holdfast --endpoint-url proxy.url` ...
     proxy.requests    # Counter[(service, operation)]: every request that arrived
     proxy.throttled   # Counter[(service, operation)]: every one answered with a throttle
+    proxy.journal     # [Answered]: each answered request of the operations named in `journal=`
     proxy.stop()
 
 Identifying a request, as AWS's front ends do:
@@ -81,6 +82,19 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass(frozen=True)
+class Answered:
+    """One request the proxy forwarded and moto answered (for `journal=` operations): when
+    the answer came back (the proxy's monotonic clock), what was asked and the status."""
+
+    at: float
+    service: str
+    operation: str
+    path: str
+    body: bytes
+    status: int
 
 
 @dataclass(frozen=True)
@@ -265,7 +279,8 @@ class ThrottleProxy:
     """Token buckets per (access key, region, bucket) in front of `upstream` (a moto server URL)."""
 
     def __init__(self, upstream: str, limits: Mapping[str, Limit] | None = None, *,
-                 monotonic: Callable[[], float] = time.monotonic, host: str = "127.0.0.1", port: int = 0):
+                 monotonic: Callable[[], float] = time.monotonic, host: str = "127.0.0.1", port: int = 0,
+                 journal: frozenset[tuple[str, str]] = frozenset()):
         split = urlsplit(upstream)
         self._upstream = (split.hostname or "127.0.0.1", split.port or 80)
         self.limits = dict(DEFAULT_LIMITS if limits is None else limits)
@@ -276,6 +291,9 @@ class ThrottleProxy:
         self._lambda_routes = RestRoutes("lambda")
         self.requests: Counter[tuple[str, str]] = Counter()
         self.throttled: Counter[tuple[str, str]] = Counter()
+        # (service, operation) pairs whose answered requests are kept, in order, with their time
+        self.journaled = frozenset(journal)
+        self.journal: list[Answered] = []
         self._server = _Server((host, port), self._handler_class())
         self._thread: threading.Thread | None = None
 
@@ -306,6 +324,7 @@ class ThrottleProxy:
         with self._lock:
             self.requests.clear()
             self.throttled.clear()
+            self.journal.clear()
             self._buckets.clear()
 
     def snapshot(self) -> tuple[Counter, Counter]:
@@ -413,6 +432,9 @@ class ThrottleProxy:
                 except (http.client.HTTPException, OSError) as err:
                     self._send(502, {"Content-Type": "text/plain"}, f"proxy: upstream failed: {err}".encode())
                     return
+                if (service, operation) in proxy.journaled:
+                    with proxy._lock:
+                        proxy.journal.append(Answered(proxy._monotonic(), service, operation, self.path, body, status))
                 self._send(status, headers, data)
 
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = _handle

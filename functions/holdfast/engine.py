@@ -29,6 +29,12 @@ selected, vanished). A FAILED resource is never passed over — unless it is one
 longer holds the kind back: the cursor stops before it, so the next walk retries it.
 None = from the start; a kind that finished without failure has None.
 
+A kind whose actuator `defers_tag` (SQS mappings) writes ahead to the ledger while it
+answers and leaves its record tags to a second pass, the last step of its service's lane
+(core.order.lane_steps): every cap of the lane before any of those tags. A tag that pass
+did not write (the deadline, an error) leaves the kind unfinished and its cursor before
+that resource, so the next walk reads it again and writes the tag.
+
 An engaged resource's harm is taken from its record's original values (the ledger's),
 so engaging it does not move it in the order. Harm still changes between walks for
 resources not yet engaged (an owner removes a cap, a group scales out), so a position
@@ -67,12 +73,12 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.core import restore
+from holdfast.core import order, restore
 from holdfast.actuators import REGISTRY
 from holdfast.core import kinds
 from holdfast.core.kinds import KINDS, kind_of
 from holdfast.core.model import ALREADY, FAILED, LEAVE, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
-from holdfast.actuators.tagged import changed_since_walked, make_resource, walk_key
+from holdfast.actuators.tagged import TAGS_LATER, changed_since_walked, make_resource, walk_key
 from holdfast.aws import CALL_TAG, error_text
 from holdfast.ratelimit import TokenBucket
 from holdfast.ledger import Ledger
@@ -202,17 +208,19 @@ class _Run:
                 self.report.operations[kind] = dict(sorted(merged.items()))
                 self.report.api_calls[kind] = sum(merged.values())
 
-    def services(self, kinds: Iterable[str], walk: Callable[[str], None]) -> None:
+    def services(self, kinds: Iterable[str], walk: Callable[[str], None],
+                 tags: Callable[[str], None] | None = None, defers_tag: frozenset[str] = frozenset()) -> None:
         """Walk kinds of different services at once (each service has its own rate budget:
         Auto Scaling, ELB and Application Auto Scaling beside Lambda), and the kinds of one
-        service one after another, in the order given (the most dangerous first)."""
+        service one after another, in the order given (the most dangerous first); then,
+        last in its lane, `tags(kind)` for each kind of `defers_tag` (core.order.lane_steps)."""
         lanes: dict[str, list[str]] = {}
         for kind in kinds:
             lanes.setdefault(SERVICE_OF[kind], []).append(kind)
 
         def lane(members: list[str]) -> None:
-            for kind in members:
-                walk(kind)
+            for step in order.lane_steps(members, defers_tag if tags is not None else ()):
+                (walk if step.phase == order.ENGAGE else tags)(step.kind)
 
         if len(lanes) <= 1:
             for members in lanes.values():
@@ -297,7 +305,7 @@ class Engine:
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
                after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
                seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset(),
-               each_kind: bool = False) -> Report:
+               each_kind: bool = False, count_together: bool = False) -> Report:
         """Put every selected resource into posture (or, with dry_run, say what would change).
 
         `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor.
@@ -306,7 +314,12 @@ class Engine:
         `skip`: ARNs left alone (mappings their drain controller already drives in this hold).
         `each_kind`: count each kind against max_resources on its own and walk it as soon as
         it is listed, instead of all kinds' listings before any write (the tick's walk: its
-        first protective write does not wait for the slowest service's listing)."""
+        first protective write does not wait for the slowest service's listing).
+        `count_together` (with each_kind): the kinds' counts add up against max_resources as
+        each is listed, so the walk never writes more than max_resources resources in all; a
+        kind whose listing takes the sum past it is refused, whole, and so is every kind
+        listed after it (the command's engage: its mappings are capped before Lambda's
+        slowest listing, one call per function for the async configs, is made)."""
         after = after or {}
         stuck = frozenset(stuck)
         acts = self._acts(kinds)
@@ -337,7 +350,7 @@ class Engine:
 
             def one(c: Candidate) -> Outcome | None:
                 resource = read[c.arn] if c.arn in read else act.read(c)
-                return None if resource is None else work(resource)
+                return None if resource is None else _named(work(resource), resource)
 
             def many(chunk: list[Candidate]) -> list:
                 """Read each of `chunk`, then engage them together (their record tags in one call)."""
@@ -351,8 +364,8 @@ class Engine:
                         continue
                     if resource is not None:
                         ready.append((j, resource))
-                for (j, _), outcome in zip(ready, act.engage_many([r for _, r in ready])):
-                    results[j] = outcome
+                for (j, resource), outcome in zip(ready, act.engage_many([r for _, r in ready])):
+                    results[j] = _named(outcome, resource)
                 return results
 
             def walk() -> None:
@@ -368,36 +381,89 @@ class Engine:
                 todo = [c for c in candidates if c.arn not in skip
                         and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
                         and (known is None or changed_since_walked(act, c, known, self.ledger))]
-                if act.tag_batch > 1 and not dry_run:
-                    results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
+                later = act.defers_tag and not dry_run
+                token = TAGS_LATER.set(later)   # its record tags in the second pass (tags_of)
+                try:
+                    if act.tag_batch > 1 and not dry_run:
+                        results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
+                    else:
+                        results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
+                finally:
+                    TAGS_LATER.reset(token)
+
+                def finish() -> None:
+                    run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
+                    run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
+
+                if later:
+                    tagging[kind] = finish   # after the deferred tags, last in the lane
                 else:
-                    results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-                run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
-                run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
+                    finish()
 
             run.kind(kind, walk)
+
+        tagging: dict[str, Callable[[], None]] = {}
+
+        def tags_of(kind: str) -> None:
+            """The second pass: the record tags of what `kind` engaged through the ledger's
+            record; a tag the deadline or an error left unwritten leaves the kind unfinished,
+            so the next walk reads that resource again and writes it (_keep_copies)."""
+            finish = tagging.pop(kind, None)
+            if finish is None:
+                return   # its listing failed, or it was refused: nothing engaged
+            act = acts[kind]
+
+            def write(chunk: list) -> list:
+                act.write_deferred(chunk)
+                return [None] * len(chunk)
+
+            def walk() -> None:
+                deferred = act.take_deferred()
+                done = run.each_many("tag", kind, deferred, max(1, act.tag_batch), write)
+                for (_, _, outcome), result in zip(deferred, done):
+                    if result is _SKIPPED:
+                        outcome.notes["tag"] = {
+                            "why": "engaged through the ledger's record; the deadline came before its record tag",
+                            "fix": "the next walk writes it (the ledger's record restores it meanwhile)"}
+                if any("tag" in outcome.notes for _, _, outcome in deferred):
+                    with run._lock:
+                        run.report.complete = False
+                        run.report.unfinished.add(kind)
+                finish()
+
+            run.kind(kind, walk)
+
+        defers = frozenset(k for k, a in acts.items() if a.defers_tag) if not dry_run else frozenset()
+
+        counted = [0]   # selected resources of the kinds listed so far (count_together)
 
         def list_and_engage(kind: str) -> None:
             list_kind(kind)
             if kind not in listed:
                 return   # its listing failed: that kind's FAILED outcome
             got, selected = _count_selected({kind: acts[kind]}, {kind: listed[kind]}, limit)
-            if selected > limit:
-                with run._lock:
+            with run._lock:
+                counted[0] += selected
+                over = counted[0] > limit if count_together else selected > limit
+                if over:
                     run.report.refused_kinds.add(kind)
                     run.report.refused = (
+                        f"the selector {self.settings.selector} matches {counted[0]} resources so far, {selected} of them "
+                        f"{kind}, more than max_resources ({limit}); nothing of the {kind} resources was changed"
+                        if count_together else
                         f"the selector {self.settings.selector} matches {selected} {kind} resources, more than "
                         f"max_resources ({limit}); nothing of them was changed"
                     )
+            if over:
                 return
             with run._lock:
                 read.update(got)
             engage_kind(kind)
 
         if each_kind:
-            run.services(acts, list_and_engage)
+            run.services(acts, list_and_engage, tags_of, defers)
         else:
-            run.services(listed, engage_kind)
+            run.services(listed, engage_kind, tags_of, defers)
         return run.finish()
 
     def relax(self, *, kinds: Iterable[str] | None = None,
@@ -450,7 +516,7 @@ class Engine:
 
                 def one(item):
                     ready = prepare(item)
-                    return act.relax(*ready, guard) if isinstance(ready, tuple) else ready
+                    return _named(act.relax(*ready, guard), ready[0]) if isinstance(ready, tuple) else ready
 
                 def many(chunk: list) -> list:
                     """Prepare each of `chunk`; the full restores among them go together (their
@@ -459,10 +525,10 @@ class Engine:
                     full = [(j, r[0]) for j, r in enumerate(results) if isinstance(r, tuple) and r[1] is None]
                     for j, r in enumerate(results):
                         if isinstance(r, tuple) and r[1] is not None:
-                            results[j] = _safe(kind, lambda res: act.relax(res, r[1], guard))(r[0])
+                            results[j] = _named(_safe(kind, lambda res: act.relax(res, r[1], guard))(r[0]), r[0])
                     if full:
-                        for (j, _), outcome in zip(full, act.restore_many([res for _, res in full], guard)):
-                            results[j] = outcome
+                        for (j, res), outcome in zip(full, act.restore_many([res for _, res in full], guard)):
+                            results[j] = _named(outcome, res)
                     return results
 
                 if act.tag_batch > 1:
@@ -484,7 +550,7 @@ class Engine:
             resource = act.get(arn)
             if resource is None:
                 return act.forget_vanished(arn, no_guard)
-            return act.relax(resource, None, no_guard)
+            return _named(act.relax(resource, None, no_guard), resource)
 
         return _safe(kind, one)(arn)
 
@@ -543,19 +609,24 @@ def _finished(result) -> bool:
     """A walked candidate that needs no further walk: not cut off by the deadline, not
     failed, not left unchanged for want of a record."""
     return result is not _SKIPPED and not (isinstance(result, Outcome) and (
-        result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)))
+        result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)
+        or _tag_pending(result)))
 
 
-HARM_CEILING = 10**12   # harm values stay below it (rank = HARM_CEILING - harm, 13 digits)
+def _tag_pending(result) -> bool:
+    """An engaged resource whose deferred record tag is not written yet (actuators.tagged)."""
+    return isinstance(result, Outcome) and "tag" in result.notes
+
+
+HARM_CEILING = order.HARM_CEILING
 
 
 def position(act, candidate: Candidate, ledger=None) -> str:
-    """The candidate's place in the engage order, as a string that sorts in that order:
-    most harm first, then by ARN. An engaged resource's harm is its original's (the
-    ledger's record), so engaging it does not move it."""
+    """The candidate's place in the engage order (core.order.position): most harm first,
+    then by ARN. An engaged resource's harm is its original's (the ledger's record), so
+    engaging it does not move it."""
     record = ledger.cached(candidate.arn) if ledger is not None else None
-    harm = max(0, min(int(act.harm(candidate, record.original if record else None)), HARM_CEILING - 1))
-    return f"{HARM_CEILING - harm:013d} {candidate.arn}"
+    return order.position(act.harm(candidate, record.original if record else None), candidate.arn)
 
 
 def _before(act, candidate: Candidate, cursor: str, ledger) -> bool:
@@ -584,12 +655,21 @@ def _cursor(act, ledger, items: list[Candidate], results: list, start: str | Non
     before `start` that a resumed walk read again (its harm rose) leaves it where it was."""
     cursor = start
     for item, result in zip(items, results):
-        if result is _SKIPPED or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
+        if result is _SKIPPED or _tag_pending(result) or (
+                isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
             return cursor
         here = position(act, item, ledger)
         cursor = here if cursor is None or here > cursor else cursor
     return None
 
+
+
+def _named(outcome: Outcome | None, resource: Resource) -> Outcome | None:
+    """The outcome with its resource's name (the group, function, queue mapping or target
+    group name the CLI's tables show instead of the ARN)."""
+    if outcome is not None and not outcome.name and resource.name:
+        outcome.name = resource.name
+    return outcome
 
 
 def _safe(kind: str, work: Callable[[Any], Outcome]) -> Callable[[Any], Outcome]:

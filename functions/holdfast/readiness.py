@@ -185,6 +185,48 @@ def reconciler_role(clients, ledger_table: str) -> tuple[str | None, str]:
     return None, f"no function runs {RECONCILER_HANDLER} with ledger {ledger_table} in {clients.region}: not deployed here"
 
 
+# Lambda keeps at least this much of an account's concurrency unreserved ("Lambda
+# concurrency": reservations may total the account's limit less 100).
+UNRESERVED_MINIMUM = 100
+CONTROLLER_FUNCTIONS = 3   # detector, reconciler, readiness
+
+
+@uses("lambda:GetAccountSettings", "lambda:GetFunction", by=("cli",))
+def concurrency(clients, settings, reconciler: str | None) -> Check:
+    """Whether the account has room for Holdfast's reserved concurrency: Lambda refuses a
+    reservation that would leave less than 100 unreserved, and an account out of
+    concurrency throttles every function without one (the controllers too, in the event).
+    `reconciler`: the deployed reconciler's name, whose reservation (once deployed) is
+    already taken from the unreserved pool."""
+    name, wanted = "concurrency", settings.controller_reserved_concurrency
+    lam = clients("lambda")
+    try:
+        limits = lam.get_account_settings()["AccountLimit"]
+        reserved_now = 0
+        if reconciler:
+            reserved_now = int((lam.get_function(FunctionName=reconciler).get("Concurrency") or {})
+                               .get("ReservedConcurrentExecutions") or 0)
+    except AWS_ERRORS as err:
+        return Check(name, False, f"cannot read the account's concurrency ({error_text(err)})",
+                     "the CLI's credentials need lambda:GetAccountSettings and lambda:GetFunction")
+    total, unreserved = int(limits["ConcurrentExecutions"]), int(limits["UnreservedConcurrentExecutions"])
+    if not wanted:
+        return Check(name, True, f"controller_reserved_concurrency 0: Holdfast reserves none; {unreserved} of "
+                                 f"{total} unreserved (an account out of concurrency throttles the controllers too)")
+    # Already reserved by a deployed stack: only what is not reserved yet must fit.
+    needed = 0 if reserved_now == wanted else wanted * CONTROLLER_FUNCTIONS
+    room = unreserved - UNRESERVED_MINIMUM
+    if needed > room:
+        return Check(name, False,
+                     f"{unreserved} of {total} concurrent executions unreserved: reserving {wanted} for each of "
+                     f"Holdfast's {CONTROLLER_FUNCTIONS} functions ({needed}) would leave fewer than "
+                     f"{UNRESERVED_MINIMUM}, which Lambda refuses (the deploy fails)",
+                     "ask for a higher concurrency quota (Service Quotas, AWS Lambda, Concurrent executions), free "
+                     "other functions' reservations, or set controller_reserved_concurrency lower (0 reserves none)")
+    return Check(name, True, f"{unreserved} of {total} concurrent executions unreserved; Holdfast reserves {wanted} "
+                             f"for each of its functions" + (" (in place)" if needed == 0 else f" ({needed} to come)"))
+
+
 # The write actions that change a resource's tags: evaluated with the keys they write.
 TAG_WRITES = frozenset({"TagResource", "UntagResource", "CreateOrUpdateTags", "DeleteTags", "AddTags", "RemoveTags"})
 READ_VERBS = ("Describe", "List", "Get")

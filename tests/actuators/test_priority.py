@@ -40,7 +40,12 @@ def _engine(clients, table, kinds, *, stop_after: int | None = None) -> Engine:
         return started[0] > stop_after
 
     runtime = Runtime(clients=clients, settings=Settings(), table=table)
-    return Engine(runtime, kinds=kinds, deadline=deadline, writers=1)
+    engine = Engine(runtime, kinds=kinds, deadline=deadline, writers=1)
+    # The record tags first, so a deadline counted in resources cuts only the engage itself
+    # (the deferred tags' own pass and its cursor: tests/actuators/test_deferred_tags.py).
+    for act in engine.actuators.values():
+        act.defers_tag = False
+    return engine
 
 
 def _mappings_least_harmful_first_by_arn(clients, caps):

@@ -4,6 +4,7 @@ that throttles like AWS.
     make bench                                   # every benchmark, the issue's fleet
     HOLDFAST_BENCH_SCALE=0.1 .venv/bin/python -m pytest -m benchmark -s tests/bench/test_bench_scale.py
     HOLDFAST_BENCH_LAMBDA_RATE=15 ...            # Holdfast's Lambda budget at AWS's quota (default 10/s)
+    HOLDFAST_BENCH_RESUME=0 ...                  # the engage only
 
 The fleet (scale 1): 500 Auto Scaling groups, 750 SQS consumers with event source
 mappings, 1,250 functions with async configs, 250 NLB target groups, all selected by the
@@ -18,7 +19,9 @@ Printed for each command: wall time and exit code; per service the calls the CLI
 the requests the proxy saw (retries included), the throttles it answered, the fewest
 calls a correct run needs (holdfast_fixtures.min_calls) and the floor each quota sets
 (calls / rate) for both; the ratios wall / floor and calls / minimum; per kind the calls
-per resource against the minimum; and the throttles that surfaced as failures.
+per resource against the minimum; the throttles that surfaced as failures; and for engage
+the consumers' harm curve (holdfast_fixtures.harm_curve): the seconds after the command
+began by which 10, 50, 90 and 100 % of the harm the mappings' caps remove had landed.
 Moto answers in about a millisecond, so the wall time is the quotas' and the walk's, not
 AWS latency's. Measured when the issue was filed: engage 488 s and resume 628 s, both
 exit 1, 6,001 Lambda calls each.
@@ -42,7 +45,7 @@ from holdfast_demo.fleet import snapshot
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
-from holdfast_fixtures import min_calls
+from holdfast_fixtures import harm_curve, min_calls
 from holdfast_fixtures.big_fleet import ISSUE_FLEET, build_big_fleet, consumers_selected_by_function
 from holdfast_fixtures.throttle_proxy import DEFAULT_LIMITS, ThrottleProxy
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
@@ -56,6 +59,8 @@ HOLDFAST = Path(sys.executable).parent / "holdfast"
 # HOLDFAST_BENCH_LAMBDA_RATE=15: Holdfast's own Lambda budget (lambda_writes_per_second, default
 # 10/s, which leaves room for the account's deploys) at AWS's quota instead, through a settings file.
 LAMBDA_RATE = float(os.environ["HOLDFAST_BENCH_LAMBDA_RATE"]) if os.environ.get("HOLDFAST_BENCH_LAMBDA_RATE") else None
+# HOLDFAST_BENCH_RESUME=0: the engage alone (its figures and harm curve), no resume after it.
+RESUME = os.environ.get("HOLDFAST_BENCH_RESUME", "1") != "0"
 KINDS = tuple(ISSUE_FLEET)
 THROTTLE_CODES = ("Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
                   "ProvisionedThroughputExceededException", "RequestLimitExceeded")
@@ -65,6 +70,33 @@ SIGNING = {"elbv2": "elasticloadbalancing", "resourcegroupstaggingapi": "tagging
 FLOOR_BUCKET = {"lambda": "lambda", "autoscaling": "autoscaling", "elasticloadbalancing": "elasticloadbalancing",
                 "tagging": "tagging", "application-autoscaling": "application-autoscaling"}
 BASELINE = {"engage": (488, 1, 6001), "resume": (628, 1, 6001)}
+
+
+def _consumers_harm(direct, fleet) -> dict[str, int]:
+    """Each selected mapping's harm before the engage (holdfast_fixtures.harm_curve), by UUID,
+    read straight from moto: its cap, and its function's reserved concurrency."""
+    lam = direct("lambda")
+    selected = set(fleet.selected["esm"])
+    mappings = [m for page in lam.get_paginator("list_event_source_mappings").paginate()
+                for m in page["EventSourceMappings"] if m.get("EventSourceMappingArn") in selected]
+    reserved = {}
+    for function in {":".join(m["FunctionArn"].split(":")[:7]) for m in mappings}:
+        reserved[function] = (lam.get_function(FunctionName=function).get("Concurrency") or {}).get(
+            "ReservedConcurrentExecutions")
+    return harm_curve.harm_before(mappings, reserved)
+
+
+def _print_harm_curve(label: str, weights: dict[str, int], proxy: ThrottleProxy, started: float) -> dict:
+    """When each share of the consumers' harm was capped, in seconds after the command began."""
+    caps = harm_curve.caps_written(proxy.journal, started)
+    points = harm_curve.curve(weights, caps)
+    total = sum(weights.values())
+    listed = next((a.at - started for a in proxy.journal if a.operation == "ListEventSourceMappings"), None)
+    print(f"  {label}: consumers' harm capped (of {total:,} concurrent batches on {len(weights)} mappings, "
+          f"{len({u for _, u, _ in caps})} capped): "
+          + ", ".join(f"{share} % at {'never' if at is None else f'{at:.1f} s'}" for share, at in points.items())
+          + (f"; mappings listed at {listed:.1f} s, first cap at {caps[0][0]:.1f} s" if caps and listed is not None else ""))
+    return points
 
 
 def _run(proxy: ThrottleProxy, command: list[str]) -> tuple[float, int, dict, str]:
@@ -273,20 +305,25 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
     lowered = _lowered_functions(direct, fleet, Settings().esm_floor)
     needs = _model(fleet, counts, [o.to_dict() for o in plan.outcomes], "planned", lowered)
     print(f"resources that need a write (dry run): {dict(needs.engaged)}")
+    weights = _consumers_harm(direct, fleet)
 
-    with ThrottleProxy(moto_server.url) as proxy:
+    with ThrottleProxy(moto_server.url, journal={("lambda", "UpdateEventSourceMapping"), ("lambda", "ListEventSourceMappings")}) as proxy:
         print("proxy buckets (rate/s, burst): " + ", ".join(
             f"{name} {lim.rate:g}/{lim.burst:g}" for name, lim in DEFAULT_LIMITS.items()))
+        began = time.monotonic()   # the proxy's clock
         wall, code, engaged, _ = run(proxy, ["engage"])
         _check_outcomes("engage", engaged, fleet)
         least = min_calls.engage(needs)
         result = {"engage": _report("engage", wall, code, engaged, proxy, least, counts)}
+        result["engage"]["harm"] = _print_harm_curve("engage", weights, proxy, began)
         for name, variant in (("mappings' tags from the Tagging API, if it indexed them (a what-if)",
                                min_calls.engage(needs, esm_tags="tagging")),
                               ("the record in the ledger only, no write-ahead tag", min_calls.engage(needs, tag_record=False))):
             lam = _lambda_floor_ops(_all_kinds(variant))
             print(f"  minimum with {name}: {lam} Lambda calls, floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")
 
+        if not RESUME:
+            return
         proxy.reset()
         wall, code, resumed, _ = run(proxy, ["resume", "--now"])
         _check_outcomes("resume", resumed, fleet)

@@ -77,6 +77,23 @@ def test_a_healthy_deploy_passes_every_check(deployed, clients, capsys):
             "controller-role scalable-target"} <= set(checks)
 
 
+def test_the_doctor_checks_that_the_accounts_unreserved_concurrency_leaves_room_for_the_controllers(
+        deployed, clients, capsys, monkeypatch):
+    # GIVEN an account whose concurrency quota leaves 110 unreserved: 15 more would leave 95
+    monkeypatch.setenv("MOTO_LAMBDA_CONCURRENCY_QUOTA", "110")
+    code, checks, _ = doctor_run(capsys)
+    check = checks["concurrency"]
+    assert code == 1 and not check["ok"]
+    assert "110 of 110 concurrent executions unreserved" in check["detail"] and "(15)" in check["detail"]
+    assert "controller_reserved_concurrency" in check["fix"]
+    # WHEN the deployed reconciler already holds its reservation, and the quota is the default
+    monkeypatch.delenv("MOTO_LAMBDA_CONCURRENCY_QUOTA")
+    clients("lambda").put_function_concurrency(FunctionName="HoldfastStack-Reconciler", ReservedConcurrentExecutions=5)
+    _, checks, _ = doctor_run(capsys)
+    assert checks["concurrency"]["ok"] and "995 of 1000" in checks["concurrency"]["detail"]
+    assert "(in place)" in checks["concurrency"]["detail"]
+
+
 def test_each_problem_is_a_failed_check_with_its_fix(deployed, clients, capsys, tmp_path):
     make_asg(clients, "web")
     make_function(clients, "orders", role_arn=role(clients, "narrow", policy=None))

@@ -337,11 +337,17 @@ def test_after_the_publish_before_it_is_marked_the_next_tick_announces_again(eve
     event.to_normal()
 
 
-# ---- an engage walk: tag -> ledger -> resource ------------------------------------------
+# ---- an engage walk: tag -> ledger -> resource (a mapping: ledger -> resource -> tag) ------
+
+
+def mapping_tag(params: dict) -> bool:
+    return params.get("Resource", "").split(":")[5] == "event-source-mapping"
+
 
 ENGAGE_POINTS = {
     "after the tag, before the ledger": Point("after", "CreateOrUpdateTags"),
     "after the ledger, before the AWS write": Point("before", "UpdateEventSourceMapping"),
+    "after a mapping's ledger record and cap, before its deferred tag": Point("before", "TagResource", mapping_tag),
     "after the ledger (2nd resource of a later kind), before the AWS write": Point("before", "ModifyTargetGroupAttributes", nth=2),
     "after the AWS write": Point("after", "SuspendProcesses"),
 }
@@ -353,7 +359,13 @@ def test_a_crash_in_an_engage_walk_is_finished_by_the_next_tick(event, point):
     start = Counter(event.tap.done)
     event.crash(point)
     tags, ledger = event.records()
-    assert set(ledger) <= set(tags), "a ledger record without its tag: the tag is written first"
+    # Write-ahead: the tag first, but for a mapping while the ledger answers (its record
+    # there first, its tag in the walk's second pass); nothing changed without a record.
+    assert {a for a in set(ledger) - set(tags) if ":event-source-mapping:" not in a} == set(), \
+        "a ledger record without its tag: the tag is written first"
+    current = snapshot(event.clients, event.fleet)
+    changed = {a for a in current if _settings(current[a]) != _settings(event.before[a])}
+    assert changed <= set(tags) | set(ledger), "a resource changed with no record of its original"
     engaged_fully(event)
     writes = event.tap.resource_writes(start)
     assert max(writes.values()) == 1, [k for k, n in writes.items() if n > 1]
@@ -361,6 +373,59 @@ def test_a_crash_in_an_engage_walk_is_finished_by_the_next_tick(event, point):
     selected = set(sum(event.fleet.selected.values(), []))
     assert set(event.records()[0]) | already_in_posture(event) == selected
     event.to_normal()
+
+
+def _mapping_caps(ev: Event) -> dict[str, int | None]:
+    lam = ev.clients("lambda")
+    return {arn: (lam.get_event_source_mapping(UUID=ev.fleet.handles[arn]).get("ScalingConfig") or {}).get(
+        "MaximumConcurrency") for arn in ev.fleet.selected["esm"]}
+
+
+def test_a_crash_before_a_mappings_deferred_tag_restores_from_the_ledger_and_a_later_tick_tags_it(event):
+    """The mappings' write-ahead is the ledger's record while it answers, their tags the
+    walk's second pass: a tick that dies between the two leaves capped mappings recorded in
+    the ledger only. A restore then works from that record alone, and the next engage
+    tick writes the missing tags without writing any cap again."""
+    event.impaired()
+    start = Counter(event.tap.done)
+    event.crash(Point("before", "TagResource", mapping_tag))
+    tags, ledger = event.records()
+    capped = {a for a, cap in _mapping_caps(event).items() if cap == SETTINGS.esm_floor}
+    recorded_in_ledger_only = {a for a in capped if a in ledger and a not in tags}
+    assert recorded_in_ledger_only, "the crash point is after a mapping's ledger record and cap, before its tag"
+    # A restore now has only the ledger's record of those mappings: it is enough.
+    walks.relax_all(event.clients, SETTINGS, event.table, kinds=("esm",), writers=1)
+    after = snapshot(event.clients, event.fleet)
+    assert all(after[a] == event.before[a] for a in event.fleet.selected["esm"])
+    assert not set(event.records()[1]) & set(event.fleet.selected["esm"])
+    # Engaged again: the next ticks cap and tag every mapping, each once since the crash.
+    event.clock.advance(60)
+    engaged_fully(event)
+    event.assert_records_agree()
+    assert set(event.fleet.selected["esm"]) <= set(event.records()[0]) | already_in_posture(event)
+    event.to_normal()
+
+
+def test_after_a_crash_before_a_mappings_deferred_tag_the_next_tick_writes_it_and_nothing_twice(event):
+    event.impaired()
+    event.crash(Point("before", "TagResource", mapping_tag))
+    tags, ledger = event.records()
+    untagged = {a for a in ledger if ":event-source-mapping:" in a and a not in tags}
+    assert untagged
+    start = Counter(event.tap.done)
+    engaged_fully(event)
+    writes = event.tap.resource_writes(start)
+    uuids = {a.rsplit(":", 1)[1] for a in untagged}   # UpdateEventSourceMapping names its mapping by UUID
+    assert {k[1] for k in writes if k[0] == "lambda:UpdateEventSourceMapping"}.isdisjoint(uuids), \
+        "a capped mapping was capped again"
+    assert {k[1] for k in writes if k[0] == "lambda:TagResource"} >= untagged
+    event.assert_records_agree()
+    event.to_normal()
+
+
+def _settings(state: dict | None) -> dict | None:
+    """A snapshot entry without its tags: what Holdfast changes when it engages."""
+    return None if state is None else {k: v for k, v in state.items() if k != "Tags"}
 
 
 def already_in_posture(ev: Event) -> set[str]:

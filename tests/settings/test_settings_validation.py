@@ -102,6 +102,9 @@ RULES = {
         'holdfast.replay_expired_events_to = "orders": must be an SQS queue ARN (arn:aws:sqs:REGION:ACCOUNT:NAME) or null',
     ),
     "capacity hold": ({"capacity_hold_minutes": 0}, "holdfast.capacity_hold_minutes = 0: must be an integer from 1 to 1440"),
+    "capacity wave groups": ({"capacity_wave_groups_percent": 0}, "holdfast.capacity_wave_groups_percent = 0: must be an integer from 1 to 100"),
+    "capacity wave instances": ({"capacity_wave_instances_percent": 101}, "holdfast.capacity_wave_instances_percent = 101: must be an integer from 1 to 100"),
+    "capacity wave hold": ({"capacity_wave_minutes": 0}, "holdfast.capacity_wave_minutes = 0: must be an integer from 1 to 1440"),
     "async event age": ({"async_max_event_age_seconds": 59}, "holdfast.async_max_event_age_seconds = 59: must be an integer from 60 to 21600"),
     "async event age above 6 h": (
         {"async_max_event_age_seconds": 21601},
@@ -161,6 +164,8 @@ RULES = {
     "rewalk period": ({"rewalk_minutes": 0}, "holdfast.rewalk_minutes = 0: must be an integer from 1 to 1440"),
     "stuck after": ({"stuck_after_failures": 101}, "holdfast.stuck_after_failures = 101: must be an integer from 1 to 100"),
     "lambda write rate": ({"lambda_writes_per_second": 16}, "holdfast.lambda_writes_per_second = 16: must be a number from 1 to 15"),
+    "controller concurrency": ({"controller_reserved_concurrency": 101}, "holdfast.controller_reserved_concurrency = 101: must be an integer from 0 to 100"),
+    "on delete while engaged": ({"on_delete_while_engaged": "keep"}, "holdfast.on_delete_while_engaged = \"keep\": must be one of refuse, restore"),
     "max resources": ({"max_resources": 0}, "holdfast.max_resources = 0: must be an integer from 1 to 100000"),
     "signal ttl": ({"signal_ttl_hours": 721}, "holdfast.signal_ttl_hours = 721: must be an integer from 1 to 720"),
     "notification email": ({"notification_email": "nobody"}, 'holdfast.notification_email = "nobody": must be an e-mail address or null'),

@@ -11,6 +11,16 @@ the Resource Groups Tagging API). This class supplies the order of operations th
 invariants depend on:
 
 engage:  tag (write-ahead) -> ledger (tolerated if unreachable) -> resource
+         For a kind that `defers_tag` (its tag write spends a shared quota that its
+         caps need first: SQS mappings on Lambda's 15/s), while the ledger answers:
+         ledger (the write-ahead) -> resource, and the record tags follow in a second
+         pass once the walk has engaged the kind (`take_deferred`, `write_deferred`;
+         only inside the engine's engage walk, which sets TAGS_LATER and makes that pass);
+         with the ledger unreachable, the tag-first order above. Either way nothing is
+         changed before its original is durable, and the record ends on both copies:
+         a tag the second pass could not write is written by the next walk, which
+         finds the resource in posture with the ledger's record only (`_keep_copies`).
+         Every write-ahead, either order, passes one check first (`may_write_ahead`).
          The record is one record from both copies (core.restore.merge: a recorded
          original is never replaced; an engage only adds applied values, a partial relax moves
          them: restore.advance). Without room for
@@ -30,6 +40,7 @@ relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledg
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import threading
 from abc import ABC, abstractmethod
@@ -65,6 +76,11 @@ from holdfast.core.model import (
     Resource,
     StalePlan,
 )
+
+# Set by the engine's engage walk (holdfast.engine), which writes the deferred tags in its
+# second pass: an engage outside such a walk (one resource, a test) writes its tag first.
+TAGS_LATER: contextvars.ContextVar[bool] = contextvars.ContextVar("holdfast_tags_later", default=False)
+
 
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],
                   ref: Mapping[str, Any] | None = None, *, confirmed: bool = True, selected: bool | None = None) -> Resource:
@@ -124,6 +140,9 @@ class TaggedActuator(ABC):
     # carries the selector or Holdfast's record tag (policies/reconciler.json, the
     # *WriteOnlyTagged and *RestoreRecorded statements); False: its writes need neither.
     restore_needs_tag: ClassVar[bool] = False
+    # While the ledger answers, its record is the write-ahead and the tags follow in the
+    # walk's second pass (see the module doc).
+    defers_tag: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -140,6 +159,8 @@ class TaggedActuator(ABC):
         self.own = own
         self._retired_lock = threading.Lock()
         self._retired: dict[str, Record] = {}   # arn -> the ledger's record of a resource since recreated there
+        # Engaged through the ledger's record, their tags still to write: (resource, record, outcome)
+        self._deferred: list[tuple[Resource, Record, Outcome]] = []
 
     # ---- hooks a kind provides -------------------------------------------------------
 
@@ -240,6 +261,12 @@ class TaggedActuator(ABC):
     @abstractmethod
     def _untag(self, resource: Resource, keys: list[str]) -> None:
         ...
+
+    def may_write_ahead(self, resource: Resource, record: Record) -> str | None:
+        """Why `resource` may not be engaged now (None: it may): the one check every
+        write-ahead of an engage passes, whichever copy is written first. Nothing is
+        refused by default."""
+        return None
 
     def identity_after_write(self, resource: Resource, tagged: bool) -> dict[str, Any] | None:
         """What tells this resource from a later one at its ARN, once an engage wrote it
@@ -365,6 +392,15 @@ class TaggedActuator(ABC):
                 staged.append((i, resource, new, changes, outcome))
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resources[i], outcome, err)
+        allowed = []
+        for item in staged:
+            i, resource, new, _, _ = item
+            refused = self.may_write_ahead(resource, new)
+            if refused is None:
+                allowed.append(item)
+            else:
+                results[i] = Outcome(self.kind, resource.arn, SKIPPED, notes={"write-ahead": {"why": refused}})
+        staged = self._ledger_first(allowed, results) if self.defers_tag and TAGS_LATER.get() else allowed
         # Write-ahead: every staged resource's record tags, before any of them is changed.
         tagged_all = self._write_tags([(resource, new) for _, resource, new, _, _ in staged])
         for (i, resource, new, changes, outcome), tagged in zip(staged, tagged_all):
@@ -395,6 +431,62 @@ class TaggedActuator(ABC):
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
         return [self._note_retired(o) for o in results]  # type: ignore[union-attr]
+
+    def _ledger_first(self, staged: list, results: list) -> list:
+        """Engage each of `staged` through the ledger's record alone (the write-ahead), its
+        tags deferred to the walk's second pass; what the ledger cannot take (unreachable)
+        is returned, for the tag-first order."""
+        rest = []
+        for item in staged:
+            i, resource, new, changes, outcome = item
+            if not self.ledger.available:
+                rest.append(item)
+                continue
+            try:
+                # Conditional, as always: a recorded original stays; another is a Conflict.
+                outcome.ledger_written = self.ledger.put_original(new, resource.name)
+                if not outcome.ledger_written:
+                    rest.append(item)   # the ledger failed just now: the tag comes first instead
+                    continue
+                outcome.recorded_in = ["ledger"]
+                self._write(resource, changes, restoring=False)
+                identity = self.identity_after_write(resource, False)
+                if identity is not None:
+                    self.ledger.put_identity(resource.arn, identity)
+                with self._retired_lock:
+                    self._deferred.append((resource, new, outcome))
+                results[i] = outcome
+            except (Vanished, Conflict, ClientError, BotoCoreError) as err:
+                results[i] = self._engage_error(resource, outcome, err)
+        return rest
+
+    def take_deferred(self) -> list[tuple[Resource, Record, Outcome]]:
+        """The resources engaged through the ledger's record whose tags are still to write
+        (each once: taking them empties the list)."""
+        with self._retired_lock:
+            taken, self._deferred = self._deferred, []
+        return taken
+
+    def write_deferred(self, items: list[tuple[Resource, Record, Outcome]]) -> list[Outcome]:
+        """The second pass: the record tags of resources engaged through the ledger's record
+        (`tag_batch` a call). Each outcome says where its record now is; one whose tag could
+        not be written keeps `notes["tag"]` (the next walk writes it: holdfast.engine)."""
+        written = self._write_tags([(resource, record) for resource, record, _ in items])
+        for (resource, record, outcome), tagged in zip(items, written):
+            if isinstance(tagged, Exception):
+                outcome.notes["tag"] = {
+                    "why": f"engaged through the ledger's record; its record tag is not written yet ({error_text(tagged)})",
+                    "fix": "the next walk writes it (the ledger's record restores it meanwhile)"}
+                continue
+            tagged_ok, why = tagged
+            if tagged_ok:
+                outcome.recorded_in = ["tag", "ledger"]
+                continue
+            outcome.notes["record"] = {"why": f"{why}: engaged through the ledger record only",
+                                       "fix": f"free {len(RECORD_KEYS)} of its tags for the record to be on the resource too"}
+            if self.restore_needs_tag:
+                outcome.notes["record"]["keep"] = self._keep_selector()
+        return [outcome for _, _, outcome in items]
 
     def _engage_error(self, resource: Resource, outcome: Outcome | None, err: Exception) -> Outcome:
         if isinstance(err, Vanished):
@@ -619,9 +711,15 @@ class TaggedActuator(ABC):
         ledger = self.ledger.cached(resource.arn)
         if ledger is None or not restore.same(ledger, moved):
             # The ledger's copy missing (engaged while it was unreachable) or another: a relax
-            # has the ledger, so both copies hold the record before the write.
+            # has the ledger, so both copies hold the record before the write. A copy not
+            # moved stops the write: a relax trusts the ledger's copy without the tag
+            # (read_recorded), and one without the new cap would call it the owner's.
             guard()
-            self.ledger.put_original(moved, resource.name, advance=True)
+            if not self.ledger.put_original(moved, resource.name, advance=True):
+                why = getattr(self.ledger, "error", None) or "unreachable"
+                return Outcome(self.kind, resource.arn, FAILED, error=(
+                    f"the ledger's record could not be moved before the write ({why}): nothing written; "
+                    "the next tick tries again"))
         on_tag = resource.record
         if (on_tag is not None and not restore.same(on_tag, moved)) or \
                 (on_tag is None and not resource.confirmed and not restore.same(record, moved)):
