@@ -12,7 +12,7 @@ CDK := node_modules/.bin/cdk
 # that share a synthesized CDK app on one (tests/conftest.py). 2 for a 2-core machine.
 TEST_WORKERS ?= 2
 
-.PHONY: test demo serve synth bench e2e clean
+.PHONY: test demo serve synth bench e2e dist clean
 
 # pip byte-compiles what it installs one file at a time; compileall does the same on every
 # core (-j 0): the venv in about 70 s instead of 90 on 2 cores. --no-build-isolation: the
@@ -21,6 +21,7 @@ TEST_WORKERS ?= 2
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile -r requirements-dev.txt
+	$(VENV)/bin/pip uninstall -q -y holdfast 2>/dev/null || true   # the distribution's name before holdfast-aws
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-compile --no-build-isolation --no-deps -e .
 	$(PY) -m compileall -q -j 0 $(VENV)/lib
 	touch $@
@@ -41,8 +42,20 @@ demo: $(VENV)/.installed
 	PYTHONPATH=dev $(PY) -m holdfast_demo
 
 # A local AWS with a sample fleet for the CLI; prints the `export` lines, Ctrl-C stops it.
+# PORT=5001 make serve: another port (macOS keeps 5000 busy); PORT=0: any free one.
+PORT ?= 5000
 serve: $(VENV)/.installed
-	PYTHONPATH=dev $(PY) -m holdfast_demo.serve
+	PYTHONPATH=dev $(PY) -m holdfast_demo.serve --port $(PORT)
+
+# The release: dist/holdfast_aws-<version>-py3-none-any.whl and .tar.gz, built from the
+# tree with the pinned build tools (no download), timestamps from the last commit so that
+# the same commit builds the same bytes, checked as the package index checks them, and
+# their SHA-256 printed (a team pins the wheel by it: README, Quick start).
+dist: $(VENV)/.installed
+	rm -rf dist
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(PY) -m build --no-isolation --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+	cd dist && sha256sum *
 
 synth: $(VENV)/.installed node_modules/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CDK) synth --no-notices --quiet
@@ -57,4 +70,4 @@ e2e:
 	@bash tests/e2e/run.sh
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out out
+	rm -rf $(VENV) node_modules cdk.out out dist

@@ -48,7 +48,7 @@ from holdfast.runtime import QUIET, Runtime
 from holdfast.settings import Settings
 from holdfast_demo import check, report, scenario, world
 from holdfast_demo.embedded import moto_server, session
-from holdfast_demo.fleet import KINDS, build_fleet, snapshot
+from holdfast_demo.fleet import KINDS, batches, build_fleet, snapshot
 from holdfast_demo.scenario import PDT
 
 FULL = dict(asgs=40, esms=25, asyncs=10, nlbs=6, services=5)
@@ -279,12 +279,13 @@ class Replay:
 
     @uses("lambda:ListEventSourceMappings", by=("cli",))
     def caps(self) -> dict[str, int | None]:
-        """Every selected mapping's MaximumConcurrency now (None = uncapped), by ARN."""
+        """Every selected mapping's cap in concurrent batches now (None = uncapped; a provisioned
+        one's, what its pollers carry: fleet.batches), by ARN."""
         caps = {}
         for page in self.watcher("lambda").get_paginator("list_event_source_mappings").paginate():
             for m in page["EventSourceMappings"]:
                 if m["UUID"] in self.mappings:
-                    caps[self.mappings[m["UUID"]]] = (m.get("ScalingConfig") or {}).get("MaximumConcurrency")
+                    caps[self.mappings[m["UUID"]]] = batches(m)
         return caps
 
     @uses("autoscaling:DescribeAutoScalingGroups", by=("cli",))
@@ -353,14 +354,17 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         holdfast = Clients(session(), endpoint_url=url)  # the controllers' calls, counted apart
         ensure_table(watcher("dynamodb"), DEFAULT_TABLE)
         expired_queue, topic = stack_resources(watcher)
-        fleet = build_fleet(watcher, **sizes, unselected=UNSELECTED["small" if small else "full"], workers=16)
+        fleet = build_fleet(watcher, **sizes, unselected=UNSELECTED["small" if small else "full"], workers=16,
+                            provisioned=1)
         before = snapshot(watcher, fleet)
         built = time.monotonic() - started
         selected = {k: len(v) for k, v in fleet.selected.items()}
         say(f"Embedded AWS at {url}; ledger, expired-events queue and stage topic created.")
         say(f"Fleet built through the AWS APIs in {built:.1f} s: {sum(selected.values())} selected "
             f"({', '.join(f'{n} {SHORT.get(k, k)}' for k, n in selected.items())}) across {', '.join(fleet.zones)}, "
-            f"plus {sum(len(v) for v in fleet.unselected.values())} unselected; snapshot taken.")
+            f"plus {sum(len(v) for v in fleet.unselected.values())} unselected; "
+            f"{sum(1 for arn in fleet.selected['esm'] if (before[arn] or {}).get('ProvisionedPollerConfig'))} mapping(s) "
+            "in provisioned mode, held through their pollers; snapshot taken.")
 
         # The first mapping (by its consumer's name, stable across runs) capped above DRIFT_CAP.
         drift_target = min((arn for arn in fleet.selected["esm"]

@@ -15,7 +15,8 @@ fleet of any size carries the hard cases: processes the owner already suspended,
 mapping with no cap, one already at the floor, a disabled mapping, a function with no
 async config, with the owner's own destination or with limits stricter than Holdfast's,
 custom NLB thresholds, a scalable target with scheduled scaling already suspended.
-Every Auto Scaling group spans three zones.
+Every Auto Scaling group spans three zones. `provisioned` selected mappings (the first by
+index) are in provisioned mode instead of having a cap: PROVISIONED's pollers.
 
 Selection follows the issue: an event source mapping is selected by its own tag or
 its function's (a function selected that way is then also an `async` resource); a
@@ -33,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from holdfast.core import pollers
 from holdfast.core.kinds import KINDS
 from holdfast.iam import uses
 
@@ -44,6 +46,9 @@ OWNER_TAG = {"team": "payments"}
 
 # Every group spans this many Availability Zones (the detector needs failures in two).
 ZONES = 3
+
+# A provisioned-mode mapping's pollers: a big consumer, up to 1,000 concurrent batches (10 a poller).
+PROVISIONED = {"MinimumPollers": 5, "MaximumPollers": 100}
 
 # App Auto Scaling for ECS services: the one dimension Holdfast protects here.
 ECS_DIMENSION = "ecs:service:DesiredCount"
@@ -89,8 +94,9 @@ def _zip() -> bytes:
 
 
 class _Builder:
-    def __init__(self, clients, selector: str, prefix: str, workers: int):
+    def __init__(self, clients, selector: str, prefix: str, workers: int, provisioned: int = 0):
         self.c = clients
+        self.provisioned = provisioned
         self.key, self.value = _split_selector(selector)
         self.fleet = Fleet(selector=selector)
         self.prefix = prefix
@@ -211,7 +217,9 @@ class _Builder:
         if by_function:
             self._add("async", fn_arn, fn_name, True)
         spec: dict[str, Any] = {"EventSourceArn": queue, "FunctionName": fn_name, "BatchSize": 10, "Enabled": i % 6 != 5}
-        if i % 3 != 0:  # every third owner left the mapping uncapped; one in eight sits at the floor
+        if selected and i < self.provisioned:   # in provisioned mode: pollers, no cap
+            spec["ProvisionedPollerConfig"] = dict(PROVISIONED)
+        elif i % 3 != 0:  # every third owner left the mapping uncapped; one in eight sits at the floor
             spec["ScalingConfig"] = {"MaximumConcurrency": 2 if i % 8 == 7 else (50, 500)[i % 2]}
         tags = {**OWNER_TAG, **({self.key: self.value} if selected and not by_function else {})}
         mapping = self.c("lambda").create_event_source_mapping(**spec, Tags=tags)
@@ -329,14 +337,24 @@ def build_fleet(
     selector: str = DEFAULT_SELECTOR,
     prefix: str = "fleet",
     workers: int = 8,
+    provisioned: int = 0,
 ) -> Fleet:
     """Create `asgs` Auto Scaling groups, `esms` SQS queues each with a consumer function
     and an event source mapping, `asyncs` functions with varied async configs, `nlbs` TCP
     target groups and `services` ECS services with scalable targets, all carrying
-    `selector`; plus `unselected` untagged twins of every kind that has any.
+    `selector`; plus `unselected` untagged twins of every kind that has any. The first
+    `provisioned` selected mappings are in provisioned mode (PROVISIONED).
     """
     counts = {"asg": asgs, "esm": esms, "async": asyncs, "nlb": nlbs, "scalable-target": services}
-    return _Builder(clients, selector, prefix, workers).build(counts, unselected)
+    return _Builder(clients, selector, prefix, workers, provisioned).build(counts, unselected)
+
+
+def batches(mapping: dict[str, Any]) -> int | None:
+    """The most concurrent batches a mapping as Lambda lists it may run: its MaximumConcurrency
+    (None: uncapped), or in provisioned mode what its MaximumPollers carry (holdfast.core.pollers)."""
+    if pollers.provisioned(mapping.get("ProvisionedPollerConfig")):
+        return pollers.cap_of(pollers.config(mapping["ProvisionedPollerConfig"])[pollers.MAX_KEY])
+    return (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency")
 
 
 # ---- snapshot ---------------------------------------------------------------------------

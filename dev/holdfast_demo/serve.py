@@ -9,7 +9,12 @@ parameter in mode `auto`, the stage topic, the reconciler function and its role,
 Health rule: `holdfast doctor` passes) and a sample fleet of every kind, tagged
 `holdfast:protect=true`, with an untagged twin of each (holdfast_demo.fleet). Then it prints
 the `export` lines that point the CLI at it, and serves until Ctrl-C (SIGINT) or SIGTERM,
-after which the server is stopped and moto's backends reset.
+after which the server is stopped and moto's backends reset; a signal during the set-up
+stops it the same way.
+
+A port something else listens on (macOS keeps 5000 for its AirPlay Receiver) is refused
+before anything starts: exit 1 and a line that names the port and how to choose another
+(`PORT=5001 make serve`, `--port 5001`, or 0 for any free port).
 
 It is a development tool, like the demo: it lives in dev/, never in the wheel or the
 Lambda asset, and nothing in `holdfast` imports it. Everything in it is on 127.0.0.1: the
@@ -20,10 +25,12 @@ credentials it prints are dummies the embedded AWS accepts.
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import json
 import re
 import signal
+import socket
 import sys
 import threading
 import zipfile
@@ -117,7 +124,33 @@ def exports(url: str) -> list[str]:
     ]
 
 
+class PortTaken(Exception):
+    """Something else listens on the port asked for."""
+
+
+class Stopped(Exception):
+    """SIGINT or SIGTERM: stop, whatever the server was doing."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port another process listens on before moto's server is started: its
+    listener thread would fail to bind and leave the start waiting for ever. Bound as
+    werkzeug binds (SO_REUSEADDR), so a port in TIME_WAIT after a server of ours is free."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            if err.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise PortTaken(f"port {port} on {host} is in use ({err.strerror}); choose another: "
+                                f"`PORT={port + 1} make serve`, or `--port {port + 1}` (0: any free port)") from err
+            raise
+
+
 def serve(*, host: str, port: int, out: TextIO, stop: threading.Event) -> int:
+    check_port(host, port)
     with moto_server(host=host, port=port) as url:
         clients = Clients(session(), endpoint_url=url)
         ensure_table(clients("dynamodb"), DEFAULT_TABLE)
@@ -142,14 +175,28 @@ def serve(*, host: str, port: int, out: TextIO, stop: threading.Event) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="holdfast-serve", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="holdfast-serve", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: a free one)")
     args = parser.parse_args(argv)
     stop = threading.Event()
+
+    def stopping(*_) -> None:
+        # Raised in the main thread wherever it is (building the fleet, waiting): the
+        # `with` blocks stop the server and reset moto on the way out.
+        stop.set()
+        raise Stopped
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    return serve(host=args.host, port=args.port, out=sys.stdout, stop=stop)
+        signal.signal(signum, stopping)
+    try:
+        return serve(host=args.host, port=args.port, out=sys.stdout, stop=stop)
+    except PortTaken as err:
+        print(f"holdfast-serve: {err}", file=sys.stderr)
+        return 1
+    except Stopped:
+        print("# stopped", flush=True)
+        return 0
 
 
 if __name__ == "__main__":

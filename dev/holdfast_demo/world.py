@@ -49,6 +49,7 @@ from datetime import datetime, timedelta
 from typing import Any, Mapping, Sequence
 
 from holdfast_demo import scenario
+from holdfast_demo.fleet import batches
 from holdfast_fixtures.moto_patches import publish_service_metrics
 
 MIN = timedelta(minutes=1)
@@ -101,7 +102,7 @@ class Tally:
 class State:
     """The fleet as read from the embedded AWS at a tick."""
 
-    caps: Mapping[str, int | None]                 # mapping ARN -> MaximumConcurrency (None: uncapped)
+    caps: Mapping[str, int | None]                 # mapping ARN -> its cap in batches (fleet.batches; None: uncapped)
     suspended: Mapping[str, frozenset[str]]        # group name -> suspended processes
     dns_failover: Mapping[str, str] = field(default_factory=dict)   # TG ARN -> dns_failover count ("off", "1", ...)
 
@@ -139,7 +140,7 @@ class World:
             if not m.get("Enabled", True):
                 continue  # a disabled mapping consumes nothing, with or without Holdfast
             self.queues.append(_Queue(arn, m["EventSourceArn"].split(":")[-1], m["FunctionArn"].split(":")[6],
-                                      (m.get("ScalingConfig") or {}).get("MaximumConcurrency")))
+                                      batches(m)))
         self.selected_groups = [fleet.handles[a] for a in fleet.selected["asg"]]
         self.twin_groups = [fleet.handles[a] for a in fleet.unselected["asg"]]
         self.outcomes = scenario.launch_outcomes(steps)

@@ -44,6 +44,12 @@ One place holds every departure from moto that Holdfast depends on; the tests
   mode (ProvisionedPollerConfig) "are mutually exclusive options" (Lambda Developer
   Guide, "Configuring scaling behavior for SQS event source mappings"): a create or
   update that would leave both set is InvalidParameterValueException. Moto keeps both.
+  An SQS mapping's pollers are bounded: MinimumPollers "For Amazon SQS events source
+  mappings, default is 2, and minimum 2 required" (at most 200), MaximumPollers "For
+  Amazon SQS event source mappings, the accepted range is between 2 and 10,000" (Lambda API
+  reference, ProvisionedPollerConfig), and a minimum above the maximum names no range to
+  scale between; moto stores any numbers (and returns the config as it was last given,
+  which the emulation keeps). Each is InvalidParameterValueException.
 - ELB target groups of Network Load Balancers may use the QUIC and TCP_QUIC protocols
   (ELB API reference, CreateTargetGroup: Protocol "HTTP | HTTPS | TCP | TLS | UDP |
   TCP_UDP | GENEVE | QUIC | TCP_QUIC"; botocore's model has them). Moto 5.2.5 rejects
@@ -73,6 +79,10 @@ One place holds every departure from moto that Holdfast depends on; the tests
   concurrency") is in the answer whenever a reserved concurrency is set, 0 included (a
   function throttled to nothing). moto 5.2.5 leaves it out when it is 0 (`if
   self.reserved_concurrency:`); the patch puts it in.
+
+- Lambda GetAccountSettings (the account's concurrency quota and what is left unreserved)
+  exists in AWS; moto has no such route. The emulation answers it from the functions'
+  reserved concurrency (`_account_settings`).
 
 - CloudWatch GetMetricData (API reference): at most 500 MetricDataQueries a call, each
   Id unique and matching `[a-z][a-zA-Z0-9_]*` ("the first character must be a lowercase
@@ -293,14 +303,30 @@ def aws_semantics() -> Iterator[None]:
             raise InvalidParameterValueException(
                 "ScalingConfig (MaximumConcurrency) cannot be used with ProvisionedPollerConfig (provisioned mode)")
 
+    def sqs_pollers(source_arn: str, poller) -> None:
+        if not poller or ":sqs:" not in (source_arn or ""):
+            return
+        low, high = poller.get("MinimumPollers"), poller.get("MaximumPollers")
+        if low is not None and not 2 <= low <= 200:
+            raise InvalidParameterValueException(
+                f"MinimumPollers {low}: for Amazon SQS event source mappings it is from 2 to 200")
+        if high is not None and not 2 <= high <= 10_000:
+            raise InvalidParameterValueException(
+                f"MaximumPollers {high}: for Amazon SQS event source mappings it is from 2 to 10000")
+        if (2 if low is None else low) > (200 if high is None else high):
+            raise InvalidParameterValueException(
+                f"MinimumPollers {low} is above MaximumPollers {200 if high is None else high}")
+
     def create_esm(self, spec):
         exclusive(spec.get("ScalingConfig"), spec.get("ProvisionedPollerConfig"))
+        sqs_pollers(spec.get("EventSourceArn"), spec.get("ProvisionedPollerConfig"))
         return original_create_esm(self, spec)
 
     def update_esm(self, uuid, spec):
         esm = self.get_event_source_mapping(uuid)
         if esm is not None:
             exclusive(spec.get("ScalingConfig", esm.scaling_config), spec.get("ProvisionedPollerConfig", esm.poller_config))
+            sqs_pollers(esm.event_source_arn, spec.get("ProvisionedPollerConfig"))
         return original_update_esm(self, uuid, spec)
 
     from moto.elbv2.models import ELBv2Backend
@@ -378,7 +404,37 @@ def aws_semantics() -> Iterator[None]:
             stack.enter_context(mock.patch.object(LambdaResponse, name, fn))
         for fn in (tag_resource, untag_resource, list_tags_for_resource):
             stack.enter_context(mock.patch.object(ApplicationAutoScalingResponse, fn.__name__, fn, create=True))
+        _account_settings(stack)
         yield
+
+
+# Lambda's default concurrency quota per account and region (Lambda quotas: 1,000).
+CONCURRENCY_QUOTA = 1000
+
+
+def _account_settings(stack: ExitStack) -> None:
+    """Lambda GetAccountSettings (GET /2016-08-19/account-settings/), which moto lacks:
+    AccountLimit.ConcurrentExecutions (the quota: 1,000 by default, moto's own
+    MOTO_LAMBDA_CONCURRENCY_QUOTA when set) and UnreservedConcurrentExecutions, the quota
+    less every function's reserved concurrency (Lambda API reference, AccountLimit)."""
+    import os
+
+    from moto.awslambda import urls as lambda_urls
+    from moto.awslambda.responses import LambdaResponse
+
+    def get_account_settings(self):
+        quota = int(os.environ.get("MOTO_LAMBDA_CONCURRENCY_QUOTA", CONCURRENCY_QUOTA))
+        functions = list(self.backend.list_functions())
+        reserved = sum(int(f.reserved_concurrency or 0) for f in functions)
+        return 200, {}, json.dumps({
+            "AccountLimit": {"TotalCodeSize": 80530636800, "CodeSizeUnzipped": 262144000, "CodeSizeZipped": 52428800,
+                             "ConcurrentExecutions": quota, "UnreservedConcurrentExecutions": quota - reserved},
+            "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": len(functions)},
+        })
+
+    stack.enter_context(mock.patch.dict(lambda_urls.url_paths, {
+        r"{0}/(?P<api_version>[^/]+)/account-settings/?$": LambdaResponse.dispatch}))
+    stack.enter_context(mock.patch.object(LambdaResponse, "get_account_settings", get_account_settings, create=True))
 
 
 TAG_LIMIT = 50

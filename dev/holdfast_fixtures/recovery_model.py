@@ -50,6 +50,27 @@ What is modelled (time in whole seconds; t = 0 is the start of the outage):
   and Throttles, the database's mean latency. Two alarms on latency, 1 of 1 datapoint:
   a warning and the SLO; a minute without requests is INSUFFICIENT_DATA.
 
+- **Smooth physics** (`Downstream.physics`): a real database queues, so its latency
+  rises with utilisation long before its capacity. `M/M/1`: a request's latency is the
+  service time ÷ (1 − ρ), ρ = throughput ÷ capacity; `M/M/c` (`servers`): the service
+  time × (1 + C(c, cρ) ÷ (c(1 − ρ))), Erlang C's probability of waiting, flatter for
+  longer and steeper near the capacity. Below the client timeout every call succeeds,
+  however slow; past it the client gives up and retries, the database still does the work,
+  and the attempts it cannot serve queue (at most `max_wait` seconds of them): the same
+  sustained failure as the wall's, left only when the queue is empty and the failing load
+  alone would be answered within the timeout. `smooth(scenario)` is a scenario's twin with
+  that physics, its capacity set so that the SLO-bounded throughput is the wall's knee.
+  `SLOW_DB`: the database 2× slower after recovery (a cold cache), no error below the
+  client timeout.
+- **Several consumers on one database** (`Shared`, `simulate_shared`): each its own queue,
+  function and mapping (its own `RecoveryModel`, its own controller); the database (a
+  `Database` they share) sees the sum of their load and answers each with one latency.
+- **Noise** (`Consumer.noise`): the time per message × a factor in [1 − noise, 1 + noise],
+  one per minute, drawn from a generator seeded by `Consumer.noise_seed` and the minute.
+- **Duration is stamped at the invocation's start** (Lambda's metric): an invocation's
+  Duration counts in the minute it started and is visible only once it has ended, so a
+  minute of long invocations read soon after it is partial, and reads fast.
+
 The steps of the model are fluid (fractions of messages), so every figure is exact
 arithmetic of the rules above, not a sample.
 """
@@ -57,8 +78,10 @@ arithmetic of the rules above, not a sample.
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
-from dataclasses import dataclass, field
+from functools import lru_cache
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Protocol
 
@@ -86,6 +109,50 @@ def seconds(when: datetime) -> float:
     return (when - EPOCH).total_seconds()
 
 
+WALL, MM1, MMC = "wall", "M/M/1", "M/M/c"
+PHYSICS = (WALL, MM1, MMC)
+
+
+@lru_cache(maxsize=65536)
+def response_factor(physics: str, servers: int, rho: float) -> float:
+    """A request's latency ÷ the service time at utilisation `rho` (inf at or past 1): 1
+    for the wall (flat to its capacity), 1 ÷ (1 − ρ) for M/M/1, 1 + C(c, cρ) ÷ (c(1 − ρ))
+    for M/M/c, C being Erlang C's probability of waiting (from Erlang B's recursion)."""
+    if physics == WALL:
+        return 1.0
+    if rho >= 1.0:
+        return math.inf
+    if rho <= 0.0:
+        return 1.0
+    if physics == MM1:
+        return 1.0 / (1.0 - rho)
+    a, b = servers * rho, 1.0
+    for k in range(1, servers + 1):
+        b = a * b / (k + a * b)
+    wait = b / (1.0 - rho * (1.0 - b))
+    return 1.0 + wait / (servers * (1.0 - rho))
+
+
+@lru_cache(maxsize=4096)
+def utilisation_at(physics: str, servers: int, factor: float) -> float:
+    """The utilisation at which the latency is `factor` × the service time (the inverse of
+    response_factor; 0 at or below 1, 1 for the wall, which is flat up to its capacity)."""
+    if factor <= 1.0:
+        return 0.0
+    if physics == WALL:
+        return 1.0
+    if physics == MM1:
+        return 1.0 - 1.0 / factor
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if response_factor(physics, servers, mid) <= factor:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 @dataclass(frozen=True)
 class Downstream:
     capacity: float | None = None      # requests/s at the knee; None: no knee
@@ -97,6 +164,41 @@ class Downstream:
     # (from second, capacity): the knee moves (a failover to a smaller replica, a noisy
     # neighbour); in time order.
     drops: tuple[tuple[int, float], ...] = ()
+    physics: str = WALL       # WALL: flat, then a wall at the capacity; MM1, MMC: latency rises with utilisation
+    servers: int = 1          # MMC's servers
+    # (from second, base_latency): the database's own service time changes (a cold cache
+    # after a failover): slower at every load.
+    slower_from: tuple[int, float] | None = None
+
+    def __post_init__(self):
+        if self.physics not in PHYSICS:
+            raise ValueError(f"physics {self.physics!r}: one of {PHYSICS}")
+        if not (isinstance(self.servers, int) and self.servers >= 1):
+            raise ValueError(f"servers {self.servers!r}: an integer ≥ 1")
+        if self.physics != WALL and self.capacity is None:
+            raise ValueError(f"physics {self.physics!r} needs a capacity")
+
+    @property
+    def smooth(self) -> bool:
+        return self.physics != WALL
+
+    def base_at(self, t: int) -> float:
+        """The service time (a request's latency at no load) at second `t`."""
+        if self.slower_from is not None and t >= self.slower_from[0]:
+            return self.slower_from[1]
+        return self.base_latency
+
+    def latency(self, rho: float, t: int) -> float:
+        """A request's latency at utilisation `rho` (below the capacity, without a queue)."""
+        return self.base_at(t) * response_factor(self.physics, self.servers, rho)
+
+    def utilisation_for(self, latency: float, t: int) -> float:
+        """The most utilisation at which a request's latency stays at or under `latency`
+        (1: the wall, at or under it up to its capacity; 0: not even at no load)."""
+        base = self.base_at(t)
+        if latency < base:
+            return 0.0
+        return utilisation_at(self.physics, self.servers, latency / base)
 
     def down(self, t: int) -> bool:
         return any(start <= t < start + length for start, length in self.blips)
@@ -126,12 +228,31 @@ class Consumer:
     # (from second, compute_seconds): the function's own work changes (a cold cache after
     # the outage, larger messages in the backlog, a slower deploy): not the drain's load.
     slower_from: tuple[int, float] | None = None
+    # The time per message × a factor in [1 − noise, 1 + noise], one per minute, drawn
+    # from a generator seeded by `noise_seed` and the minute: deterministic.
+    noise: float = 0.0
+    noise_seed: int = 0
+
+    def __post_init__(self):
+        if not (0.0 <= self.noise < 1.0):
+            raise ValueError(f"noise {self.noise!r}: a share in [0, 1)")
 
     def work(self, t: int) -> float:
-        """The function's own work per message at second `t`."""
+        """The function's own work per message at second `t` (before the noise)."""
         if self.slower_from is not None and t >= self.slower_from[0]:
             return self.slower_from[1]
         return self.compute_seconds
+
+    def noise_factor(self, t: int) -> float:
+        """The factor on the time per message in second `t`'s minute (1 without noise)."""
+        return 1.0 if self.noise == 0.0 else noise_factor(self.noise_seed, t // 60, self.noise)
+
+
+@lru_cache(maxsize=None)
+def noise_factor(seed: int, minute: int, amplitude: float) -> float:
+    """A minute's factor in [1 − amplitude, 1 + amplitude], from a generator seeded by the
+    seed and the minute alone (the same on every run and in any order of calls)."""
+    return 1.0 + amplitude * random.Random(f"{seed}:{minute}").uniform(-1.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -176,46 +297,140 @@ class Scenario:
             limits.append(self.consumer.owner_cap)
         return min(limits)
 
-    def full_rate(self, t: int | None = None) -> float:
+    def work_at(self, t: int) -> float:
+        """The function's own work per message at second `t`, the minute's noise included
+        (the noise is on the whole time per message: the work and one call at no load)."""
+        work = self.consumer.work(t)
+        f = self.consumer.noise_factor(t)
+        return work if f == 1.0 else (work + self.downstream.base_at(t)) * f - self.downstream.base_at(t)
+
+    def message_seconds_at(self, t: int) -> float:
+        """Time one message takes at second `t` at no load: the work and one call."""
+        return self.work_at(t) + self.downstream.base_at(t)
+
+    def full_rate(self, t: int | None = None, *, slo: bool = False) -> float:
         """The most the drain can do at second `t` (None: after the outage, before any
-        drop): the consumers' rate, or the database's knee (0 while it is down)."""
-        rate = self.consumer_limit() / self.message_seconds
+        drop): the consumers' rate, or the database's knee (0 while it is down). With the
+        smooth physics the database's most is the throughput at which its latency reaches
+        the client timeout (past it every call fails); `slo`: the latency SLO instead (for
+        the wall the same, its latency flat up to the knee)."""
         db = self.downstream
-        cap = db.capacity if t is None else db.capacity_at(t)
-        if cap is not None:
-            rate = min(rate, cap)
+        tt = self.outage_end if t is None else t
         if t is not None and db.down(t):
             return 0.0
-        return rate
+        cap = db.capacity if t is None else db.capacity_at(t)
+        limit = self.consumer_limit()
+        if not db.smooth:
+            rate = limit / self.message_seconds_at(tt)
+            if cap is not None:
+                rate = min(rate, cap)
+            if slo and db.base_at(tt) > self.latency_slo:
+                return 0.0
+            return rate
+        top = db.utilisation_for(self.latency_slo if slo else db.timeout, tt)
+        consumers = closed_loop_rate(db.physics, db.servers, db.base_at(tt), cap, ((float(limit), self.work_at(tt)),))
+        return min(consumers, top * cap)
 
-    def lower_bound_seconds(self, start_delay: int = 0) -> float:
+    def knee_rate(self, t: int | None = None) -> float | None:
+        """The database's own most within the SLO (None: no knee): the wall's capacity, or
+        the smooth physics' throughput at which its latency reaches the SLO."""
+        db = self.downstream
+        tt = self.outage_end if t is None else t
+        cap = db.capacity if t is None else db.capacity_at(t)
+        if cap is None or not db.smooth:
+            return cap
+        return cap * db.utilisation_for(self.latency_slo, tt)
+
+    def _events_end(self) -> int:
+        """The last second at which a rate of the scenario changes (noise aside)."""
+        db = self.downstream
+        ends = [self.outage_end] + [start + length for start, length in db.blips] + [since for since, _ in db.drops]
+        ends += [x[0] for x in (db.slower_from, self.consumer.slower_from) if x is not None]
+        return max(ends)
+
+    def lower_bound_seconds(self, start_delay: int = 0, *, slo: bool = False) -> float:
         """From the end of the outage, the backlog (and the arrivals since) at the full
         rate of each second — the consumers' or the knee's, none while the database is
         down, the knee after a drop, the arrivals after a change: no drain can be faster.
         Constant rates: backlog ÷ spare capacity. `start_delay`: nothing is drained for
-        that many seconds after the outage (a drain that waits for evidence)."""
-        left, t = self.backlog, self.outage_end
-        limit = t + 40 * 86400
-        while left > 0 and t < limit:
-            left -= (self.full_rate(t) if t >= self.outage_end + start_delay else 0.0) - self.arrival_at(t)
-            t += 1
-        if left > 0:
-            return math.inf
-        over = -left / max(1e-9, self.full_rate(t - 1) - self.arrival_at(t - 1))
-        return t - self.outage_end - over
+        that many seconds after the outage (a drain that waits for evidence). `slo`: at
+        the most throughput that keeps the database's latency at or under the SLO."""
+        return _lower_bound(self, start_delay, slo)
 
     def published_at(self, minute: int) -> int:
         """The second minute `minute`'s datapoints are published (CloudWatch's lag)."""
         return (minute + 1 + LAGS[minute % len(LAGS)] + self.extra_lag_minutes) * 60
 
     def knee_concurrency(self, t: int | None = None) -> float:
-        """Concurrency at which the consumers reach the full rate without queueing."""
-        return self.full_rate(t) * self.message_seconds
+        """Concurrency at which the consumers reach the full rate without queueing (smooth
+        physics: the SLO-bounded rate, at the latency it has there: Little's law)."""
+        db = self.downstream
+        if not db.smooth:
+            return self.full_rate(t) * self.message_seconds
+        tt = self.outage_end if t is None else t
+        rate = self.full_rate(t, slo=True)
+        cap = db.capacity if t is None else db.capacity_at(t)
+        return rate * (self.work_at(tt) + db.latency(rate / cap, tt))
+
+    @property
+    def physics(self) -> str:
+        return self.downstream.physics
+
+
+@lru_cache(maxsize=1024)
+def _lower_bound(sc: Scenario, start_delay: int, slo: bool) -> float:
+    left, t = sc.backlog, sc.outage_end
+    limit = t + 40 * 86400
+    settled = sc._events_end() + start_delay + 3600
+    hour_ago = left
+    while left > 0 and t < limit:
+        left -= (sc.full_rate(t, slo=slo) if t >= sc.outage_end + start_delay else 0.0) - sc.arrival_at(t)
+        t += 1
+        if t > settled and (t - settled) % 3600 == 0:
+            if left >= hour_ago:
+                return math.inf   # every rate constant since, and the backlog not falling
+            hour_ago = left
+    if left > 0:
+        return math.inf
+    over = -left / max(1e-9, sc.full_rate(t - 1, slo=slo) - sc.arrival_at(t - 1))
+    return t - sc.outage_end - over
+
+
+@lru_cache(maxsize=65536)
+def closed_loop_rate(physics: str, servers: int, base: float, capacity: float, demands: tuple[tuple[float, float], ...],
+                     top: float = 1.0) -> float:
+    """The throughput X of closed-loop consumers (concurrency c, own work w per message,
+    one call each) on a smooth database: X = Σ c ÷ (w + latency(X ÷ capacity)), searched
+    in [0, top × capacity] (top × capacity if the consumers would go beyond it).
+    M/M/1 with one consumer is a quadratic in u = X ÷ capacity:
+    capacity·w·u² − (capacity·w + capacity·base + c)·u + c = 0."""
+    if sum(c for c, _ in demands) <= 0:
+        return 0.0
+    if physics == MM1 and len(demands) == 1:
+        c, w = demands[0]
+        big = capacity * w + capacity * base + c
+        u = 2 * c / (big + math.sqrt(max(0.0, big * big - 4 * capacity * w * c)))
+        return min(u, top) * capacity
+
+    def h(u: float) -> float:
+        lat = base * response_factor(physics, servers, u)
+        return sum(c / (w + lat) for c, w in demands) - u * capacity
+
+    lo, hi = 0.0, min(top, 1.0 - 1e-12)
+    if h(hi) >= 0:
+        return hi * capacity
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if h(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return lo * capacity
 
 
 class _Minute:
-    __slots__ = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "latency_sum", "requests",
-                 "invocations", "received", "duration", "running")
+    __slots__ = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "invocations", "received",
+                 "duration", "running", "late_duration")
 
     def __init__(self):
         self.age = 0.0
@@ -225,12 +440,198 @@ class _Minute:
         self.errors = 0.0
         self.throttles = 0.0
         self.concurrency = 0.0
-        self.latency_sum = 0.0
-        self.requests = 0.0
         self.invocations = 0.0
         self.received = 0.0
-        self.duration = 0.0   # ms, the sum over the minute's invocations
+        self.duration = 0.0   # ms, the sum over the minute's invocations (stamped at their start)
         self.running = 0.0    # batch-seconds
+        # (second it becomes visible, ms) of invocations that end after any read of the
+        # minute can be made (published a minute after it at the soonest); the rest is visible.
+        self.late_duration: list[tuple[float, float]] | None = None
+
+    def duration_at(self, now: int) -> float:
+        """The minute's Duration as read at second `now`: the invocations that ended by then."""
+        if self.late_duration is None:
+            return self.duration
+        return self.duration - sum(ms for end, ms in self.late_duration if end > now)
+
+
+class _DbMinute:
+    __slots__ = ("latency_sum", "requests")
+
+    def __init__(self):
+        self.latency_sum = 0.0
+        self.requests = 0.0
+
+
+class Database:
+    """The database's state, shared by every consumer that calls it: the queue of requests
+    it has not answered yet, whether its clients are failing (past the timeout), and the
+    latency each minute (its alarms' metric), over all its clients' requests."""
+
+    def __init__(self, downstream: Downstream, t0: int):
+        self.downstream = downstream
+        self.queue = 0.0
+        self.failing = False
+        self.minutes: dict[int, _DbMinute] = {}
+        self.t0 = t0
+        self.load: list[float] = []      # requests/s, every client
+        self.latency: list[float] = []   # nan when no request
+
+    def serve(self, demands: list[tuple[float, float, float]], t: int) -> tuple[list[tuple[float, float]], float, float]:
+        """`demands`: per client (concurrency, own work per message, messages available).
+        Returns per client (messages ok, messages failed), the requests sent, and the
+        latency of a request sent now."""
+        if self.downstream.capacity is None:
+            out = [(min(a, c / (w + self.downstream.base_at(t))) if c > 0 else 0.0, 0.0) for c, w, a in demands]
+            return out, sum(ok for ok, _ in out), self.downstream.base_at(t)
+        if self.downstream.smooth:
+            return self._serve_smooth(demands, t)
+        return self._serve_wall(demands, t)
+
+    def record(self, t: int, requests: float, latency: float) -> None:
+        if requests > 0 and latency == latency:
+            m = self.minutes.get(t // 60)
+            if m is None:
+                m = self.minutes[t // 60] = _DbMinute()
+            m.latency_sum += latency * requests
+            m.requests += requests
+        self.load.append(requests)
+        self.latency.append(latency if requests > 0 else math.nan)
+
+    def mean_latency(self, m: int) -> float | None:
+        stats = self.minutes.get(m)
+        return None if stats is None or stats.requests <= 0 else stats.latency_sum / stats.requests
+
+    def _fail_all(self, demands, t: int, cap: float, mu: float, latency: float):
+        db = self.downstream
+        out = []
+        for c, w, a in demands:
+            out.append((0.0, min(a, c / (w + (1 + db.retries) * db.timeout)) if c > 0 and a > 0 else 0.0))
+        requests = sum(n for _, n in out) * (1 + db.retries)
+        self.queue = min(cap * db.max_wait, max(0.0, self.queue + requests - mu))
+        return out, requests, latency
+
+    def _serve_wall(self, demands, t: int):
+        db = self.downstream
+        cap = db.capacity_at(t)
+        blip = db.down(t)
+        mu = 0.0 if blip else cap
+        q = self.queue
+        latency = db.base_at(t) + q / cap
+        if not any(c > 0 and a > 0 for c, _, a in demands):
+            self.queue = max(0.0, q - mu)
+            return [(0.0, 0.0) for _ in demands], 0.0, math.nan
+        if blip or latency > db.timeout:
+            return self._fail_all(demands, t, cap, mu, latency)
+        # Closed loop, implicit in the new queue x: x = q + Σ c / (k + x / mu) − mu, the
+        # clients that take all there is to take fixed at what they take.
+        base = db.base_at(t)
+        fixed = 0.0
+        free = [i for i, (c, w, a) in enumerate(demands) if c > 0 and a > 0]
+        rates = [0.0] * len(demands)
+        while True:
+            x = self._wall_queue(q + fixed, mu, [(demands[i][0], demands[i][1] + base) for i in free])
+            clipped = [i for i in free if demands[i][0] / (demands[i][1] + base + x / mu) > demands[i][2]]
+            for i in free:
+                c, w, _ = demands[i]
+                rates[i] = c / (w + base + x / mu)
+            if not clipped:
+                break
+            for i in clipped:
+                rates[i] = demands[i][2]
+                fixed += demands[i][2]
+            free = [i for i in free if i not in clipped]
+            if not free:
+                x = max(0.0, q + fixed - mu)
+                break
+        self.queue = min(cap * db.max_wait, x) if free else x
+        return [(r, 0.0) for r in rates], sum(rates), latency
+
+    @staticmethod
+    def _wall_queue(a0: float, mu: float, loops: list[tuple[float, float]]) -> float:
+        """The x ≥ 0 with x = a0 + Σ c / (k + x / mu) − mu (one loop: a quadratic)."""
+        if not loops:
+            return max(0.0, a0 - mu)
+        if len(loops) == 1:
+            c, k = loops[0]
+            a = a0 - mu
+            b = k * mu - a
+            return max(0.0, (-b + math.sqrt(b * b + 4 * mu * (a * k + c))) / 2)
+
+        def f(x: float) -> float:
+            return a0 + sum(c / (k + x / mu) for c, k in loops) - mu - x
+
+        if f(0.0) <= 0:
+            return 0.0
+        lo, hi = 0.0, a0 + sum(c / k for c, k in loops)
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if f(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def _serve_smooth(self, demands, t: int):
+        db = self.downstream
+        cap = db.capacity_at(t)
+        blip = db.down(t)
+        mu = 0.0 if blip else cap
+        q = self.queue
+        base = db.base_at(t)
+        active = [(c, w, a) for c, w, a in demands if c > 0 and a > 0]
+        if not active:
+            self.queue = max(0.0, q - mu)
+            if self.queue == 0.0:
+                self.failing = False
+            return [(0.0, 0.0) for _ in demands], 0.0, math.nan
+        top = db.utilisation_for(db.timeout, t)
+        if not blip and not self.failing and q <= 0.0:
+            rates = self._smooth_rates(demands, t, cap, base, top)
+            if rates is not None:
+                total = sum(rates)
+                return [(r, 0.0) for r in rates], total, db.latency(total / cap, t)
+        # Failing: every call times out and is retried; the database still does the work.
+        offered = sum(min(a, c / (w + (1 + db.retries) * db.timeout)) for c, w, a in active) * (1 + db.retries)
+        latency = base * response_factor(db.physics, db.servers, min(0.999, offered / cap)) + q / cap
+        out = self._fail_all(demands, t, cap, mu, latency)
+        self.failing = not (self.queue <= 0.0 and not blip and offered < mu and db.latency(offered / mu, t) <= db.timeout)
+        return out
+
+    def _smooth_rates(self, demands, t: int, cap: float, base: float, top: float) -> list[float] | None:
+        """Each client's rate at the closed loop's fixed point within the timeout, or None
+        (none: the consumers would push the latency past it)."""
+        db = self.downstream
+        avail = sum(a for c, w, a in demands if c > 0)
+        # Every client takes all there is: the latency at that load must allow it.
+        if avail <= top * cap:
+            lat = db.latency(avail / cap, t)
+            if all(c <= 0 or a <= 0 or c / (w + lat) >= a for c, w, a in demands):
+                return [a if c > 0 else 0.0 for c, w, a in demands]
+        loops = tuple((c, w) for c, w, a in demands if c > 0 and a > 0)
+        x = closed_loop_rate(db.physics, db.servers, base, cap, loops)
+        if x > top * cap * (1 + 1e-9):
+            return None
+        lat = db.latency(x / cap, t)
+        rates = [0.0 if c <= 0 or a <= 0 else c / (w + lat) for c, w, a in demands]
+        if all(r <= a for r, (_, _, a) in zip(rates, demands)):
+            return rates
+        # Some take all there is: the rest share what is left, found by bisection.
+        def excess(u: float) -> float:
+            lat = base * response_factor(db.physics, db.servers, u)
+            return sum(0.0 if c <= 0 or a <= 0 else min(a, c / (w + lat)) for c, w, a in demands) - u * cap
+
+        lo, hi = 0.0, top
+        if excess(hi) > 0:
+            return None
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            if excess(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        lat = base * response_factor(db.physics, db.servers, lo)
+        return [0.0 if c <= 0 or a <= 0 else min(a, c / (w + lat)) for c, w, a in demands]
 
 
 @dataclass(frozen=True)
@@ -279,7 +680,7 @@ class Series:
 
 
 class RecoveryModel:
-    def __init__(self, scenario: Scenario, cap: int | None = None):
+    def __init__(self, scenario: Scenario, cap: int | None = None, database: Database | None = None):
         self.scenario = scenario
         self.cap = cap if cap is not None else scenario.consumer.owner_cap
         self.t = -scenario.warmup_seconds
@@ -295,16 +696,36 @@ class RecoveryModel:
         self.deleted = 0.0
         # The warm-up starts in the steady state: as many batches as the arrivals need.
         steady = scenario.arrival_per_second * scenario.message_seconds
+        db = scenario.downstream
+        if db.smooth:
+            steady = scenario.arrival_per_second * (scenario.work_at(self.t) + db.latency(scenario.arrival_per_second / db.capacity, self.t))
         self.pollers = float(min(math.ceil(steady), self.cap or LAMBDA_MAX_BATCHES, scenario.consumer_limit()))
-        self.db_queue = 0.0
+        # The database: this model's own, or one several consumers share (simulate_shared).
+        self.db = database if database is not None else Database(db, self.t)
+        self._own_db = database is None
         self._minutes: dict[int, _Minute] = {}
         self.series = Series(t0=self.t)
         self.events: list[tuple[int, str]] = []   # (second, what a strategy did)
+        self._pending = None
+
+    @property
+    def db_queue(self) -> float:
+        return self.db.queue
 
     # ---- the simulation ------------------------------------------------------------
 
     def step(self) -> None:
-        sc, con, db = self.scenario, self.scenario.consumer, self.scenario.downstream
+        """One second, this model alone on its database."""
+        demand = self.begin()
+        out, requests, latency = self.db.serve([demand], self.t)
+        self.db.record(self.t, requests, latency)
+        self.finish(*out[0], requests, latency)
+
+    def begin(self) -> tuple[float, float, float]:
+        """The first half of a second: visibility timeouts that end, Lambda's pollers.
+        Returns what the function asks of the database: (concurrency, own work per
+        message, messages available)."""
+        sc, con = self.scenario, self.scenario.consumer
         t = self.t
         minute = self._minutes.setdefault(t // 60, _Minute())
 
@@ -333,15 +754,24 @@ class RecoveryModel:
             if self.pollers == 0.0 and self.visible > 0:
                 self.pollers = float(min(LAMBDA_START_BATCHES, limit))
             self.pollers = min(self.pollers, float(limit))
-        ran = self.pollers
         reserved = con.reserved_concurrency
         running = self.pollers if reserved is None else min(self.pollers, float(reserved))
+        work = sc.work_at(t)
+        self._pending = (minute, down, limit, running, work)
+        return running, work, self.visible
+
+    def finish(self, ok: float, failed: float, requests: float, latency: float) -> None:
+        """The second half: what the database answered, throttles, arrivals, scaling."""
+        sc, con, db = self.scenario, self.scenario.consumer, self.scenario.downstream
+        t = self.t
+        minute, down, limit, running, work = self._pending
+        ran = self.pollers
+        reserved = con.reserved_concurrency
         excess = self.pollers - running
 
-        # The function and the database. A batch holds what is there, up to batch_size:
-        # at the baseline batches are partial, during a drain full.
+        # A batch holds what is there, up to batch_size: at the baseline batches are
+        # partial, during a drain full.
         fill = con.batch_size if running <= 0 else min(float(con.batch_size), max(1.0, self.visible / running))
-        ok, failed, requests, latency = self._serve(running, t)
         if ok:
             self._take(ok)
             self.deleted += ok
@@ -362,14 +792,19 @@ class RecoveryModel:
         invocations = (ok + failed) / fill
         minute.invocations += invocations
         minute.received += ok + failed
-        busy = ok * (con.work(t) + (latency if latency == latency else 0.0))
-        busy += failed * (con.work(t) + (1 + db.retries) * db.timeout)
+        busy = ok * (work + (latency if latency == latency else 0.0))
+        busy += failed * (work + (1 + db.retries) * db.timeout)
+        # Duration is stamped at the invocation's start and published when it ends: the
+        # invocations started now run a batch's time (fill × the time per message).
         minute.duration += 1000.0 * busy
+        if ok + failed > 0:
+            ends = t + fill * busy / (ok + failed)
+            if ends > (t // 60 + 2) * 60:   # later than the soonest read of this minute
+                if minute.late_duration is None:
+                    minute.late_duration = []
+                minute.late_duration.append((ends, 1000.0 * busy))
         minute.running += running
         minute.concurrency = max(minute.concurrency, min(running, busy))
-        if requests > 0 and latency == latency:
-            minute.latency_sum += latency * requests
-            minute.requests += requests
 
         # Arrivals at the end of the second.
         a = sc.arrival_at(t)
@@ -401,40 +836,6 @@ class RecoveryModel:
         s.cap.append(math.nan if self.cap is None else float(self.cap))
         s.pollers.append(ran)
         self.t = t + 1
-
-    def _serve(self, c: float, t: int) -> tuple[float, float, float, float]:
-        """(messages ok, messages failed, requests sent, latency of a request sent now)."""
-        sc, con, db = self.scenario, self.scenario.consumer, self.scenario.downstream
-        k = con.work(t) + db.base_latency
-        avail = self.visible
-        if db.capacity is None:
-            n = min(avail, c / k) if c > 0 else 0.0
-            return n, 0.0, n, db.base_latency
-        cap = db.capacity_at(t)
-        blip = db.down(t)
-        mu = 0.0 if blip else cap
-        q = self.db_queue
-        latency = db.base_latency + q / cap
-        if c <= 0 or avail <= 0:
-            self.db_queue = max(0.0, q - mu)
-            return 0.0, 0.0, 0.0, math.nan
-        if blip or latency > db.timeout:
-            per = con.work(t) + (1 + db.retries) * db.timeout
-            n = min(avail, c / per)
-            requests = n * (1 + db.retries)
-            self.db_queue = min(cap * db.max_wait, max(0.0, q + requests - mu))
-            return 0.0, n, requests, latency
-        # Closed loop, implicit in the new queue x: x = q + c / (k + x / mu) − mu.
-        a = q - mu
-        b = k * mu - a
-        x = (-b + math.sqrt(b * b + 4 * mu * (a * k + c))) / 2
-        x = max(0.0, x)
-        rate = c / (k + x / mu)
-        if rate <= avail:
-            self.db_queue = min(cap * db.max_wait, x)
-            return rate, 0.0, rate, latency
-        self.db_queue = max(0.0, q + avail - mu)
-        return avail, 0.0, avail, latency
 
     def _take(self, n: float) -> list[list]:
         taken = []
@@ -503,11 +904,15 @@ class RecoveryModel:
         if stats is None:
             return None
         if metric == "latency":
-            if stats.requests <= 0:
+            value = self.db.mean_latency(m)   # the database's, over every client's requests
+            if value is None:
                 return None
-            value = stats.latency_sum / stats.requests
         elif metric in ("errors", "throttles", "concurrency", "duration", "invocations") and stats.invocations <= 0:
             return None   # Lambda publishes nothing for a minute without invocations
+        elif metric == "duration":
+            value = stats.duration_at(self.t)
+            if value <= 0 < stats.duration:
+                return None   # no invocation of the minute has ended yet: no datapoint
         else:
             value = getattr(stats, metric)
         return Datapoint(at(m * 60), value)
@@ -523,14 +928,13 @@ class RecoveryModel:
         m = self.t // 60 - 1
         while m > self.t // 60 - 1 - 2 * len(LAGS) - self.scenario.extra_lag_minutes and not self._published(m):
             m -= 1
-        stats = self._minutes.get(m)
+        mean = self.db.mean_latency(m)
         defined = [("db-latency-warning", sc.latency_warning, "warning")] if sc.latency_warning is not None else []
         defined.append(("db-latency-slo", sc.latency_slo, "alarm"))
         for name, threshold, severity in defined:
-            if stats is None or stats.requests <= 0:
+            if mean is None:
                 out.append(AlarmState(name, INSUFFICIENT, at(m * 60), severity))
             else:
-                mean = stats.latency_sum / stats.requests
                 out.append(AlarmState(name, ALARM if mean > threshold else OK, at(m * 60), severity))
         return tuple(out)
 
@@ -561,6 +965,9 @@ class Outcome:
     dead_lettered: float
     collapsed: bool
     datapoints_over_slo: int = 0    # one-minute mean-latency datapoints above the SLO, the database up and past its own recovery
+    # The bound at the most throughput that keeps the database's latency at or under the SLO
+    # (the wall: the same as bound_seconds).
+    slo_bound_seconds: float = math.nan
 
     @property
     def ratio(self) -> float | None:
@@ -588,62 +995,215 @@ def caught_up_at(model: RecoveryModel, *, stay: int = 900) -> int | None:
 
 def outcome(model: RecoveryModel, strategy: str, *, collapse_seconds: int = 60) -> Outcome:
     sc = model.scenario
-    s = model.series
-    start = s.index(sc.outage_end)
-    caught = caught_up_at(model)
+    return _judge(sc.name, strategy, [model], model.db, sc, sc.lower_bound_seconds(), sc.lower_bound_seconds(slo=True),
+                  collapse_seconds)
+
+
+def _judge(name: str, strategy: str, models: list[RecoveryModel], database: Database, sc: Scenario, bound: float,
+           slo_bound: float, collapse_seconds: int) -> Outcome:
+    """The outcome of one run: every consumer caught up (the last of them), the database's
+    peak load, latency and datapoints over the SLO, every consumer's dead letters."""
     db = sc.downstream
-    knee = db.capacity
     t0 = sc.outage_end
-    peak = max((load / db.capacity_at(t0 + i) for i, load in enumerate(s.load[start:])), default=0.0) if knee else None
+    start = t0 - database.t0
+    catches = [caught_up_at(m) for m in models]
+    caught = None if any(c is None for c in catches) else max(catches)
+    knee = db.capacity
+    peak = max((load / sc.knee_rate(t0 + i) for i, load in enumerate(database.load[start:])), default=0.0) if knee else None
     # Over the SLO while the database is up and answering its own backlog no longer (while it
     # is down, and for max_wait after, no cap helps).
-    over = sum(1 for i, v in enumerate(s.latency[start:]) if v == v and v > sc.latency_slo and not db.recovering(t0 + i))
+    over = sum(1 for i, v in enumerate(database.latency[start:]) if v == v and v > sc.latency_slo and not db.recovering(t0 + i))
     # Collapsed: a minute or more, the database up, in which the consumers were busy and
     # nothing succeeded (while it is down nothing can: that is the dependency's outage).
-    collapsed, run = False, 0
-    for i, (ok, failed) in enumerate(zip(s.goodput[start:], s.failed[start:])):
-        run = 0 if db.down(t0 + i) else run + 1 if failed > 0 and ok <= 1e-9 else 0
-        if run >= collapse_seconds:
-            collapsed = True
-            break
+    collapsed = False
+    for model in models:
+        s, run = model.series, 0
+        for i, (ok, failed) in enumerate(zip(s.goodput[start:], s.failed[start:])):
+            run = 0 if db.down(t0 + i) else run + 1 if failed > 0 and ok <= 1e-9 else 0
+            if run >= collapse_seconds:
+                collapsed = True
+                break
     minutes_over = 0
-    for m in range(t0 // 60, model.t // 60):
-        stats = model._minutes.get(m)
-        if (stats is not None and stats.requests > 0 and not any(db.recovering(m * 60 + k) for k in range(60))
-                and stats.latency_sum / stats.requests > sc.latency_slo):
+    for m in range(t0 // 60, models[0].t // 60):
+        mean = database.mean_latency(m)
+        if mean is not None and mean > sc.latency_slo and not any(db.recovering(m * 60 + k) for k in range(60)):
             minutes_over += 1
     return Outcome(
-        scenario=sc.name,
+        scenario=name,
         strategy=strategy,
-        bound_seconds=sc.lower_bound_seconds(),
-        caught_up_after=None if caught is None else caught - sc.outage_end,
+        bound_seconds=bound,
+        caught_up_after=None if caught is None else caught - t0,
         peak_load_over_knee=peak,
         seconds_over_slo=over,
-        dead_lettered=model.dead_lettered_in_drain,
+        dead_lettered=sum(m.dead_lettered_in_drain for m in models),
         collapsed=collapsed,
         datapoints_over_slo=minutes_over,
+        slo_bound_seconds=slo_bound,
     )
 
 
-def simulate(scenario: Scenario, strategy: Strategy | None, *, cap: int | None = None, horizon_bounds: float = 4.0, settle: int = 3600) -> RecoveryModel:
-    """Run from the warm-up until the age has been back at baseline for `settle` seconds,
-    or `horizon_bounds` lower bounds after the outage, whichever is first."""
-    model = RecoveryModel(scenario, cap=cap)
-    bound = scenario.lower_bound_seconds()
-    until = scenario.outage_end + int(horizon_bounds * bound) if math.isfinite(bound) else scenario.outage_end + 86400
-    limit_age = None
+def _stop_when_caught_up(models: list[RecoveryModel], settle: int) -> Callable[[], bool]:
+    """Every model's age back at baseline for `settle` seconds."""
+    limits: list[float] = []
 
-    def stop(m: RecoveryModel) -> bool:
-        nonlocal limit_age
-        if m.t < scenario.outage_end + 600:
+    def stop() -> bool:
+        sc = models[0].scenario
+        if models[0].t < sc.outage_end + 600:
             return False
-        if limit_age is None:
-            limit_age = m.baseline_age() + scenario.caught_up_slack
-        ages = m.series.age
-        window = ages[-settle:]
-        return len(window) == settle and max(window) <= limit_age
+        if not limits:
+            limits.extend(m.baseline_age() + m.scenario.caught_up_slack for m in models)
+        for m, limit in zip(models, limits):
+            window = m.series.age[-settle:]
+            if len(window) < settle or max(window) > limit:
+                return False
+        return True
 
-    return model.run(strategy, until, stop=stop)
+    return stop
+
+
+def _until(bound: float, outage_end: int, horizon_bounds: float, horizon_seconds: int | None) -> int:
+    if horizon_seconds is not None:
+        return outage_end + horizon_seconds
+    return outage_end + int(horizon_bounds * bound) if math.isfinite(bound) else outage_end + 86400
+
+
+def simulate(scenario: Scenario, strategy: Strategy | None, *, cap: int | None = None, horizon_bounds: float = 4.0,
+             settle: int = 3600, horizon_seconds: int | None = None) -> RecoveryModel:
+    """Run from the warm-up until the age has been back at baseline for `settle` seconds,
+    or `horizon_bounds` lower bounds after the outage (`horizon_seconds` after it when
+    given: a downstream that never recovers has no bound), whichever is first."""
+    model = RecoveryModel(scenario, cap=cap)
+    until = _until(scenario.lower_bound_seconds(), scenario.outage_end, horizon_bounds, horizon_seconds)
+    done = _stop_when_caught_up([model], settle)
+    return model.run(strategy, until, stop=lambda m: done())
+
+
+# ---- several consumers on one database ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Consumers, each its own queue, function and mapping (a Scenario each), calling one
+    database: `downstream`, which every part names."""
+
+    name: str
+    parts: tuple[Scenario, ...]
+
+    def __post_init__(self):
+        if len(self.parts) < 2:
+            raise ValueError("a shared database needs two consumers or more")
+        first = self.parts[0]
+        for p in self.parts[1:]:
+            for f in ("downstream", "outage_seconds", "warmup_seconds", "latency_slo", "extra_lag_minutes"):
+                if getattr(p, f) != getattr(first, f):
+                    raise ValueError(f"consumers of one database must agree on {f}: {getattr(p, f)!r} ≠ {getattr(first, f)!r}")
+
+    @property
+    def downstream(self) -> Downstream:
+        return self.parts[0].downstream
+
+    @property
+    def physics(self) -> str:
+        return self.downstream.physics
+
+    @property
+    def outage_end(self) -> int:
+        return self.parts[0].outage_end
+
+    def lower_bound_seconds(self, start_delay: int = 0, *, slo: bool = False) -> float:
+        """The later of: every part's own bound (the database to itself), and the whole
+        backlog at the database's most (its knee, or its throughput at the timeout or the
+        SLO) or every consumer's own most, whichever is less, less every arrival."""
+        return _shared_bound(self, start_delay, slo)
+
+
+@lru_cache(maxsize=256)
+def _shared_bound(sh: Shared, start_delay: int, slo: bool) -> float:
+    parts = sh.parts
+    own = max(p.lower_bound_seconds(start_delay, slo=slo) for p in parts)
+    db, first = sh.downstream, parts[0]
+    end = sh.outage_end
+
+    def database_rate(t: int) -> float:
+        if db.down(t):
+            return 0.0
+        cap = db.capacity_at(t)
+        if cap is None:
+            return math.inf
+        if not db.smooth:
+            return 0.0 if slo and db.base_at(t) > first.latency_slo else cap
+        return cap * db.utilisation_for(first.latency_slo if slo else db.timeout, t)
+
+    left, t = sum(p.backlog for p in parts), end
+    limit = t + 3 * 86400
+    settled = max(p._events_end() for p in parts) + start_delay + 3600
+    hour_ago = left
+    rate = 0.0
+    while left > 0 and t < limit:
+        rate = min(database_rate(t), sum(p.consumer_limit() / p.message_seconds_at(t) for p in parts))
+        arrivals = sum(p.arrival_at(t) for p in parts)
+        left -= (rate if t >= end + start_delay else 0.0) - arrivals
+        t += 1
+        if t > settled and (t - settled) % 3600 == 0:
+            if left >= hour_ago:
+                return math.inf
+            hour_ago = left
+    if left > 0:
+        return math.inf
+    arrivals = sum(p.arrival_at(t - 1) for p in parts)
+    together = t - end - (-left / max(1e-9, rate - arrivals))
+    return max(own, together)
+
+
+class SharedRun:
+    """Consumers stepped together, second by second, on their one database: each asks of
+    it, the database answers all of them at once, each goes on."""
+
+    def __init__(self, shared: Shared):
+        self.shared = shared
+        self.db = Database(shared.downstream, -shared.parts[0].warmup_seconds)
+        self.models = [RecoveryModel(p, database=self.db) for p in shared.parts]
+
+    @property
+    def t(self) -> int:
+        return self.models[0].t
+
+    def step(self) -> None:
+        t = self.t
+        demands = [m.begin() for m in self.models]
+        out, requests, latency = self.db.serve(demands, t)
+        self.db.record(t, requests, latency)
+        retries = self.shared.downstream.retries
+        for m, (ok, failed) in zip(self.models, out):
+            m.finish(ok, failed, ok + failed * (1 + retries), latency)
+
+    def run(self, strategies: list[Strategy | None], until: int, *, stop: Callable[[], bool] | None = None) -> "SharedRun":
+        if len(strategies) != len(self.models):
+            raise ValueError(f"{len(self.models)} consumers, {len(strategies)} strategies")
+        while self.t < until:
+            if self.t % 60 == 0:
+                for strategy, model in zip(strategies, self.models):
+                    if strategy is not None:
+                        strategy.tick(model)
+            self.step()
+            if stop is not None and self.t % 60 == 0 and stop():
+                break
+        return self
+
+
+def simulate_shared(shared: Shared, strategies: list[Strategy | None], *, horizon_bounds: float = 4.0,
+                    settle: int = 3600) -> SharedRun:
+    """simulate() for consumers sharing a database: until every one is back at baseline."""
+    run = SharedRun(shared)
+    until = _until(shared.lower_bound_seconds(), shared.outage_end, horizon_bounds, None)
+    return run.run(strategies, until, stop=_stop_when_caught_up(run.models, settle))
+
+
+def shared_outcome(run: SharedRun, strategy: str, *, collapse_seconds: int = 60) -> Outcome:
+    """The outcome of every consumer together: caught up when the last one is."""
+    sh = run.shared
+    return _judge(sh.name, strategy, run.models, run.db, sh.parts[0], sh.lower_bound_seconds(),
+                  sh.lower_bound_seconds(slo=True), collapse_seconds)
 
 
 # ---- the benchmark's scenarios -----------------------------------------------------
@@ -715,6 +1275,93 @@ OWN_SLOWDOWN = Scenario("own work 5 % slower 10 min in, knee 40/s", Consumer(slo
                         Downstream(capacity=40.0), warmup_seconds=WARM)
 UNTUNED = (SLOW_WORK, FAST_WORK, NEAR_ARRIVALS, VERY_FAR_KNEE, KNEE_RISES, ARRIVALS_TRIPLE, BLIP, SHORT_REDRIVE,
            OWN_SLOWDOWN)
+
+
+# ---- the smooth physics ------------------------------------------------------------
+
+
+def smooth(scenario: Scenario, physics: str = MM1, servers: int = 1, *, suffix: str | None = None, **downstream) -> Scenario:
+    """The scenario's twin on a database whose latency rises with utilisation (`physics`):
+    its capacity (and every drop's) set so that the throughput at which the latency reaches
+    the SLO is the wall's knee — the same SLO-bounded drain, reached up a curve, not along
+    a flat line to a wall. Without a knee, a capacity twice the consumers' full rate. The
+    warning alarm is set above the latency at the pre-event load (an owner sets it so),
+    half-way to the SLO where the wall's was below it. `downstream`: other changes."""
+    db = scenario.downstream
+    probe = Downstream(capacity=1.0, base_latency=db.base_latency, physics=physics, servers=servers)
+    rho = probe.utilisation_for(scenario.latency_slo, 0)
+    if rho <= 0:
+        raise ValueError(f"{scenario.name}: the SLO {scenario.latency_slo} s is below the service time {db.base_latency} s")
+    if db.capacity is None:
+        capacity = 2 * scenario.consumer_limit() / scenario.message_seconds
+    else:
+        capacity = db.capacity / rho
+    drops = tuple((since, value / rho) for since, value in db.drops)
+    twin_db = replace(db, capacity=capacity, drops=drops, physics=physics, servers=servers, **downstream)
+    pre = twin_db.latency(scenario.arrival_per_second / capacity, -scenario.warmup_seconds)
+    warning = scenario.latency_warning
+    if warning is not None and warning <= pre:
+        warning = (pre + scenario.latency_slo) / 2
+    label = suffix if suffix is not None else physics + (f", {servers} servers" if physics == MMC else "")
+    return replace(scenario, name=f"{scenario.name} [{label}]", downstream=twin_db, latency_warning=warning)
+
+
+# Every scenario above again on an M/M/1 database.
+SMOOTH = tuple(smooth(sc) for sc in SCENARIOS + CLASSES + UNTUNED)
+# Other shapes and clients: M/M/c with 8 servers (flat for longer, steeper near the
+# capacity), and the client's timeout and retries varied.
+SHAPES = (
+    smooth(KNEE, MMC, 8),
+    smooth(FAR_KNEE, MMC, 8),
+    smooth(NEAR_ARRIVALS, MMC, 8),
+    smooth(KNEE, MM1, suffix="M/M/1, client timeout 0.5 s, 2 retries", timeout=0.5, retries=2),
+    smooth(KNEE, MMC, 8, suffix="M/M/c, 8 servers, client timeout 2 s, no retry", timeout=2.0, retries=0),
+)
+
+# The database 2× slower after recovery (a cold cache after its failover), on M/M/1: every
+# call still succeeds, slower at every load, until the latency reaches the client's 1 s
+# timeout (at 80 % utilisation). The owner's SLO is 0.5 s (60 % of 60/s: 36/s).
+SLOW_DB = Scenario("database 2x slower after recovery, no error below the client timeout [M/M/1]", Consumer(),
+                   Downstream(capacity=60.0, physics=MM1, slower_from=(E, 0.2)), latency_slo=0.5, latency_warning=0.4,
+                   warmup_seconds=WARM)
+# Time per message noisy ±20 % minute to minute (a fixed-seed draw per minute).
+NOISY = Scenario("time per message ±20 % minute to minute, knee 30/s", Consumer(noise=0.2, noise_seed=7),
+                 Downstream(capacity=30.0), warmup_seconds=WARM)
+# Invocations longer than the minutes they are judged in: 10 messages of 30 s each (5 min a
+# full batch), a 15-minute function timeout, a knee at 3 req/s against 2 arriving. Duration
+# is stamped at an invocation's start and published when it ends: a minute read 2–4 minutes
+# after it misses the invocations still running, and reads fast.
+LONG = Scenario("invocations 5 min long, knee 3/s", Consumer(compute_seconds=30.0, timeout_seconds=900.0,
+                                                            visibility_timeout=5400),
+                Downstream(capacity=3.0), arrival_per_second=2.0, warmup_seconds=WARM)
+# The database never comes back after the outage; no redrive policy: nothing can drain, and
+# the drain must say so (a stalled report) rather than wait.
+NEVER = Scenario("database never recovers, no DLQ", Consumer(max_receive_count=None),
+                 Downstream(capacity=30.0, blips=((E, 40 * 86400),)), warmup_seconds=WARM)
+NEW = (SLOW_DB, NOISY, smooth(NOISY), LONG, smooth(LONG), NEVER, smooth(NEVER))
+
+# Two consumers with different pre-event concurrency on one database: 20 msg/s at 0.8 s
+# (16 batches) and 5 msg/s at 1.6 s (8 batches), a knee at 40 req/s against 25 arriving.
+_PAIR_DB = Downstream(capacity=40.0)
+PAIR = Shared("two consumers, one database, knee 40/s", (
+    Scenario("consumer A (16 batches before)", Consumer(), _PAIR_DB, warmup_seconds=WARM),
+    Scenario("consumer B (8 batches before)", Consumer(compute_seconds=1.5), _PAIR_DB, arrival_per_second=5.0,
+             warmup_seconds=WARM),
+))
+
+
+def smooth_shared(shared: Shared, physics: str = MM1, servers: int = 1) -> Shared:
+    """A shared database's twin on the smooth physics: its capacity set so that the
+    throughput at the SLO is the wall's knee (as `smooth`), the warning above the latency
+    at the pre-event load of every consumer together."""
+    first = shared.parts[0]
+    arrivals = sum(p.arrival_per_second for p in shared.parts)
+    twin = smooth(replace(first, arrival_per_second=arrivals), physics, servers)
+    return Shared(f"{shared.name} [{twin.name.rsplit('[', 1)[1]}",
+                  tuple(replace(p, downstream=twin.downstream, latency_warning=twin.latency_warning) for p in shared.parts))
+
+
+PAIRS = (PAIR, smooth_shared(PAIR))
 
 
 # ---- Bronson et al.'s open-loop example --------------------------------------------

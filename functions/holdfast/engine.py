@@ -350,7 +350,7 @@ class Engine:
 
             def one(c: Candidate) -> Outcome | None:
                 resource = read[c.arn] if c.arn in read else act.read(c)
-                return None if resource is None else work(resource)
+                return None if resource is None else _named(work(resource), resource)
 
             def many(chunk: list[Candidate]) -> list:
                 """Read each of `chunk`, then engage them together (their record tags in one call)."""
@@ -364,8 +364,8 @@ class Engine:
                         continue
                     if resource is not None:
                         ready.append((j, resource))
-                for (j, _), outcome in zip(ready, act.engage_many([r for _, r in ready])):
-                    results[j] = outcome
+                for (j, resource), outcome in zip(ready, act.engage_many([r for _, r in ready])):
+                    results[j] = _named(outcome, resource)
                 return results
 
             def walk() -> None:
@@ -516,7 +516,7 @@ class Engine:
 
                 def one(item):
                     ready = prepare(item)
-                    return act.relax(*ready, guard) if isinstance(ready, tuple) else ready
+                    return _named(act.relax(*ready, guard), ready[0]) if isinstance(ready, tuple) else ready
 
                 def many(chunk: list) -> list:
                     """Prepare each of `chunk`; the full restores among them go together (their
@@ -525,10 +525,10 @@ class Engine:
                     full = [(j, r[0]) for j, r in enumerate(results) if isinstance(r, tuple) and r[1] is None]
                     for j, r in enumerate(results):
                         if isinstance(r, tuple) and r[1] is not None:
-                            results[j] = _safe(kind, lambda res: act.relax(res, r[1], guard))(r[0])
+                            results[j] = _named(_safe(kind, lambda res: act.relax(res, r[1], guard))(r[0]), r[0])
                     if full:
-                        for (j, _), outcome in zip(full, act.restore_many([res for _, res in full], guard)):
-                            results[j] = outcome
+                        for (j, res), outcome in zip(full, act.restore_many([res for _, res in full], guard)):
+                            results[j] = _named(outcome, res)
                     return results
 
                 if act.tag_batch > 1:
@@ -550,7 +550,7 @@ class Engine:
             resource = act.get(arn)
             if resource is None:
                 return act.forget_vanished(arn, no_guard)
-            return act.relax(resource, None, no_guard)
+            return _named(act.relax(resource, None, no_guard), resource)
 
         return _safe(kind, one)(arn)
 
@@ -662,6 +662,14 @@ def _cursor(act, ledger, items: list[Candidate], results: list, start: str | Non
         cursor = here if cursor is None or here > cursor else cursor
     return None
 
+
+
+def _named(outcome: Outcome | None, resource: Resource) -> Outcome | None:
+    """The outcome with its resource's name (the group, function, queue mapping or target
+    group name the CLI's tables show instead of the ARN)."""
+    if outcome is not None and not outcome.name and resource.name:
+        outcome.name = resource.name
+    return outcome
 
 
 def _safe(kind: str, work: Callable[[Any], Outcome]) -> Callable[[Any], Outcome]:

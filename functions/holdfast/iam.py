@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Iterable, TypeVar
 
-ROLES = ("reconciler", "detector", "cli", "readonly", "operator", "readiness")
+ROLES = ("reconciler", "detector", "cli", "readonly", "operator", "readiness", "regionswitch")
 
 F = TypeVar("F", bound=Callable)
 

@@ -185,6 +185,114 @@ def reconciler_role(clients, ledger_table: str) -> tuple[str | None, str]:
     return None, f"no function runs {RECONCILER_HANDLER} with ledger {ledger_table} in {clients.region}: not deployed here"
 
 
+# The tag the stack puts on its ledger (holdfast_cdk.constructs.ledger.COMPONENT_TAG).
+LEDGER_TAG = ("holdfast:component", "ledger")
+OLD_FIXED_LEDGER = "holdfast-ledger"   # the table's name before CloudFormation named it
+
+
+@uses("dynamodb:ListTables", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource", "dynamodb:Query",
+      by=("cli", "readiness"))
+def retained_ledgers(clients, ledger_table: str) -> Check:
+    """Other Holdfast ledgers in this region that still hold resource records.
+
+    A table is Holdfast's when it carries the ledger's tag, or has the fixed name every
+    ledger had before CloudFormation named them. A stack first deployed under that name and
+    updated without `ledger_table_name` gets a new, empty ledger while the retained one
+    keeps its records: resources engaged then, whose record is in the ledger only (no tag
+    room), are held with no controller that knows them, and `holdfast status` on the new
+    stack cannot see them."""
+    from holdfast.ledger import PK
+    from holdfast.ledger.resources import PARTITION
+
+    name = "retained-ledgers"
+    db = clients("dynamodb")
+    holding: list[str] = []
+    try:
+        tables = [t for page in db.get_paginator("list_tables").paginate() for t in page.get("TableNames", [])]
+        for table in tables:
+            if table == ledger_table:
+                continue
+            if table != OLD_FIXED_LEDGER:
+                try:
+                    tags = _table_tags(db, table)
+                except ClientError as err:
+                    # The readiness role may read only tables with the ledger's tag: a denial is not ours.
+                    if error_code(err) in ("AccessDeniedException", "AccessDenied"):
+                        continue
+                    raise
+                if tags.get(LEDGER_TAG[0]) != LEDGER_TAG[1]:
+                    continue
+            answer = db.query(TableName=table, KeyConditionExpression="#pk = :pk", Limit=1,
+                              ExpressionAttributeNames={"#pk": PK},
+                              ExpressionAttributeValues={":pk": {"S": PARTITION}})
+            if answer.get("Count") or answer.get("Items"):
+                holding.append(table)
+    except AWS_ERRORS as err:
+        return Check(name, False, f"cannot look for retained ledgers ({error_text(err)})",
+                     "the credentials need dynamodb:ListTables, DescribeTable, ListTagsOfResource and Query")
+    if not holding:
+        return Check(name, True, f"no other Holdfast ledger here holds resource records (this stack's: {ledger_table})")
+    return Check(name, False,
+                 f"{', '.join(holding)}: a Holdfast ledger other than this stack's ({ledger_table}) still holds resource "
+                 "records: resources engaged under it may still be held, and this stack's controller does not know them",
+                 f"restore them from it: `holdfast --ledger-table {holding[0]} resume --now`; or carry on with it: set "
+                 "ledger_table_name to its name and bring it into the stack with `npx cdk import`")
+
+
+def _table_tags(db, table: str) -> dict[str, str]:
+    arn = db.describe_table(TableName=table)["Table"]["TableArn"]
+    tags: dict[str, str] = {}
+    kwargs: dict[str, Any] = {"ResourceArn": arn}
+    while True:
+        page = db.list_tags_of_resource(**kwargs)
+        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+        if not page.get("NextToken"):
+            return tags
+        kwargs["NextToken"] = page["NextToken"]
+
+
+# Lambda keeps at least this much of an account's concurrency unreserved ("Lambda
+# concurrency": reservations may total the account's limit less 100).
+UNRESERVED_MINIMUM = 100
+CONTROLLER_FUNCTIONS = 3   # detector, reconciler, readiness
+
+
+@uses("lambda:GetAccountSettings", "lambda:GetFunction", by=("cli",))
+def concurrency(clients, settings, reconciler: str | None) -> Check:
+    """Whether the account has room for Holdfast's reserved concurrency: Lambda refuses a
+    reservation that would leave less than 100 unreserved, and an account out of
+    concurrency throttles every function without one (the controllers too, in the event).
+    `reconciler`: the deployed reconciler's name, whose reservation (once deployed) is
+    already taken from the unreserved pool."""
+    name, wanted = "concurrency", settings.controller_reserved_concurrency
+    lam = clients("lambda")
+    try:
+        limits = lam.get_account_settings()["AccountLimit"]
+        reserved_now = 0
+        if reconciler:
+            reserved_now = int((lam.get_function(FunctionName=reconciler).get("Concurrency") or {})
+                               .get("ReservedConcurrentExecutions") or 0)
+    except AWS_ERRORS as err:
+        return Check(name, False, f"cannot read the account's concurrency ({error_text(err)})",
+                     "the CLI's credentials need lambda:GetAccountSettings and lambda:GetFunction")
+    total, unreserved = int(limits["ConcurrentExecutions"]), int(limits["UnreservedConcurrentExecutions"])
+    if not wanted:
+        return Check(name, True, f"controller_reserved_concurrency 0: Holdfast reserves none; {unreserved} of "
+                                 f"{total} unreserved (an account out of concurrency throttles the controllers too)")
+    # Already reserved by a deployed stack: only what is not reserved yet must fit.
+    needed = 0 if reserved_now == wanted else wanted * CONTROLLER_FUNCTIONS
+    room = unreserved - UNRESERVED_MINIMUM
+    if needed > room:
+        return Check(name, False,
+                     f"{unreserved} of {total} concurrent executions unreserved: reserving {wanted} for each of "
+                     f"Holdfast's {CONTROLLER_FUNCTIONS} functions ({needed}) would leave fewer than "
+                     f"{UNRESERVED_MINIMUM}, which Lambda refuses (the deploy fails)",
+                     "ask for a higher concurrency quota (Service Quotas, AWS Lambda, Concurrent executions), free "
+                     "other functions' reservations, or set controller_reserved_concurrency lower (0 reserves none)")
+    return Check(name, True, f"{unreserved} of {total} concurrent executions unreserved; Holdfast reserves {wanted} "
+                             f"for each of its functions" + (" (in place)" if needed == 0 else f" ({needed} to come)"))
+
+
 # The write actions that change a resource's tags: evaluated with the keys they write.
 TAG_WRITES = frozenset({"TagResource", "UntagResource", "CreateOrUpdateTags", "DeleteTags", "AddTags", "RemoveTags"})
 READ_VERBS = ("Describe", "List", "Get")

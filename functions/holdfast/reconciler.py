@@ -123,6 +123,7 @@ from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger import walks as ledger_walks
 from holdfast.observation import Collect, collect as fresh_verdict, observe
 from holdfast.runtime import Runtime, Telemetry
+from holdfast.stages import capacity as capacity_stage
 from holdfast.stages import drain as drain_stage
 from holdfast.stages import replay as replay_stage
 
@@ -155,6 +156,11 @@ class Stages:
 
     def replay(self, runtime: Runtime, plan: Plan, now, *, guard: Guard, dry_run: bool):
         return replay_stage.step(runtime, plan, now, guard=guard, dry_run=dry_run, ledger=self.ledger)
+
+    def capacity(self, runtime: Runtime, plan: Plan, now, *, engine: TickEngine, guard: Guard,
+                 stuck: frozenset[str] = frozenset()):
+        return capacity_stage.step(runtime, plan, now, engine=engine, guard=guard,
+                                   ledger=self.ledger or runtime.ledger(), stuck=stuck)
 
 
 @dataclass
@@ -580,6 +586,9 @@ def relax_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, now) -> No
         if kind in work.controlled:
             control(t, plan, result, kind, guard)
             continue
+        if kind == capacity_stage.KIND and plan.stage == policy.CAPACITY:
+            waves(t, plan, result, guard)
+            continue
         report = t.engine.relax(kinds=(kind,), target_for=None, guard=guard)
         finish_kind(t, plan, result, kind, report, engaging=False)
     if plan.stage == REPLAY and REPLAY not in plan.done and not guard.refused and not t.deadline():
@@ -620,6 +629,42 @@ def control(t: _Tick, plan: Plan, result: TickResult, kind: str, guard: "_Sticky
         result.complete = False
     elif decided.finished and all(o.action in CONTROLLED_DONE for o in outcomes):
         mark(t, plan, result, kind)   # every mapping back at its owner's value
+
+
+def waves(t: _Tick, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
+    """One tick of the capacity stage's groups (holdfast.stages.capacity): those healthy
+    now set Healthy again, then a wave resumed, a hold between waves, a step back on
+    launch failures; the kind is done when no group is held."""
+    now = t.runtime.clock.now()
+    try:
+        stepped = t.stages.capacity(t.runtime, plan, now, engine=t.engine, guard=guard,
+                                    stuck=frozenset(stuck_arns(t, plan, ledger_failures.RELAX)))
+    except StalePlan as err:
+        guard.refused = str(err)
+        return
+    except AWS_ERRORS as err:   # bad input never stops the tick: the next tick decides again
+        t.log("capacity inputs unreadable: no wave this tick", plan, kind=capacity_stage.KIND, reasons=[error_text(err)])
+        result.complete = False
+        return
+    result.outcomes.extend(stepped.outcomes)
+    counts = count_failures(t, plan, stepped.outcomes, ledger_failures.RELAX)
+    failed = [o for o in stepped.outcomes if o.action in (FAILED, REFUSED_STALE)]
+    # A group stuck restoring no longer holds the stage back (retried once it is done).
+    blocking = [o for o in failed if not (o.action == FAILED and progress.is_stuck(counts.get(o.arn, 0),
+                                                                                   t.settings.stuck_after_failures))]
+    summary = stepped.summary()
+    t.log("capacity wave", plan, kind=capacity_stage.KIND, **summary, notes=stepped.notes[:20],
+          failed=[f"{o.arn}: {o.error}" for o in failed][:20])
+    if summary["wave"] and stepped.step.resume:
+        wave = summary["wave"]
+        result.actions.append(f"wave:{wave['number']}:{len(stepped.step.resume)} groups, {wave['marked']} marked, "
+                              f"{wave['reset']} reset, {wave['to_replace']} to replace")
+    if stepped.step.step_back:
+        result.actions.append(f"wave-step-back:{len(stepped.step.step_back)}")
+    if blocking or not stepped.complete:
+        result.complete = False
+    elif stepped.finished:
+        mark(t, plan, result, capacity_stage.KIND)
 
 
 def replay(t: _Tick, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
@@ -684,6 +729,13 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         return frozenset()
     left: set[str] = set()
     account = caller_account(t.runtime)
+    if account is None:
+        # STS did not answer: no ARN can be shown to be this account's, and refusing would
+        # end each request for good over a failure of the reconciler's own. They wait.
+        t.log("sts:GetCallerIdentity did not answer: release requests wait for the next tick", plan,
+              waiting=[r.arn for r in due])
+        result.actions.append("release:waiting")
+        return frozenset()
     began = release_requests.engagement_began(plan)
     lease, d = ledger_claims.lease_seconds(t.settings.schedule_minutes), t.deadline
     releaser: Engine | None = None
@@ -696,11 +748,13 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
         # while this one still restores would restore again and one outcome would be lost.
         now = t.runtime.clock.now()
         until = now + timedelta(seconds=max(0.0, min(lease, d.total - d.elapsed())))
-        if not ledger_control.claim_release(t.ledger, request, controller_id=me, now=now, until=until):
+        # Seen at this tick's control read (`t.started`), the clock the plan's times are on.
+        if not ledger_control.claim_release(t.ledger, request, controller_id=me, now=now, until=until,
+                                            seen=t.started):
             continue   # another tick took it, or it was replaced
         why = (release_requests.refusal(request.arn, partition=t.runtime.clients.partition,
                                         region=t.runtime.clients.region, account=account, mode=t.settings.mode)
-               or release_requests.stale(request, began))
+               or release_requests.stale(request, began, t.started))
         if why is None:
             releaser = releaser or Engine(t.runtime)
             try:
@@ -764,8 +818,8 @@ def release_one(t: _Tick, releaser: Engine, request) -> tuple[str, str]:
 
 @uses("sts:GetCallerIdentity", by=("reconciler",))
 def caller_account(runtime: Runtime) -> str | None:
-    """The account the reconciler acts in, None when STS does not answer (every release
-    request is then refused: none can be shown to be of this account)."""
+    """The account the reconciler acts in, None when STS does not answer (the release
+    requests then wait for a tick that can tell: none can be shown to be of this account)."""
     try:
         return runtime.clients.account_id()
     except AWS_ERRORS:

@@ -440,7 +440,9 @@ class Settings:
     esm_floor: int = setting(
         2,
         integer(2, 1000),
-        "SQS event source mapping MaximumConcurrency while engaged. An owner cap below it stays."
+        "SQS event source mapping MaximumConcurrency while engaged. An owner cap below it stays. A mapping in "
+        "provisioned mode is held at the MaximumPollers this cap is written as (10 concurrent invokes a poller, "
+        "rounded down, at least 2)."
     )
     hold_minutes: int = setting(
         10,
@@ -451,6 +453,24 @@ class Settings:
         30,
         integer(1, 1440),
         "Launches must be normal this long before capacity-removing automation resumes."
+    )
+    capacity_wave_groups_percent: int = setting(
+        25,
+        integer(1, 100),
+        "The capacity stage resumes Auto Scaling groups in waves: at most this share of the stage's groups a wave "
+        "(at least one). Resuming ReplaceUnhealthy terminates every instance marked unhealthy while it was suspended."
+    )
+    capacity_wave_instances_percent: int = setting(
+        25,
+        integer(1, 100),
+        "At most this share of the instances left to replace (marked unhealthy and not healthy now) a wave; a "
+        "wave always takes at least one group."
+    )
+    capacity_wave_minutes: int = setting(
+        5,
+        integer(1, 1440),
+        "Hold between the capacity stage's waves, and after a step back (a resumed group whose replacements fail "
+        "to launch is held again)."
     )
     async_max_event_age_seconds: int = setting(
         900,
@@ -752,6 +772,20 @@ class Settings:
         "holds its stage back: it is reported, counted in the ResourcesStuck metric and listed by `holdfast "
         "status` with the command that fixes it."
     )
+    controller_reserved_concurrency: int = setting(
+        5,
+        integer(0, 100),
+        "Reserved concurrency of each of Holdfast's own functions (detector, reconciler, readiness), so an account "
+        "out of concurrency does not throttle them when they must run; it is also their ceiling. 0 reserves "
+        "none. `holdfast doctor` checks that the account's unreserved concurrency leaves room."
+    )
+    on_delete_while_engaged: str = setting(
+        "refuse",
+        one_of(("refuse", "restore")),
+        "What deleting the stack does while Holdfast holds resources (an account leaving an OU, `cdk destroy` in an "
+        "event): `refuse` fails the deletion with how to resume first, keeping the controller; `restore` restores "
+        "every engaged resource first, within the teardown function's time, and fails naming what it could not."
+    )
     lambda_writes_per_second: float = setting(
         10.0,
         number(1, 15),
@@ -1020,8 +1054,15 @@ def override_settings(s: Settings) -> dict[str, Settings]:
     names: set[str] = set()
     out: dict[str, Settings] = {}
     sets: dict[str, str] = {Settings.from_mapping(base).to_json(): "the base settings"}
+    roots = [ou for ou in s.org_organizational_unit_ids if ou.startswith("r-")]
     for i, o in enumerate(s.org_overrides):
         where = f"org_overrides[{i}]"
+        if roots and o.organizational_unit_ids:
+            # The base StackSet deploys to every account under the root, the override's OU included.
+            raise SettingsError(f"{where}.organizational_unit_ids", list(o.organizational_unit_ids),
+                                f"is under the organization's root ({roots[0]}), which org_organizational_unit_ids "
+                                "targets: its accounts would get two stacks; name the base's OUs instead of the root, "
+                                "or override accounts")
         if o.name in names:
             raise SettingsError(f"{where}.name", o.name, "is the name of an earlier override: each StackSet needs its own")
         names.add(o.name)

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from aws_cdk import Annotations, CfnResource, Stack, Token
+from aws_cdk import Annotations, CfnResource, CustomResource, Duration, Stack, Token
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_ssm as ssm
@@ -35,7 +35,9 @@ from constructs import Construct
 from holdfast.settings import ENV_VAR, Settings
 
 from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Readiness, Signals
+from holdfast_cdk.constructs.controllers import RETENTION, TEARDOWN_TIMEOUT_SECONDS
 from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel
+from holdfast_cdk.region_switch import RegionSwitchAccess, RegionSwitchFunction
 from holdfast_cdk.suppressions import acknowledge
 
 PARAMETER_ROOT = "/holdfast"
@@ -85,9 +87,12 @@ class Holdfast(Construct):
       AWS Chatbot channels subscribed to the stage topic; each stage change arrives as a
       chat message (stage, why, what is held, the next gate). The workspace or team must
       be authorized in the Chatbot console first; the channels only receive.
+    - ``region_switch`` (``RegionSwitchAccess | None``, default ``None``: none): the step
+      function an ARC Region switch plan runs in this Region (holdfast_cdk.region_switch;
+      `RegionSwitchSteps` puts the steps in the plan).
 
     Attributes: ``settings``, ``ledger`` (the table), ``readiness`` (its schedule, metric
-    and alarm), ``expired_events_queue``,
+    and alarm), ``region_switch`` (its step function, or None), ``expired_events_queue``,
     ``dead_letter_queue``, ``topic``, ``topic_key``, ``detector``, ``reconciler``,
     ``functions``, ``dashboard``, ``alarms``, ``expired_queue_parameter``, and the parts
     (``ledger_part``, ``queues``, ``notifications``, ``controllers``, ``signals``,
@@ -106,6 +111,7 @@ class Holdfast(Construct):
         policies_dir: Path | None = None,
         acknowledge_nag_findings: bool = True,
         chat_channels: Sequence[SlackChannel | TeamsChannel] = (),
+        region_switch: RegionSwitchAccess | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if settings is not None and not isinstance(settings, Settings):
@@ -199,13 +205,20 @@ class Holdfast(Construct):
             description="Holdfast: the deployed settings (read by holdfast drill)",
         )
 
+        # ARC Region switch steps (holdfast_cdk.region_switch), before the scan of own resources below.
+        self.region_switch = None if region_switch is None else RegionSwitchFunction(
+            self, "RegionSwitch", access=region_switch, settings=settings, ledger_table_name=table.table_name,
+            ledger_table_arn=table.table_arn, reconciler=self.controllers.reconciler,
+            powertools=self.controllers.powertools, log_retention=RETENTION[settings.log_retention_days])
+        self.teardown = self._teardown()
+
         # Holdfast never engages its own resources, whatever their tags (holdfast.core.own):
         # the controllers know them by the tags CloudFormation puts on every resource it
         # creates (this stack's id and each resource's logical ID), the CLI from SSM.
         # Logical IDs are plain strings: no reference between the functions, no cycle.
         own_ids = sorted(c.logical_id for c in self.node.find_all()
                          if isinstance(c, CfnResource) and c.cfn_resource_type in OWN_TYPES)
-        for function in self.controllers.functions:
+        for function in (*self.controllers.functions, self.teardown_function):
             function.add_environment("HOLDFAST_STACK_ID", stack.stack_id)
             function.add_environment("HOLDFAST_OWN_LOGICAL_IDS", ",".join(own_ids))
         self.own_resources_parameter = ssm.StringParameter(
@@ -214,7 +227,7 @@ class Holdfast(Construct):
             parameter_name=f"{self.parameter_prefix}/{OWN_RESOURCES_PARAMETER}",
             string_value=stack.to_json_string({
                 "stack_id": stack.stack_id, "logical_ids": own_ids,
-                "functions": [f.function_name for f in self.controllers.functions]}),
+                "functions": [f.function_name for f in (*self.controllers.functions, self.teardown_function)]}),
             description="Holdfast: its own resources, which it never engages (read by the holdfast CLI)",
         )
 
@@ -229,8 +242,33 @@ class Holdfast(Construct):
         self.dashboard = self.monitoring.dashboard
         self.alarms = self.monitoring.alarms
         if acknowledge_nag_findings:
-            acknowledge(functions=self.controllers.functions, dead_letters=self.queues.dead_letters,
+            steps = (self.region_switch.function,) if self.region_switch else ()
+            acknowledge(functions=(*self.controllers.functions, self.teardown_function, *steps),
+                        dead_letters=self.queues.dead_letters,
                         expired_events=self.queues.expired_events)
+
+    # ---- the stack's deletion while resources are held --------------------------------
+
+    def _teardown(self) -> CustomResource:
+        """A custom resource whose Delete refuses the stack's deletion while Holdfast holds
+        resources, or restores them first (`on_delete_while_engaged`,
+        holdfast.handlers.teardown). It depends on every other part of the construct, so
+        CloudFormation deletes it first: a refusal keeps the controllers, their roles, the
+        ledger and the schedule, and a restore has them all while it runs."""
+        function = self.teardown_function = self.controllers.teardown()
+        resource = CustomResource(
+            self,
+            "Teardown",
+            service_token=function.function_arn,
+            resource_type="Custom::HoldfastTeardown",
+            # CloudFormation waits for the answer this long at most (the function's timeout and a margin).
+            service_timeout=Duration.seconds(TEARDOWN_TIMEOUT_SECONDS + 60),
+            properties={"OnDeleteWhileEngaged": self.settings.on_delete_while_engaged},
+        )
+        for part in (self.ledger_part, self.queues, self.notifications, self.controllers, self.signals,
+                     self.monitoring, self.readiness):
+            resource.node.add_dependency(part)
+        return resource
 
     # ---- grants for users' own functions -------------------------------------------
 

@@ -129,8 +129,11 @@ def make_queue(clients, name) -> str:
     return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
-def make_mapping(clients, function, queue, *, cap=None, enabled=True, tags=None) -> dict:
+def make_mapping(clients, function, queue, *, cap=None, enabled=True, tags=None, pollers=None) -> dict:
+    """An SQS mapping: `cap` its MaximumConcurrency, or `pollers` its ProvisionedPollerConfig."""
     kwargs = {"ScalingConfig": {"MaximumConcurrency": cap}} if cap else {}
+    if pollers is not None:
+        kwargs["ProvisionedPollerConfig"] = dict(pollers)
     mapping = clients("lambda").create_event_source_mapping(
         FunctionName=function, EventSourceArn=make_queue(clients, queue), Enabled=enabled, Tags=tags or {}, **kwargs
     )

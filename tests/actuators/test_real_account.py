@@ -1,6 +1,7 @@
 """AWS rules moto does not enforce, emulated in holdfast_fixtures.moto_patches, and what
 Holdfast does about each: async destinations checked against the execution
-role, one async config per qualifier, provisioned-mode mappings, reserved concurrency,
+role, one async config per qualifier, reserved concurrency (provisioned-mode mappings:
+test_esm_provisioned.py),
 the capacity adjustment of RegisterScalableTarget, and ARNs of other partitions.
 Each test fails on the code that ignored the rule."""
 
@@ -189,24 +190,7 @@ def test_a_function_without_room_for_a_record_is_engaged_through_the_ledger_only
     assert not [k for k in clients("lambda").list_tags(Resource=outcome.arn)["Tags"] if k.startswith("holdfast:original")]
 
 
-# ---- item 3: provisioned mode and reserved concurrency ------------------------------------
-
-
-def test_provisioned_mode_mapping_is_skipped_and_reported(clients, ledger_table, settings):
-    fn = make_function(clients, "consumer")
-    queue = clients("sqs").create_queue(QueueName="q")["QueueUrl"]
-    queue_arn = clients("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    mapping = clients("lambda").create_event_source_mapping(
-        FunctionName=fn, EventSourceArn=queue_arn, ProvisionedPollerConfig={"MinimumPollers": 2, "MaximumPollers": 20})
-    # The emulation: AWS refuses the cap on a provisioned mapping.
-    with pytest.raises(ClientError):
-        clients("lambda").update_event_source_mapping(UUID=mapping["UUID"], ScalingConfig={"MaximumConcurrency": 2})
-
-    out, report = run(clients, settings, ledger_table, "esm")
-    (outcome,) = out.values()
-    assert outcome.action == SKIPPED and "provisioned mode" in outcome.notes["provisioned"]["why"]
-    assert "MaximumPollers" in outcome.notes["provisioned"]["fix"]
-    assert report.failed == [] and report.cursor["esm"] is None
+# ---- item 3: reserved concurrency (provisioned mode: test_esm_provisioned.py) ----------------
 
 
 def test_caps_never_exceed_reserved_concurrency_and_an_owner_cap_above_it_is_reported(clients, ledger_table, settings):

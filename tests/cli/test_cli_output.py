@@ -46,7 +46,7 @@ def commands() -> list[str]:
 
 def test_version_prints_the_package_version():
     proc = holdfast("--version")
-    assert proc.returncode == 0 and proc.stdout.strip() == f"holdfast {metadata.version('holdfast')}"
+    assert proc.returncode == 0 and proc.stdout.strip() == f"holdfast {metadata.version('holdfast-aws')}"
 
 
 def test_every_command_page_has_a_description_and_an_example_and_no_global_options():

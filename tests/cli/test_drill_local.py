@@ -31,7 +31,7 @@ HOLDFAST = Path(sys.executable).with_name("holdfast")
 # Fast mode: one-minute holds and a three-minute detection window, so the whole rehearsal
 # is about fifteen ticks of the drill clock.
 FAST = {"mode": "auto", "hold_minutes": 1, "capacity_hold_minutes": 1, "recover_quiet_minutes": 1, "detect_window_minutes": 3,
-        "drain_restore_after_minutes": 1}
+        "drain_restore_after_minutes": 1, "capacity_wave_groups_percent": 100, "capacity_wave_instances_percent": 100}
 
 
 def _drill(server, settings: Path, out: Path, *extra: str, json_output: bool = True) -> subprocess.CompletedProcess:
@@ -123,3 +123,33 @@ def test_a_drill_on_the_embedded_endpoint_engages_recovers_and_restores_exactly(
     assert rows[0]["owner_change_reported"]  # Holdfast reported the owner's change it kept
     assert mapping in (tmp_path / "two" / "drill-report.md").read_text()
     assert snapshot(clients, fleet) == {**before, mapping: {**before[mapping], "ScalingConfig": {"MaximumConcurrency": 7}}}
+
+
+def test_after_a_local_drill_the_ledger_holds_no_time_ahead_of_the_wall_clock(moto_server, aws_semantics, tmp_path,
+                                                                             capsys):
+    """The drill's clock runs minutes ahead of its in-process wall time; what it leaves in
+    the ledger (the plan, the verdict) must read as past afterwards: `holdfast stage` once
+    said "in stage -90.7 min"."""
+    from datetime import timezone
+
+    moto_server.reset()
+    clients = moto_server.clients()
+    build_fleet(clients, asgs=3, esms=1, asyncs=1, nlbs=0, services=0)
+    ensure_table(clients("dynamodb"), DEFAULT_TABLE)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(FAST))
+    common = ["--endpoint-url", moto_server.url, "--region", REGION, "--settings", str(settings), "--json"]
+    assert main([*common, "drill", "--duration-minutes", "2", "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+
+    assert main([*common, "stage"]) == 0
+    stage = json.loads(capsys.readouterr().out)
+    now = datetime.now(timezone.utc)
+    assert stage["stage"] == "normal" and stage["minutes_in_stage"] >= 0, stage
+    assert _t(stage["entered_at"]) <= now
+    from holdfast.ledger import Ledger
+    from holdfast.ledger import verdict as ledger_verdict
+
+    verdict = ledger_verdict.read_verdict(Ledger(clients("dynamodb"), DEFAULT_TABLE)) or {}
+    stamps = [verdict[k] for k in ("since", "last_capacity_failure", "last_successful_launch") if verdict.get(k)]
+    assert stamps and all(_t(t) <= now for t in stamps), stamps

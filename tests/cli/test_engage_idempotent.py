@@ -83,7 +83,7 @@ def fleet(moto_server, aws_semantics):
     lam.put_function_event_invoke_config(FunctionName="fn-alias", Qualifier="live", MaximumRetryAttempts=2)
 
     # Event source mappings: uncapped; capped high; at the floor; disabled; provisioned
-    # (skipped); a function reserved below the floor (skipped); selected by its own tag.
+    # (held through its pollers); a function reserved below the floor (skipped); selected by its own tag.
     consumer = make_function(clients, "consumer")
     make_mapping(clients, consumer, "q-open")
     make_mapping(clients, consumer, "q-high", cap=50)

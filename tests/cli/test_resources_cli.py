@@ -196,10 +196,10 @@ def test_without_the_ledger_engage_and_status_say_so_and_resume_restores_from_ta
     monkeypatch.setattr("holdfast.cli.context.Clients", _LedgerDown)
 
     # WHEN engaging in text mode THEN every resource is protected and the output says tag-only
-    code, out, err = _main(capsys, "engage", "--yes")
+    code, out, err = _main(capsys, "--wide", "engage", "--yes")
     assert code == 0, err
     assert "ran from resource tags only" in out
-    for arn in fleet.arns():
+    for arn in fleet.arns():   # --wide: the ARN column
         assert arn in out
     assert "API calls: asg" in err and "ledger holdfast-ledger unreachable" in err
     assert snapshot(clients, fleet) != before

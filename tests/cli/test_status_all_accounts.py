@@ -175,4 +175,4 @@ def test_bad_input_is_a_usage_error_naming_it(aws, capsys, extra, message):
 
 def test_accounts_without_all_accounts_is_a_usage_error(aws, capsys):
     assert main(["--region", REGION, "status", "--accounts", A]) == 2
-    assert "--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts" in capsys.readouterr().err
+    assert "--accounts, --ou, --tag, --regions, --accounts-file and --output-dir go with --all-accounts" in capsys.readouterr().err

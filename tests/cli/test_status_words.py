@@ -63,7 +63,7 @@ def _table(out: str) -> list[list[str]]:
 
 
 def test_the_status_table_says_each_setting_and_value_in_words(engaged, capsys):
-    code, out, err = run(capsys, "status")
+    code, out, err = run(capsys, "--wide", "status")
     assert code == 0, err
     rows = _table(out)
     header = rows[0].split()
@@ -103,3 +103,24 @@ def test_status_json_keeps_its_fields_and_adds_the_words(engaged, capsys):
     assert nlb["dns_count"]["current"] == "off" and rows[engaged["nlb"]]["current"]["dns_count"] == "off"
     esm = {s["key"]: s for s in rows[engaged["esm"]]["settings"]}
     assert esm["MaximumConcurrency"]["original"] == "uncapped"
+
+
+def test_a_provisioned_mapping_is_planned_engaged_and_shown_by_its_pollers(aws_semantics, capsys):
+    clients = Clients(region=REGION)
+    ensure_table(clients("dynamodb"), DEFAULT_TABLE)
+    arn = make_mapping(clients, make_function(clients, "consumer"), "q",
+                       pollers={"MinimumPollers": 10, "MaximumPollers": 50})["EventSourceMappingArn"]
+    code, out, err = run(capsys, "plan")
+    assert code == 0, err
+    assert "pollers at most 50 -> 2 (up to 20 concurrent batches)" in out and "pollers at least 10 -> 2" in out
+    code, out, err = run(capsys, "--json", "engage", "--yes")
+    assert code == 0, err
+    (row,) = [r for r in json.loads(out)["resources"] if r["arn"] == arn]
+    assert row["action"] == "engaged" and "provisioned" in row["notes"]
+    code, out, err = run(capsys, "status")
+    assert code == 0, err
+    body = "\n".join(_table(out)[1:])
+    assert "maximum pollers (provisioned mode)" in body and "minimum pollers (provisioned mode)" in body
+    code, out, err = run(capsys, "--json", "status")
+    said = {s["key"]: s for s in {r["arn"]: r for r in json.loads(out)["resources"]}[arn]["settings"]}
+    assert (said["MaximumPollers"]["original"], said["MaximumPollers"]["current"]) == ("50", "2")

@@ -64,14 +64,14 @@ def state(cap=16, *, history=None, prior=2, step=2, additive=True, **kw):
 @pytest.mark.parametrize(
     "facts, current, probe_from, cap, step, why",
     [
-        # Not the floor: the pre-event concurrency, one step (1/8 of it) above it, and at
-        # once a slow-start probe (× 1.75) for one minute, back to 18 until it is judged.
-        (FACTS, 2, 18, 32, 2, "pre-event concurrency (16), 1 step(s) of 2 above it"),
-        (dc.Facts(pre_event_concurrency=15.2), 2, 18, 32, 2, "pre-event concurrency"),               # whole batches, up
+        # Not the floor: the pre-event concurrency, one step (1/8 of it) above it; no probe
+        # until that cap has a whole minute measured (a probe is judged against it).
+        (FACTS, 2, None, 18, 2, "pre-event concurrency (16), 1 step(s) of 2 above it"),
+        (dc.Facts(pre_event_concurrency=15.2), 2, None, 18, 2, "pre-event concurrency"),               # whole batches, up
         (dc.Facts(pre_event_concurrency=40, reserved_concurrency=24), 2, None, 24, 5, "reserved"),      # never above reserved
         (dc.Facts(pre_event_concurrency=40, owner_cap=10), 2, None, 10, 5, "owner's own cap"),          # nor the owner's cap
         (dc.Facts(pre_event_concurrency=None), 2, None, 2, 1, "no pre-event ConcurrentExecutions"),     # missing: no probe
-        (dc.Facts(pre_event_concurrency=1), 2, 2, 4, 1, "pre-event concurrency"),                    # never below the cap in force
+        (dc.Facts(pre_event_concurrency=1), 2, None, 2, 1, "pre-event concurrency"),                 # never below the cap in force
         (dc.Facts(pre_event_concurrency=2000), 2, None, 1000, 250, "Lambda's ceiling"),
     ],
 )
@@ -81,11 +81,6 @@ def test_start(facts, current, probe_from, cap, step, why):
     assert d.state.history == ((m(0), cap),) and d.state.prior_cap == current
     assert d.state.probe_from == probe_from and (d.state.probe_at is None) == (probe_from is None)
     assert any(why in r for r in d.reasons), d.reasons
-
-
-def test_the_start_exactly_at_the_pre_event_concurrency_with_no_step_above():
-    d = dc.start(FACTS, 2, m(0), dc.Constants(start_steps_above=0))
-    assert (d.cap, d.state.probe_from, d.state.step) == (28, 16, 2)
 
 
 def test_start_keeps_an_owner_cap_below_the_floor():
@@ -100,7 +95,7 @@ def test_raise_on_fresh_ok_with_the_queue_behind():
     d = dc.decide(state(16), FACTS, reading(downstream=alarms(at=1)), m(3))
     assert (d.action, d.cap) == (RAISE, 18)
     assert d.state.history == ((m(0), 16), (m(3), 18))
-    assert "raise to 18" in d.reasons[-1]
+    assert "probing 18" in d.reasons[-1]
 
 
 def test_hold_until_a_datapoint_measured_at_the_current_cap():
@@ -131,24 +126,6 @@ def test_errors_at_their_pre_event_level_do_not_hold():
     assert d.action == RAISE
 
 
-def test_without_downstream_alarms_the_consumers_own_evidence_at_the_current_cap_decides():
-    d = dc.decide(state(16), FACTS, reading(downstream=(), consumer=own(1)), m(3))
-    assert (d.action, d.cap) == (RAISE, 18) and "the consumer's own evidence at its baseline at cap 16" in d.reasons[-1]
-    d = dc.decide(state(16), FACTS, reading(downstream=(), consumer=own(-1)), m(3))
-    assert d.action == HOLD and any("the consumer's own metrics on a datapoint measured at cap 16" in r for r in d.reasons)
-
-
-def test_a_rising_backlog_age_never_stops_a_raise():
-    # The age is an input, never a gate: older and older, the cap still rises on OK evidence.
-    s, caps = state(16), []
-    for i in range(1, 8):
-        d = dc.decide(s, FACTS, reading(age=(3 * i - 1, 9000.0 + 600 * i), downstream=alarms(at=3 * i - 1)), m(3 * i))
-        s = d.state
-        caps.append(d.cap)
-    # +2 (1/8 of the start) a raise, and from 28 on 11 % of the cap in force (3).
-    assert caps == [18, 20, 22, 24, 26, 28, 31]
-
-
 # ---- cut ---------------------------------------------------------------------------
 
 
@@ -175,46 +152,10 @@ def test_two_alarms_on_one_datapoint_cut_once():
     assert dc.decide(d.state, FACTS, reading(downstream=both), m(4)).cap == 21
 
 
-def test_attribution_across_the_lag():
-    # cap 20 from 0, 24 from 5; an alarm on the datapoint of minute 5 arrives at minute 8.
-    s = state(24, history=((m(0), 20), (m(5), 24)))
-    d = dc.decide(s, FACTS, reading(downstream=alarms(state_slo=ALARM, at=5)), m(8))
-    assert (d.action, d.cap) == (CUT, 16)
-    # Minutes 6 and 7 were measured at 24 as well, before the cut took effect: the cut from
-    # 24 is already in force, so no second cut, though each is a new datapoint.
-    for minute, now in ((6, 9), (7, 10)):
-        d = dc.decide(d.state, FACTS, reading(downstream=alarms(state_slo=ALARM, at=minute)), m(now))
-        assert (d.action, d.cap) == (HOLD, 16), d.reasons
-        assert "measured at cap 24" in d.reasons[0] and "no second cut" in d.reasons[0]
-    # Minute 8's period straddles the cut (made at 8:00 exactly, so 16 throughout): cut again.
-    d = dc.decide(d.state, FACTS, reading(downstream=alarms(state_slo=ALARM, at=8)), m(11))
-    assert (d.action, d.cap) == (CUT, 11)
-
-
 def test_a_period_that_straddles_a_cut_is_blamed_on_the_higher_cap():
     s = state(16, history=((m(0), 24), (m(5.5), 16)))
     d = dc.decide(s, FACTS, reading(downstream=alarms(state_slo=ALARM, at=5)), m(8))
     assert (d.action, d.cap) == (HOLD, 16) and "measured at cap 24" in d.reasons[0]
-
-
-def test_an_alarm_measured_before_the_drain_began_cuts_to_the_floor():
-    d = dc.decide(state(16, prior=2), FACTS, reading(downstream=alarms(state_slo=ALARM, at=-3)), m(1))
-    assert (d.action, d.cap) == (CUT, 2) and "measured at cap 2" in d.reasons[0]
-
-
-def test_after_a_cut_raises_stop_below_the_cap_that_alarmed_for_a_while():
-    s = dc.decide(state(24, history=((m(0), 22), (m(3), 24))), FACTS, reading(downstream=alarms(state_slo=ALARM, at=3)), m(6)).state
-    assert s.cap == 16
-    caps = []
-    for i in range(1, 10):   # to minute 33, within 30 minutes of the cut at 6
-        now = 6 + 3 * i
-        s2 = dc.decide(s, FACTS, reading(age=(now - 2, 9000.0), downstream=alarms(at=now - 2)), m(now))
-        s = s2.state
-        caps.append(s2.cap)
-    assert max(caps) == 23 and caps[:4] == [18, 20, 22, 23]
-    # Thirty minutes after the cut, one probe at the cap that alarmed.
-    d = dc.decide(s, FACTS, reading(age=(36, 9000.0), downstream=alarms(at=36)), m(36 + 1))
-    assert (d.action, d.cap) == (RAISE, 25)
 
 
 # ---- ceilings and the owner's cap --------------------------------------------------
@@ -224,11 +165,11 @@ def test_after_a_cut_raises_stop_below_the_cap_that_alarmed_for_a_while():
     "facts, cap, action, new, why",
     [
         (dc.Facts(16, reserved_concurrency=24), 24, HOLD, 24, "at the function's reserved concurrency (24)"),
-        (dc.Facts(16, reserved_concurrency=24), 23, RAISE, 24, "raise to 24"),
-        (dc.Facts(16), 999, RAISE, 1000, "raise to 1000"),
+        (dc.Facts(16, reserved_concurrency=24), 23, RAISE, 24, "probing 24"),
+        (dc.Facts(16), 999, RAISE, 1000, "probing 1000"),
         (dc.Facts(16), 1000, HOLD, 1000, "at the Lambda's ceiling (1000)"),
         (dc.Facts(16, owner_cap=10), 10, HOLD, 10, "at the owner's own cap (10)"),
-        (dc.Facts(16, owner_cap=10), 9, RAISE, 10, "raise to 10"),
+        (dc.Facts(16, owner_cap=10), 9, RAISE, 10, "probing 10"),
         (dc.Facts(16, reserved_concurrency=12), 20, CUT, 12, "above the function's reserved concurrency (12)"),   # lowered since
         (dc.Facts(16, owner_cap=8), 20, CUT, 8, "above the owner's own cap (8)"),
         (dc.Facts(16, reserved_concurrency=0), 16, CUT, 2, "Lambda's minimum cap"),
@@ -296,23 +237,6 @@ def test_a_warning_blocks_the_restore():
         d = dc.decide(s, FACTS, reading(age=(minute, 3.0), downstream=alarms(state_warn=ALARM, at=minute)), m(minute + 2))
         assert not d.restore and d.action in (HOLD, CUT)   # a persisting warning steps back, never restores
         s = d.state
-
-
-def test_a_missing_alarm_is_ignored_and_said_so_never_waited_for():
-    """A misnamed alarm can tell nothing: waiting for it would keep the cap at the pre-event
-    level, where the backlog never drains (a configuration deadlock). The drain goes on on
-    the consumer's own evidence, and every decision says the alarm is ignored."""
-    gone = (dc.Alarm("db-latency-slo", None),)
-    d = dc.decide(state(16), FACTS, reading(downstream=gone, errors=(1, 0.0)), m(3))
-    assert (d.action, d.cap) == (RAISE, 18)
-    assert any("does not exist: ignored" in r for r in d.reasons) and any("own evidence" in r for r in d.reasons)
-    s = state(16)
-    for minute in range(1, 17):
-        d = dc.decide(s, FACTS, reading(age=(minute, 1.0), downstream=gone), m(minute + 2))
-        s = d.state
-        if d.restore:
-            break
-    assert d.restore and minute == 15 and any("does not exist" in r for r in d.reasons)
 
 
 def test_an_alarm_without_data_for_long_is_ignored_a_fresh_one_holds():
@@ -395,15 +319,6 @@ def test_state_round_trips_as_plain_data():
     assert dc.CapState.from_dict(json.loads(json.dumps(raw))) == s
 
 
-def test_history_is_pruned_but_attribution_of_old_datapoints_stays_conservative():
-    c = dc.Constants(history_seconds=600, stale_seconds=300)
-    s = state(16)
-    for i in range(1, 10):
-        s = dc.decide(s, FACTS, reading(downstream=alarms(at=3 * i - 1), age=(3 * i - 1, 9000.0)), m(3 * i), c).state
-    assert len(s.history) < 10 and s.history[0][0] >= m(27) - timedelta(seconds=600) - timedelta(minutes=3)
-    assert s.cap_during(m(0), m(1)) == s.prior_cap
-
-
 # ---- the drain's start on the consumer's own evidence -------------------------------
 
 
@@ -424,8 +339,8 @@ def test_history_is_pruned_but_attribution_of_old_datapoints_stays_conservative(
         (reading(downstream=(dc.Alarm("db", None),), errors=None, consumer={}), False, "no evidence"),
         # ReportBatchItemFailures: Errors 0, every message received and none deleted.
         (reading(downstream=(), errors=(1, 0.0), consumer=own(1, deleted=0)), False, "100.0% of 600 messages received not deleted"),
-        # Slow at the floor: the dependency is not back, whatever Errors say.
-        (reading(downstream=(), errors=(1, 0.0), consumer=own(1, ms_per_message=2000)), False, "2.50× its baseline"),
+        # Slow at the floor, with no failures: answering (how fast is the goodput rule's to judge).
+        (reading(downstream=(), errors=(1, 0.0), consumer=own(1, ms_per_message=2000)), True, "2.50× its baseline"),
     ],
 )
 def test_dependency_back(r, back, why):

@@ -47,21 +47,23 @@ def state(cap=16, *, additive=False, since=0, **kw):
     (reading(), dc.GOOD, "800 ms per message, 1.00×"),
     # A full batch takes ten times as long as a partial one: per message it is the same.
     (reading(received=600, invocations=60), dc.GOOD, "1.00×"),
-    (reading(ms=900), WARNING, "1.12× its baseline"),
-    (reading(ms=1000), CRITICAL, "1.25× its baseline"),
+    # Slower than the baseline is not a warning by itself: a database's latency rises with
+    # load long before its capacity; whether that still pays is the controller's goodput rule.
+    (reading(ms=900), dc.GOOD, "1.12× its baseline"),
+    (reading(ms=2400), dc.GOOD, "3.00× its baseline"),
     # ReportBatchItemFailures: every message fails, the invocations succeed (Errors 0).
     (reading(deleted=0, errors=0, invocations=60), CRITICAL, "100.0% of 600 messages received not deleted"),
     (reading(deleted=588), WARNING, "2.0% of 600"),
     (reading(errors=6, invocations=60), CRITICAL, "function Errors 10.0% of 60 invocations"),
-    # Whole batches near the function's timeout (30 s): 600 × 0.8 s over 20 invocations =
-    # 24 s, 80 % of it. Within the band raises are allowed in (below 1.04× the baseline
-    # time per message) that is how the owner sized the timeout (no cap changes a batch's
-    # length): judged by the time per message.
-    (reading(ms=800, invocations=20), dc.GOOD, "80% of the function's 30 s timeout, the time per message below 1.04×"),
-    # Past that band and near the timeout: any more and whole batches fail. 1.05× is
-    # critical at 84 %, a warning at 52 %.
-    (reading(ms=840, invocations=20), CRITICAL, "84% of the function's 30 s timeout, the time per message past 1.04×"),
-    (reading(ms=840, invocations=32), WARNING, "52% of the function's 30 s timeout, the time per message past 1.04×"),
+    # Whole batches near the function's timeout (30 s) at the baseline speed: 600 × 0.8 s
+    # over 20 invocations = 24 s, 80 % of it — how the owner sized it (no cap changes a
+    # batch's length).
+    (reading(ms=800, invocations=20), dc.GOOD, "as the owner sized them"),
+    # A slowdown that eats the headroom the baseline speed left: 1.25× of a batch taking
+    # 70 % of the timeout is 88 %, 58 % of the headroom: a warning; at 1.35× (95 %, 82 %
+    # of it) critical.
+    (reading(ms=1000, invocations=22.857), WARNING, "88% of the function's 30 s timeout"),
+    (reading(ms=1080, invocations=22.857), CRITICAL, "95% of the function's 30 s timeout"),
     # A function without Duration data: judged on the failure share alone, said so.
     (reading(duration=False), dc.GOOD, "no Duration datapoint for the minute"),
     (reading(received=0), dc.UNKNOWN, "no messages received"),
@@ -78,48 +80,7 @@ def test_health_is_unknown_without_receives_or_when_stale_and_incomplete_without
     assert dc.consumer_health(FACTS, reading(), m(4)).complete
 
 
-def test_a_noisy_baseline_widens_the_thresholds():
-    assert dc.duration_thresholds(FACTS) == (1.08, 1.2)
-    warn, crit = dc.duration_thresholds(dc.Facts(16, seconds_per_message=0.8, spread=0.05))
-    assert warn == pytest.approx(1.15) and crit == pytest.approx(1.27)
-
-
 # ---- the controller, as a table of decisions ------------------------------------------
-
-
-def test_slow_start_probes_one_minute_then_goes_back_until_the_minute_is_judged():
-    # Every signal at baseline at 16: a probe at 16 × 1.75 = 28 from minute 3.
-    d = dc.decide(state(16), FACTS, reading(1), m(3))
-    assert (d.action, d.cap) == (RAISE, 28) and "slow start" in d.reasons[-1]
-    assert (d.state.probe_at, d.state.probe_from, d.state.probe_cap) == (m(3), 16, 28)
-    # Its minute over: back to 16 while minute 3 is published; nothing older raises.
-    back = dc.decide(d.state, FACTS, reading(2), m(4))
-    assert (back.action, back.cap) == (HOLD, 16) and "back to 16" in back.reasons[0]
-    assert back.state.history[-1] == (m(4), 16) and back.waiting_on == (f"the datapoints of {m(3).isoformat()}",)
-    assert dc.decide(back.state, FACTS, reading(2), m(5)).cap == 16
-    # Minute 3 at baseline: 28 is kept and the next probe is 28 × 1.75 = 49, from 28.
-    ok = dc.decide(back.state, FACTS, reading(3), m(6))
-    assert (ok.action, ok.cap, ok.state.probe_from, ok.state.probe_at) == (RAISE, 49, 28, m(6))
-    assert "probing 49 for one minute, then back to 28" in ok.reasons[-1]
-
-
-def test_a_probe_past_the_knee_ends_the_slow_start_at_the_knee_it_measured():
-    probe = dc.decide(state(16), FACTS, reading(1), m(3)).state
-    back = dc.decide(probe, FACTS, reading(2), m(4)).state
-    # Minute 3 at 28: critical, 1.4× the baseline per message, 25 messages a second: the
-    # knee carries 25 × 0.8 s = 20 batches; the slow start ends at 20 × 0.95 = 19, above
-    # the 16 in force and below the probe.
-    cut = dc.decide(back, FACTS, reading(3, received=1500, ms=1120), m(6))
-    assert (cut.action, cut.cap) == (CUT, 19) and cut.state.additive and cut.state.probe_at is None
-    assert "the probe's cap 28: the slow start ends at 19" in cut.reasons[-1]
-    # 14 a second: the knee carries 11.2; the cut goes below 16, to half the probe at least.
-    low = dc.decide(back, FACTS, reading(3, received=840, ms=1120), m(6))
-    assert (low.action, low.cap) == (CUT, 14) and low.state.probe_at is None
-    assert cut.state.alarmed_cap == 28   # raises stop below the probe for a while
-    # A warning on the probe's minute: the slow start ends between 16 and the probe.
-    warned = dc.decide(back, FACTS, reading(3, received=1500, ms=900), m(6))   # 25/s: the knee carries 20
-    assert warned.state.additive and warned.state.probe_at is None
-    assert warned.cap == max(16, min(27, int(20 * 0.95))) and "the probe's minute at cap 28" in warned.reasons[-1]
 
 
 def test_a_probe_whose_minute_is_skipped_or_incomplete_is_tried_again_never_kept():
@@ -147,32 +108,6 @@ def test_a_probe_whose_write_or_return_did_not_land():
     assert again.cap == 16 and again.drain.state.probe_at == m(3) and again.drain.state.probe_cap == 28
 
 
-def test_a_first_warning_at_the_cap_returned_to_gives_up_the_probe():
-    back = dc.decide(dc.decide(state(16), FACTS, reading(1), m(3)).state, FACTS, reading(2), m(4)).state
-    warned = dc.decide(back, FACTS, reading(4, ms=900), m(7))   # minute 4, at 16: a warning
-    assert warned.cap == 16 and warned.state.additive and warned.state.probe_at is None
-
-
-def test_a_probe_is_kept_only_once_every_named_alarm_has_measured_its_minute():
-    slo = lambda at, state="OK": dc.Alarm("db-latency", state, m(at), CRITICAL)
-    start = dc.decide(state(16), FACTS, reading(1, downstream=(slo(1),)), m(3)).state   # probe 28 at minute 3
-    back = dc.decide(start, FACTS, reading(2, downstream=(slo(2),)), m(4)).state
-    # Minute 3 at baseline on the consumer's own evidence, the alarm's newest datapoint minute 2 (at 16).
-    early = dc.decide(back, FACTS, reading(3, downstream=(slo(2),)), m(6))
-    assert (early.action, early.cap) == (HOLD, 16) and "waiting for db-latency" in early.reasons[-1]
-    kept = dc.decide(early.state, FACTS, reading(3, downstream=(slo(3),)), m(7))
-    assert (kept.action, kept.cap, kept.state.probe_from) == (RAISE, 49, 28)
-
-
-def test_a_warning_alarm_on_or_after_the_probes_minute_ends_the_slow_start():
-    warn = lambda at, state: dc.Alarm("db-latency-warning", state, m(at), WARNING)
-    start = dc.decide(state(16), FACTS, reading(1, downstream=(warn(1, "OK"),)), m(3)).state
-    back = dc.decide(start, FACTS, reading(2, downstream=(warn(2, "OK"),)), m(4)).state
-    d = dc.decide(back, FACTS, reading(2, downstream=(warn(3, "ALARM"),)), m(6))
-    assert d.cap == 16 and d.state.additive and d.state.probe_at is None and "probe's minute at cap 28" in d.reasons[-1]
-    # It back to OK on a later minute (at 16) does not bring the probe back.
-    later = dc.decide(d.state, FACTS, reading(4, downstream=(warn(4, "OK"),)), m(8))
-    assert later.state.probe_at is None and later.cap <= dc.raise_to(16, 2, True, 1000)
 
 
 def test_a_cap_the_mapping_never_shows_is_given_up_for_the_one_it_shows():
@@ -209,96 +144,6 @@ def test_the_shell_reads_a_probes_minute_though_a_later_one_is_published():
     assert dc.probe_minute(off_minute.probe_at) == m(4)   # a tick mid-minute: the first whole minute after it
 
 
-def test_the_first_warning_holds_and_ends_the_slow_start_a_persisting_one_steps_back():
-    # 40 batches at 1.12× the baseline time per message, 2,667 messages a minute: at the
-    # baseline 0.8 s a message that goodput needs 35 batches (Little's law).
-    warned = dict(received=2667, ms=900)
-    d = dc.decide(state(40), FACTS, reading(1, **warned), m(3))
-    assert (d.action, d.cap) == (HOLD, 40) and d.state.additive and d.state.warned_at == m(1)
-    same = dc.decide(d.state, FACTS, reading(1, **warned), m(4))          # the same datapoint: no second step
-    assert (same.action, same.cap) == (HOLD, 40)
-    back = dc.decide(same.state, FACTS, reading(2, **warned), m(5))       # a second datapoint at 40
-    assert (back.action, back.cap) == (CUT, 35)
-    assert "stepped back to the goodput's concurrency at baseline speed (35), at most × 0.7 to 35" in back.reasons[-1]
-    assert back.state.alarmed_cap == 40
-    ok = dc.decide(back.state, FACTS, reading(6), m(8))                  # at baseline at 35: additive, below 40
-    assert (ok.action, ok.cap) == (RAISE, 38) and "additive" in ok.reasons[-1]   # max(2, 11 % of 35)
-
-
-def test_a_persisting_warning_goes_back_no_further_than_a_cut_and_an_alarms_by_a_small_share():
-    # Own evidence whose goodput needs only 8 batches: back to 40 × 0.7, no further.
-    d = dc.decide(state(40), FACTS, reading(1, ms=900), m(3))
-    back = dc.decide(d.state, FACTS, reading(2, ms=900), m(5))
-    assert (back.action, back.cap) == (CUT, 28)
-    # A warning alarm (the consumer's own evidence at baseline): by 5 %.
-    def warning(minute):
-        return reading(minute, downstream=(dc.Alarm("db-latency-warning", dc.ALARM, m(minute), WARNING),))
-    d = dc.decide(state(40), FACTS, warning(1), m(3))
-    back = dc.decide(d.state, FACTS, warning(2), m(5))
-    assert (back.action, back.cap) == (CUT, 38) and "stepped back by 5% to 38" in back.reasons[-1]
-
-
-def test_the_raise_band_holds_on_evidence_of_a_knee_and_sizes_raises_to_it():
-    knee = ((m(-3), 1.0, 32),)   # a minute at cap 32 at the baseline time per message
-    # 1.05× at 40 after 1.00× at 32: the time grows with the cap, as past a knee. Above the
-    # 1.04× where raises stop, below the 1.08× warning: hold.
-    d = dc.decide(state(40, additive=True, ratios=knee), FACTS, reading(1, ms=840), m(3))
-    assert (d.action, d.cap, d.state.banded_at) == (HOLD, 40, m(3)) and "raises only below 1.04×" in d.reasons[-1]
-    # The slow start ends there too.
-    d = dc.decide(state(40, ratios=knee), FACTS, reading(1, ms=840), m(3))
-    assert (d.action, d.state.additive, d.state.probe_at) == (HOLD, True, None)
-    # 1.02×, measurably slower than the baseline: past a knee the ratio grows as the cap,
-    # so the raise stops where it would reach 1.04×: from 100, to 101 instead of the
-    # additive 111; from 40 (40 × 1.04 ÷ 1.02 = 40.8) it holds.
-    d = dc.decide(state(100, additive=True), FACTS, reading(1, ms=816), m(3))
-    assert (d.action, d.cap) == (RAISE, 101) and "sized so the time per message stays below 1.04×" in d.reasons[-1]
-    d = dc.decide(state(40, additive=True, ratios=knee), FACTS, reading(1, ms=816), m(3))
-    assert (d.action, d.cap) == (HOLD, 40) and "a raise would carry it past 1.04×" in d.reasons[-1]
-    # 1.005×: within 1 % of the baseline, not measurably slower: the additive raise.
-    d = dc.decide(state(40, additive=True), FACTS, reading(1, ms=804), m(3))
-    assert (d.action, d.cap) == (RAISE, 44)
-
-
-def test_a_slowdown_that_does_not_grow_with_the_cap_is_the_consumers_own_and_never_stalls_the_drain():
-    # 1.05× at 40 and no lower cap measured: nothing says it is a knee. One raise of 3 %
-    # (the least two caps tell apart) at once, to measure a second cap.
-    d = dc.decide(state(40, additive=True), FACTS, reading(1, ms=840), m(3))
-    assert (d.action, d.cap) == (RAISE, 42) and "no lower cap measured a lower time" in d.reasons[-1]
-    [(at, ratio, cap)] = d.state.ratios
-    assert (at, round(ratio, 6), cap) == (m(1), 1.05, 40)
-    # 1.05× at 42 too: the consumer's own speed now; raises resume, additive, from it.
-    again = dc.decide(d.state, FACTS, reading(5, ms=840), m(7))
-    assert (again.action, again.cap) == (RAISE, 46)
-    assert "1.00× the 1.05× it took at a lower cap too" in again.reasons[-1]
-    # On evidence of a knee the band holds, and after remember_alarm_seconds (30 min)
-    # tests again with one raise of 3 %.
-    knee = ((m(-3), 1.0, 32),)
-    held = dc.decide(state(40, additive=True, ratios=knee), FACTS, reading(1, ms=840), m(3))
-    assert (held.action, held.state.banded_at) == (HOLD, m(3))
-    still = dc.decide(held.state, FACTS, reading(20, ms=840), m(22))
-    assert (still.action, still.cap) == (HOLD, 40)
-    tested = dc.decide(still.state, FACTS, reading(32, ms=840), m(34))
-    assert (tested.action, tested.cap) == (RAISE, 42) and "held so since" in tested.reasons[-1]
-    # A persisting slowdown in the band never keeps a drain from its ceiling.
-    st, caps = state(16, additive=True), []
-    for t in range(3, 120):
-        r = reading(t - 2, ms=840, received=st.cap * 60 / 0.84)
-        st = dc.decide(st, FACTS, r, m(t)).state
-        caps.append(st.cap)
-    assert caps[-1] > 200, caps[-10:]
-
-
-def test_a_probe_near_the_warning_ends_the_slow_start_at_the_knee_it_measured():
-    probe = dc.decide(state(16), FACTS, reading(1), m(3)).state
-    back = dc.decide(probe, FACTS, reading(2), m(4)).state
-    # Minute 3 at 28, 1.06× the baseline, 1,980 messages a minute: the goodput needs
-    # 26.4 batches at baseline speed; the slow start ends at 26 × 0.95 = 24.
-    d = dc.decide(back, FACTS, reading(3, received=1980, ms=848), m(6))
-    assert (d.action, d.cap, d.state.probe_at, d.state.additive) == (RAISE, 24, None, True)
-    assert "in the upper half of the band below its warning (1.06× its baseline time" in d.reasons[-1]
-    assert "the slow start ends at 24" in d.reasons[-1]
-
-
 def test_after_the_slow_start_raises_are_additive():
     d = dc.decide(state(40, additive=True), FACTS, reading(1), m(3))
     assert (d.action, d.cap) == (RAISE, 44) and "additive" in d.reasons[-1]   # max(2, 11 % of 40)
@@ -312,17 +157,6 @@ def test_a_step_is_judged_only_on_a_datapoint_measured_wholly_at_it():
     d = dc.decide(d.state, FACTS, reading(1), m(9))
     assert d.action == HOLD
     assert dc.decide(d.state, FACTS, reading(2), m(10)).action == RAISE
-
-
-def test_a_critical_datapoint_cuts_from_the_cap_it_measured_to_the_goodput_concurrency_once():
-    # 36 was in force during minute 1, 24 since minute 2. Minute 1: 1.5× slower, 1,620 deleted
-    # (27/s × 0.8 s = 21.6 batches carry it at baseline speed; × 0.95 = 19).
-    s = dc.CapState(cap=24, step=2, history=((m(0), 36), (m(2), 24)), prior_cap=2)
-    r = reading(1, received=1620, ms=1200)
-    d = dc.decide(s, FACTS, r, m(4))
-    assert (d.action, d.cap) == (CUT, 19) and "measured at cap 36" in d.reasons[0] and d.state.additive
-    again = dc.decide(d.state, FACTS, r, m(5))
-    assert (again.action, again.cap) == (HOLD, 19)   # never twice for one datapoint
 
 
 def test_batch_item_failures_cut_though_errors_are_zero():
@@ -528,7 +362,7 @@ def test_pre_event_reads_twice_the_window_before_the_earliest_signal():
     f = facts[consumer_of().arn]
     assert f.pre_event_concurrency == 16 and f.seconds_per_message == pytest.approx(0.8)
     assert "the consumer's own first anomaly" in f.baseline_note
-    assert dc.start(f, 2, m(0)).state.probe_from == 18
+    assert dc.start(f, 2, m(0)).cap == 18
 
 
 def test_one_cloudwatch_lag_for_every_evidence_reader():
@@ -556,62 +390,3 @@ def own_readings(draw):
     return reading(minute, received=received, deleted=deleted, ms=ms, duration=duration, age=draw(st.sampled_from([1.0, 9000.0])))
 
 
-@hsettings(max_examples=300, deadline=None)
-@given(st.lists(own_readings(), min_size=1, max_size=15))
-def test_a_raise_only_on_the_consumers_own_evidence_at_baseline_measured_at_the_cap(seq):
-    d = dc.start(FACTS, 2, m(0))
-    cut_for: set[datetime] = set()
-    for i, r in enumerate(seq):
-        now = m(3 * (i + 1))
-        before = d.state
-        d = dc.decide(before, FACTS, r, now)
-        assert d.reasons and dc.CapState.from_dict(d.state.to_dict()) == d.state
-        h = dc.consumer_health(FACTS, r, now)
-        if d.cap > before.cap:
-            probe = before.probe_at is not None and h.at == dc.probe_minute(before.probe_at)
-            if probe and h.level == dc.GOOD:
-                # The probe's minute at baseline: the probe's cap kept, the next probe one step up.
-                assert d.action == RAISE and h.complete and d.cap <= dc.raise_to(before.probe_cap, before.step, False, 1000)
-            else:
-                # A raise on evidence at baseline measured at the cap in force; or a slow-start
-                # probe ended by a minute measured at its cap, between the cap returned to and
-                # the probe's.
-                raised = (d.action == RAISE and h.level == dc.GOOD and h.at >= before.in_force_since
-                          and d.cap <= dc.raise_to(before.cap, before.step, before.additive or not h.complete, 1000))
-                ended = (before.probe_at is not None and d.state.probe_at is None and d.cap < before.probe_cap
-                         and d.state.additive and h.level != dc.GOOD and h.at >= before.probe_at)
-                assert raised or ended, (d.reasons, before)
-        if d.action == CUT and h.level == CRITICAL and d.cap < before.cap and not before.warned_at:
-            assert h.at not in cut_for   # never twice for one datapoint
-            cut_for.add(h.at)
-
-
-def test_a_persisting_warning_never_steps_back_below_what_the_downstream_carried_before_the_event():
-    # FACTS: 16 batches before the event (20 a second × 0.8 s needs 16: plausible). At 17, a
-    # warning on two datapoints steps back to 16, not to the goodput's 8; at 16 it holds.
-    d = dc.decide(state(17), FACTS, reading(1, ms=900), m(3))
-    back = dc.decide(d.state, FACTS, reading(2, ms=900), m(5))
-    assert (back.action, back.cap) == (CUT, 16)
-    assert "no lower than the concurrency the downstream carried before the event (16)" in back.reasons[-1]
-    d = dc.decide(state(16), FACTS, reading(1, ms=900), m(3))
-    held = dc.decide(d.state, FACTS, reading(2, ms=900), m(5))
-    assert (held.action, held.cap) == (HOLD, 16)
-    assert any("only a critical datapoint cuts below" in r for r in held.reasons)
-    # A critical datapoint still cuts below it.
-    cut = dc.decide(state(16), FACTS, reading(1, ms=1000), m(3))
-    assert cut.action == CUT and cut.cap < 16
-
-
-def test_the_minute_that_starts_the_drain_is_the_band_s_first_measure_of_the_consumers_own_speed():
-    # The dependency back on a minute at the floor (2), 1.05× the baseline (a consumer
-    # slower now at any load): the drain's first minute of its own speed.
-    drain = dc.Drain(since=m(0), facts=FACTS)
-    s = dc.advance(drain, reading(1, ms=840), 2, m(3))
-    assert s.action == START
-    [(at, ratio, cap)] = s.drain.state.ratios
-    assert (at, round(ratio, 6), cap) == (m(1), 1.05, 2)
-    # Its probe at 1.05× too: the consumer's own speed, no knee; the probe is kept.
-    probe = s.drain.state
-    back = dc.decide(probe, FACTS, reading(2, ms=840), m(4)).state
-    kept = dc.decide(back, FACTS, reading(3, ms=840), m(7))
-    assert kept.action == RAISE and kept.state.probe_at == m(7) and not kept.state.additive

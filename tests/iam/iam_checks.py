@@ -18,6 +18,7 @@ from botocore import xform_name
 # boto3 service name -> IAM prefix, for the services Holdfast's code may call.
 SERVICE_PREFIX = {
     "application-autoscaling": "application-autoscaling",
+    "arc-region-switch": "arc-region-switch",
     "autoscaling": "autoscaling",
     "cloudwatch": "cloudwatch",
     "dynamodb": "dynamodb",

@@ -28,7 +28,7 @@ from iam_checks import (
 from holdfast_cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent
-ROLES = ("detector", "reconciler", "readonly", "operator", "readiness")
+ROLES = ("detector", "reconciler", "readonly", "operator", "readiness", "regionswitch")
 
 
 @pytest.fixture(scope="module")

@@ -79,6 +79,29 @@ def test_esm_rule(mapping, listed):
         assert finding.resume_command == f"aws lambda update-event-source-mapping --uuid u-1 --scaling-config '{{}}' --region {R}"
 
 
+@pytest.mark.parametrize(
+    "config, listed, problem, resume",
+    [
+        ({"MinimumPollers": 10, "MaximumPollers": 200}, True, "MaximumPollers 200: up to 2,000 concurrent batches",
+         "MinimumPollers=10,MaximumPollers=200"),
+        ({"MinimumPollers": 4}, True, "MaximumPollers 200", "MinimumPollers=4,MaximumPollers=200"),   # AWS's default maximum
+        ({"MinimumPollers": 2, "MaximumPollers": 100}, True, "up to 1,000", "MinimumPollers=2,MaximumPollers=100"),
+        ({"MinimumPollers": 2, "MaximumPollers": 99}, False, None, None),   # 990 batches: below an uncapped mapping's
+    ],
+)
+def test_esm_rule_on_a_provisioned_mapping_names_its_pollers_never_a_cap_lambda_refuses(config, listed, problem, resume):
+    mapping = {"UUID": "u-1", "EventSourceArn": SQS, "FunctionArn": FN, "ProvisionedPollerConfig": config}
+    finding = kinds.esm_finding(mapping, S, R)
+    assert (finding is not None) == listed
+    if listed:
+        assert problem in finding.problem and "provisioned mode" in finding.problem
+        assert finding.pause_command == ("aws lambda update-event-source-mapping --uuid u-1 --provisioned-poller-config "
+                                         f"MinimumPollers=2,MaximumPollers=2 --region {R}")
+        assert finding.resume_command == ("aws lambda update-event-source-mapping --uuid u-1 --provisioned-poller-config "
+                                          f"{resume} --region {R}")
+        assert "--scaling-config" not in finding.pause_command   # MaximumConcurrency and pollers are exclusive
+
+
 def test_esm_rule_names_the_mapping_by_arn_when_lambda_gives_one():
     arn = "arn:aws:lambda:us-east-1:123456789012:event-source-mapping:u-1"
     finding = kinds.esm_finding({"UUID": "u-1", "EventSourceArn": SQS, "EventSourceMappingArn": arn}, S, R)

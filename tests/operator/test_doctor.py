@@ -77,6 +77,52 @@ def test_a_healthy_deploy_passes_every_check(deployed, clients, capsys):
             "controller-role scalable-target"} <= set(checks)
 
 
+def test_the_doctor_checks_that_the_accounts_unreserved_concurrency_leaves_room_for_the_controllers(
+        deployed, clients, capsys, monkeypatch):
+    # GIVEN an account whose concurrency quota leaves 110 unreserved: 15 more would leave 95
+    monkeypatch.setenv("MOTO_LAMBDA_CONCURRENCY_QUOTA", "110")
+    code, checks, _ = doctor_run(capsys)
+    check = checks["concurrency"]
+    assert code == 1 and not check["ok"]
+    assert "110 of 110 concurrent executions unreserved" in check["detail"] and "(15)" in check["detail"]
+    assert "controller_reserved_concurrency" in check["fix"]
+    # WHEN the deployed reconciler already holds its reservation, and the quota is the default
+    monkeypatch.delenv("MOTO_LAMBDA_CONCURRENCY_QUOTA")
+    clients("lambda").put_function_concurrency(FunctionName="HoldfastStack-Reconciler", ReservedConcurrentExecutions=5)
+    _, checks, _ = doctor_run(capsys)
+    assert checks["concurrency"]["ok"] and "995 of 1000" in checks["concurrency"]["detail"]
+    assert "(in place)" in checks["concurrency"]["detail"]
+
+
+def test_the_doctor_says_when_a_retained_holdfast_ledger_still_holds_records(deployed, clients, capsys):
+    """A stack first deployed under the old fixed table name and updated without
+    ledger_table_name gets a new, empty ledger; the retained one keeps its records."""
+    from holdfast.ledger.table import ensure_table
+
+    db = clients("dynamodb")
+    ledger_table = "HoldfastStack-LedgerTable-NEW"   # the stack's new ledger; holdfast-ledger (the fixture's) is the old
+    ensure_table(db, ledger_table)
+    ensure_table(db, "someone-elses-table")      # not Holdfast's, records or not
+    for table in ("holdfast-ledger", "someone-elses-table"):
+        db.put_item(TableName=table, Item={"pk": {"S": "RES"}, "sk": {"S": "arn:aws:autoscaling:...:web"}})
+    _, checks, _ = doctor_run(capsys, "--ledger-table", ledger_table)
+    check = checks["retained-ledgers"]
+    assert not check["ok"] and check["detail"].startswith("holdfast-ledger: a Holdfast ledger other than this stack's")
+    assert "someone-elses-table" not in check["detail"]
+    assert check["fix"].startswith("restore them from it: `holdfast --ledger-table holdfast-ledger resume --now`")
+    # A tagged ledger of another (deleted) stack counts too; emptied, neither is reported.
+    ensure_table(db, "Old-LedgerTable-ABC")
+    arn = db.describe_table(TableName="Old-LedgerTable-ABC")["Table"]["TableArn"]
+    db.tag_resource(ResourceArn=arn, Tags=[{"Key": "holdfast:component", "Value": "ledger"}])
+    db.put_item(TableName="Old-LedgerTable-ABC", Item={"pk": {"S": "RES"}, "sk": {"S": "arn:x"}})
+    _, checks, _ = doctor_run(capsys, "--ledger-table", ledger_table)
+    assert checks["retained-ledgers"]["detail"].startswith("holdfast-ledger, Old-LedgerTable-ABC: ")
+    for table, sk in (("holdfast-ledger", "arn:aws:autoscaling:...:web"), ("Old-LedgerTable-ABC", "arn:x")):
+        db.delete_item(TableName=table, Key={"pk": {"S": "RES"}, "sk": {"S": sk}})
+    _, checks, _ = doctor_run(capsys, "--ledger-table", ledger_table)
+    assert checks["retained-ledgers"]["ok"]
+
+
 def test_each_problem_is_a_failed_check_with_its_fix(deployed, clients, capsys, tmp_path):
     make_asg(clients, "web")
     make_function(clients, "orders", role_arn=role(clients, "narrow", policy=None))

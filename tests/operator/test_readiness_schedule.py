@@ -99,6 +99,23 @@ def test_during_an_event_the_resources_are_not_walked(stack, clients, ledger_tab
     assert next(c for c in result["checks"] if c["check"] == "resources")["detail"].startswith("not walked: plan generation 1")
 
 
+def test_with_the_plan_unreadable_the_resources_are_not_walked_and_the_result_says_so(stack, clients, ledger_table):
+    """An unreadable plan means "assume engaged": the reconciler may be engaging from tags
+    alone against the same Lambda budget, so no walk competes with it."""
+    make_asg(clients, "web")
+    make_function(clients, "orders")
+    clients("dynamodb").delete_table(TableName=ledger_table)     # the ledger cannot be read
+    before = dict(clients.calls)
+    result = _run(clients, ledger_table, stack)
+    made = {op for op, n in clients.calls.items() if n > before.get(op, 0)}
+    walked = {"autoscaling:DescribeAutoScalingGroups", "lambda:ListFunctions", "lambda:ListFunctionEventInvokeConfigs",
+              "lambda:ListEventSourceMappings", "tag:GetResources"}
+    assert not made & walked, made & walked
+    assert result["selected"] == {} and "ledger" in result["failed"]
+    resources = next(c for c in result["checks"] if c["check"] == "resources")
+    assert resources["detail"].startswith("not walked: the plan cannot be read, so Holdfast assumes one is in force")
+
+
 def test_every_call_a_run_makes_is_granted_to_the_readiness_role(stack, clients, ledger_table):
     make_asg(clients, "web")
     make_function(clients, "orders")

@@ -2,9 +2,11 @@
 that has only the wheel synthesizes Holdfast from it, with the construct kept out of the
 Lambda asset.
 
-The wheel is built from a copy of the sources (pyproject.toml, functions/, stacks/ and
-policies/), with the venv's own setuptools and no network (`--no-build-isolation`), once
-for the module.
+The release is built as `make dist` builds it: `python -m build` (an sdist, then the wheel
+from the sdist) from a copy of the sources (pyproject.toml, README.md, LICENSE, functions/,
+stacks/ and policies/), with the venv's own setuptools and no network (`--no-isolation`),
+once for the module; `twine check --strict` must accept both, and the wheel's metadata
+names the license, the distribution's name, one version and the project's URLs.
 """
 
 from __future__ import annotations
@@ -36,19 +38,58 @@ def tree_files() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def dist(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
-    shutil.copy(ROOT / "pyproject.toml", source)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source)
     for folder in SHIPPED:
         shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     out = tmp_path_factory.mktemp("dist")
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(source), "-w", str(out)],
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "SOURCE_DATE_EPOCH": "1764806400"},
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    (built,) = out.glob("holdfast-*.whl")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheel(dist) -> Path:
+    (built,) = dist.glob("holdfast_aws-*.whl")
     return built
+
+
+def test_the_release_is_a_wheel_and_an_sdist_the_index_accepts(dist):
+    import holdfast
+
+    names = sorted(p.name for p in dist.iterdir())
+    assert names == [f"holdfast_aws-{holdfast.__version__}-py3-none-any.whl", f"holdfast_aws-{holdfast.__version__}.tar.gz"]
+    twine = Path(sys.executable).with_name("twine")
+    check = subprocess.run([str(twine), "check", "--strict", *map(str, dist.iterdir())], capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 0 and check.stdout.count("PASSED") == 2, check.stdout + check.stderr
+
+
+def test_the_wheel_carries_the_apache_license_and_the_metadata_an_index_shows(wheel):
+    import holdfast
+
+    archive = zipfile.ZipFile(wheel)
+    info = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA")).rsplit("/", 1)[0]
+    assert archive.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+    assert "Apache License" in (ROOT / "LICENSE").read_text() and "Version 2.0, January 2004" in (ROOT / "LICENSE").read_text()
+    fields = [line.split(": ", 1) for line in archive.read(f"{info}/METADATA").decode().split("\n\n", 1)[0].splitlines()
+              if ": " in line]
+    meta: dict[str, list[str]] = {}
+    for key, value in fields:
+        meta.setdefault(key, []).append(value)
+    assert meta["Name"] == ["holdfast-aws"] and meta["Version"] == [holdfast.__version__]
+    assert meta["License-Expression"] == ["Apache-2.0"] and meta["License-File"] == ["LICENSE"]
+    assert {"Programming Language :: Python :: 3.11", "Framework :: AWS CDK :: 2",
+            "Intended Audience :: System Administrators"} <= set(meta["Classifier"])
+    urls = dict(u.split(", ", 1) for u in meta["Project-URL"])
+    assert {"Homepage", "Documentation", "Source", "Issues"} <= set(urls) and all(u.startswith("https://") for u in urls.values())
+    assert meta["Description-Content-Type"] == ["text/markdown"]
+    assert set(meta["Requires-Dist"]) >= {"boto3", "aws-lambda-powertools"}
 
 
 def test_the_wheel_holds_the_function_code_the_construct_and_its_policies(wheel):

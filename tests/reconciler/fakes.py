@@ -374,6 +374,31 @@ class FakeStages:
         self.replays += 1
         return _Replayed()
 
+    def capacity(self, runtime, plan, now, *, engine, guard, stuck=frozenset()):
+        """Every group at once, as one guarded relax walk (the waves are tested on moto in
+        tests/stages/test_capacity_stage.py)."""
+        report = engine.relax(kinds=("asg",), guard=guard)
+        return _Waved(report.outcomes, report.complete)
+
+
+@dataclass
+class _Waved:
+    outcomes: list
+    complete: bool
+    notes: list = field(default_factory=list)
+
+    @property
+    def finished(self):
+        return self.complete
+
+    @property
+    def step(self):
+        from holdfast.core.capacity import Step, Waves
+        return Step(Waves(0, 0), finished=self.finished)
+
+    def summary(self):
+        return {"wave": None, "finished": self.finished}
+
 
 @dataclass
 class _Decided:

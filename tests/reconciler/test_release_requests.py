@@ -282,8 +282,10 @@ def test_a_request_asked_before_the_hold_began_is_refused(engaged, harness, oper
     assert result.stage == "hold" and "release:refused" in result.actions
     done = releases(harness)[web]
     began = harness.plan().impaired_at.isoformat()
-    assert done.detail == (f"asked at {asked.at}, before this hold began at {began}: the hold may have engaged "
-                           f"{web} since; nothing was done; ask again to release it from this hold")
+    assert done.seen_at == began        # first read by the tick that began the hold, on its clock
+    assert done.detail == (f"asked at {asked.at} (first read by a tick at {began}), before this hold began at "
+                           f"{began}: the hold may have engaged {web} since; nothing was done; ask again to release "
+                           "it from this hold")
     assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
     # Asked again during the hold, it is acted on.
     harness.clock.advance(60)
@@ -383,9 +385,15 @@ def test_the_engagement_in_force_began_at_the_latest_hold_or_a_later_step_back()
     stepped_back = policy.Plan(generation=4, stage=policy.HOLD, entered_at=t(30), impaired_at=t(5), stepped_back=True)
     assert [release_requests.engagement_began(p) for p in (None, policy.Plan(), held, draining, stepped_back)] == \
         [None, None, t(5), t(5), t(30)]
-    assert release_requests.stale(asked, t(5)) is None          # asked during the hold
-    assert release_requests.stale(asked, t(30)).startswith(f"asked at {t(10).isoformat()}, before this hold began "
-                                                           f"at {t(30).isoformat()}")
+    assert release_requests.stale(asked, t(5), t(10)) is None          # first read during the hold
+    assert release_requests.stale(asked, t(30), t(10)).startswith(
+        f"asked at {t(10).isoformat()} (first read by a tick at {t(10).isoformat()}), before this hold began at "
+        f"{t(30).isoformat()}")
+    # The operator's clock says nothing: only when a tick first read it (seen_at), on the plan's clock.
+    ahead = replace(asked, at=t(45).isoformat(), seen_at=t(10).isoformat())
+    assert release_requests.stale(ahead, t(30), t(50)) is not None
+    assert release_requests.stale(replace(asked, at=t(1).isoformat()), t(5), t(10)) is None
+    assert release_requests.stale(asked, t(10), t(10)) is not None     # read by the tick that began the hold
 
 
 def test_a_claimed_request_past_its_day_expires_once_its_claim_has_run_out_and_says_it_was_claimed(engaged, harness,
@@ -407,8 +415,10 @@ def test_a_claimed_request_past_its_day_expires_once_its_claim_has_run_out_and_s
 def test_a_request_acted_on_during_a_hold_leaves_the_resource_released_for_the_rest_of_it(engaged, harness,
                                                                                         operator_dynamodb):
     web = engaged["web"]
-    request(operator_dynamodb, harness, web)
-    harness.script.set("impaired", harness.clock.now())   # a hold begins before the tick acts on the request
+    harness.script.set("impaired", harness.clock.now())   # a hold begins
+    assert harness.tick("A").stage == "hold"
+    harness.clock.advance(60)
+    request(operator_dynamodb, harness, web)               # and the request is asked during it
     result = harness.tick("A")
     assert "release:restored" in result.actions
     done = releases(harness)[web]
@@ -421,10 +431,14 @@ def test_a_walk_that_takes_the_whole_tick_does_not_keep_release_requests_waiting
     # The requests are acted on before the walks: a hold's first engage walk of a large
     # fleet may take every tick it has, and an operator's release must not wait for it.
     web = engaged["web"]
-    request(operator_dynamodb, harness, web)
     harness.script.set("impaired", harness.clock.now())
-    walks = []
     engage_all = harness.engine.engage_all
+    # The hold begins; its first engage walk is cut at once by the deadline, so it goes on next tick.
+    harness.engine.engage_all = lambda *args, **kwargs: engage_all(*args, **{**kwargs, "deadline": lambda: True})
+    assert harness.tick("A").stage == "hold"
+    harness.clock.advance(60)
+    request(operator_dynamodb, harness, web)               # asked during the hold
+    walks = []
 
     def whole_tick(*args, **kwargs):
         walks.append(kwargs.get("skip", frozenset()))
@@ -437,3 +451,46 @@ def test_a_walk_that_takes_the_whole_tick_does_not_keep_release_requests_waiting
     assert walks and "release:restored" in result.actions
     assert suspended(harness, "web") == {"HealthCheck"}   # Holdfast's suspensions gone, the owner's kept
     assert web in walks[0]                               # and this tick's walk leaves it released
+
+
+def test_a_request_asked_before_the_hold_on_an_operator_clock_running_ahead_is_still_refused(engaged, harness,
+                                                                                              operator_dynamodb):
+    """The operator's machine writes `at` on its own clock; ten minutes ahead, a request asked
+    before the hold would read as asked during it. The tick judges it by when a tick first
+    read it (`seen_at`, the reconcilers' clock, as the plan's times are)."""
+    web = engaged["web"]
+    harness.tick("A")
+    ahead = harness.clock.now() + timedelta(minutes=10)
+    ledger_control.request_release(Ledger(operator_dynamodb, harness.table), web, by="oncall", reason="drill",
+                                   now=ahead, request_id="r1")
+    harness.clock.advance(60)
+    harness.script.set("impaired", harness.clock.now())
+    result = harness.tick("A")
+    assert result.stage == "hold" and "release:refused" in result.actions
+    assert "before this hold began" in releases(harness)[web].detail
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+
+
+def test_a_request_waits_while_sts_does_not_answer_and_is_acted_on_by_the_next_tick(engaged, harness,
+                                                                                  operator_dynamodb, monkeypatch):
+    """A transient STS failure is the reconciler's, not the request's: refusing would end the
+    request for good (done, never acted on again)."""
+    from holdfast.aws import Clients
+
+    web = engaged["web"]
+    request(operator_dynamodb, harness, web)
+
+    def no_answer(self):
+        from botocore.exceptions import EndpointConnectionError
+        raise EndpointConnectionError(endpoint_url="https://sts.us-east-1.amazonaws.com")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Clients, "account_id", no_answer)
+        result = harness.tick("A")
+    assert "release:waiting" in result.actions and "release:refused" not in result.actions
+    assert releases(harness)[web].state == release_requests.REQUESTED
+    assert suspended(harness, "web") == {"HealthCheck", "ReplaceUnhealthy", "AZRebalance"}
+
+    harness.clock.advance(60)
+    assert "release:restored" in harness.tick("A").actions
+    assert suspended(harness, "web") == {"HealthCheck"}

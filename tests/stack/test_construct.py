@@ -49,7 +49,7 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
     functions = t.find_resources("AWS::Lambda::Function")
     handlers = {f["Properties"]["Handler"] for f in functions.values()}
     assert handlers == {"index.handler", "holdfast.handlers.detector.handler", "holdfast.handlers.reconciler.handler",
-                        "holdfast.handlers.readiness.handler"}
+                        "holdfast.handlers.readiness.handler", "holdfast.handlers.teardown.handler"}
     holdfast_ids = {
         foreign.stack.resolve(foreign.stack.get_logical_id(c))
         for c in foreign.holdfast.node.find_all()
@@ -58,8 +58,9 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
     # 31, the settings parameter, the alarm on stuck resources, the parameter that names
     # Holdfast's own resources for the CLI (holdfast.core.own), the ledger name's parameter,
     # the expired-events queue's redrive anchor with its TLS-only policy, and the readiness
-    # check's function (role, policy, logs, invoke config), schedule (and its permission) and alarm
-    assert len(holdfast_ids) == 45 and all(k.startswith("Holdfast") for k in holdfast_ids)
+    # check's function (role, policy, logs, invoke config), schedule (and its permission) and alarm,
+    # and the deletion-time custom resource with its function (logs, invoke config; the reconciler's role)
+    assert len(holdfast_ids) == 49 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
     consumer = _role_statements(t, "ConsumerServiceRole")
@@ -190,7 +191,9 @@ def test_the_stack_keeps_the_logical_ids_it_had_before_the_construct(synthesized
         "ControllersReadiness3090B04E", "ControllersReadinessEventInvokeConfigDC5D0998", "ControllersReadinessLogs01F9C829",
         "ControllersReadinessRoleC5BB28CB", "ControllersReadinessRoleDefaultPolicyDFF905B3", "ReadinessAlarm2C9CA320",
         "ReadinessSchedule33584F64",
-        "ReadinessScheduleAllowEventRuleHoldfast123456789012useast1ControllersReadiness08A00A4A25B283CC"}
+        "ReadinessScheduleAllowEventRuleHoldfast123456789012useast1ControllersReadiness08A00A4A25B283CC",
+        "Teardown", "ControllersTeardownFDA171B0", "ControllersTeardownLogsF1BC7BD0",
+        "ControllersTeardownEventInvokeConfigFC25653F"}
 
 
 def test_the_stack_outputs_the_expired_events_queue_and_its_parameter(synthesized):

@@ -64,7 +64,7 @@ def test_the_stackset_template_is_the_member_template_as_an_asset_of_the_admin_a
 def test_every_member_function_reads_its_code_from_the_bucket_of_its_own_region(org_synthesized):
     member = org_synthesized.member_template
     functions = [r for r in member["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
-    assert len(functions) == 3   # detector, reconciler, readiness
+    assert len(functions) == 4   # detector, reconciler, readiness, and the deletion-time teardown
     codes = {json.dumps(f["Properties"]["Code"], sort_keys=True) for f in functions}
     (code,) = [json.loads(c) for c in codes]
     assert code["S3Bucket"] == {"Fn::Sub": f"holdfast-code-{ADMIN}-${{AWS::Region}}"}

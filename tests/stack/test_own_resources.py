@@ -56,15 +56,15 @@ def _selected(resources, cfn_type):
 def test_a_stack_wide_tag_selects_holdfasts_own_functions_and_queues(tagged_stack):
     # The premise: the tag reaches Holdfast's own resources, not only the user's.
     functions = _selected(tagged_stack, "AWS::Lambda::Function")
-    # the detector, the reconciler and the readiness check
-    assert len([k for k in functions if k.startswith("Holdfast")]) == 3 and "Consumer" in "".join(functions)
+    # the detector, the reconciler, the readiness check and the deletion-time teardown
+    assert len([k for k in functions if k.startswith("Holdfast")]) == 4 and "Consumer" in "".join(functions)
     assert len([k for k in _selected(tagged_stack, "AWS::SQS::Queue") if k.startswith("Holdfast")]) == 3   # expired events, its anchor, dead letters
 
 
 def test_the_controllers_know_every_selected_resource_of_holdfasts_as_their_own(tagged_stack):
     controllers = {k: r for k, r in tagged_stack.items() if r["Type"] == "AWS::Lambda::Function"
                    and r["Properties"]["Handler"].startswith("holdfast.handlers.")}
-    assert len(controllers) == 3
+    assert len(controllers) == 4
     for name, function in controllers.items():
         env = {k: _resolve(v) for k, v in function["Properties"]["Environment"]["Variables"].items()}
         env["AWS_LAMBDA_FUNCTION_NAME"] = f"OrdersService-{name}-ABC123"

@@ -40,7 +40,7 @@ def test_ledger_table_is_on_demand_recoverable_encrypted_and_retained(synthesize
 
 def test_controllers_run_python_313_on_arm_with_the_powertools_layer_and_tracing(synthesized):
     functions = _functions(synthesized)
-    assert set(functions) == {"detector", "reconciler", "readiness"}
+    assert set(functions) == {"detector", "reconciler", "readiness", "teardown"}
     # The layer ARN comes from Powertools' public SSM parameter for the pinned release.
     parameters = synthesized.template.to_json()["Parameters"]
     (name,) = [k for k, v in parameters.items() if v.get("Default") == POWERTOOLS_LAYER_PARAMETER]
@@ -85,7 +85,7 @@ def test_reconciler_timeout_leaves_margin_after_the_tick_budget(synthesized):
 
 def test_log_groups_keep_logs_as_long_as_settings_say(synthesized):
     groups = synthesized.resources("AWS::Logs::LogGroup")
-    assert len(groups) == 3
+    assert len(groups) == 4   # the three controllers and the deletion-time teardown
     assert {g["Properties"]["RetentionInDays"] for g in groups.values()} == {synthesized.settings.log_retention_days}
     for function in _functions(synthesized).values():
         assert "LogGroup" in function["Properties"]["LoggingConfig"]
@@ -172,6 +172,73 @@ def test_topic_is_encrypted_with_its_own_key_and_mails_the_configured_address(sy
     assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     subscription = _only(synthesized, "AWS::SNS::Subscription")["Properties"]
     assert subscription == {"Protocol": "email", "TopicArn": {"Ref": topic_id}, "Endpoint": "oncall@example.com"}
+
+
+def test_each_of_holdfasts_functions_reserves_its_own_concurrency(synthesized):
+    """An account out of concurrency throttles every function without a reservation: the
+    detector and the reconciler must run exactly then."""
+    functions = [f["Properties"] for f in synthesized.resources("AWS::Lambda::Function").values()
+                 if str(f["Properties"].get("Handler", "")).startswith("holdfast.handlers.")]
+    # The teardown runs once, at the stack's deletion: it reserves nothing.
+    assert {f["Handler"]: f.get("ReservedConcurrentExecutions") for f in functions} == {
+        "holdfast.handlers.detector.handler": 5, "holdfast.handlers.reconciler.handler": 5,
+        "holdfast.handlers.readiness.handler": 5, "holdfast.handlers.teardown.handler": None}
+
+
+def test_no_reservation_when_the_setting_is_zero(tmp_path):
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from holdfast_cdk import Holdfast
+    from holdfast.settings import Settings
+
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "Zero", env={"account": "123456789012", "region": "us-east-1"})
+    Holdfast(stack, "Holdfast", settings=Settings.from_mapping({"controller_reserved_concurrency": 0}))
+    functions = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    assert functions and not any("ReservedConcurrentExecutions" in f["Properties"] for f in functions.values())
+
+
+def test_the_deletion_time_custom_resource_runs_before_what_it_needs_is_deleted(synthesized):
+    """CloudFormation deletes a resource before those it depends on: the teardown's custom
+    resource depends on the controllers, their roles, the ledger, the queues, the topic and
+    the schedule, so a refused deletion keeps them all and a restore has them while it runs."""
+    resources = synthesized.template.to_json()["Resources"]
+    (cr_id, cr), = [(k, v) for k, v in resources.items() if v["Type"] == "Custom::HoldfastTeardown"]
+    function_id = cr["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    function = resources[function_id]["Properties"]
+    assert function["Handler"] == "holdfast.handlers.teardown.handler" and function["Timeout"] == 900
+    assert cr["Properties"]["ServiceTimeout"] == "960" and cr["Properties"]["OnDeleteWhileEngaged"] == "refuse"
+    depends = set(cr["DependsOn"])
+    by_type = lambda t: {k for k, v in resources.items() if v["Type"] == t}
+    needed = (by_type("AWS::Lambda::Function") | by_type("AWS::IAM::Role") | by_type("AWS::IAM::Policy")
+              | by_type("AWS::DynamoDB::Table") | by_type("AWS::Events::Rule") | by_type("AWS::SQS::Queue")
+              | by_type("AWS::SNS::Topic") | by_type("AWS::KMS::Key"))
+    assert needed <= depends and function_id in depends
+    reconciler_role = next(v for v in resources.values() if v["Type"] == "AWS::Lambda::Function"
+                           and v["Properties"]["Handler"] == "holdfast.handlers.reconciler.handler")["Properties"]["Role"]
+    assert function["Role"] == reconciler_role   # a restore is the reconciler's writes
+
+
+def test_cloudwatch_alarms_of_this_account_may_publish_to_the_topic_and_use_its_key(synthesized):
+    """A topic policy replaces SNS's default one: without its own Allow, CloudWatch alarms
+    could not publish to the topic, whatever the key grants."""
+    topic_id = next(iter(synthesized.resources("AWS::SNS::Topic")))
+    policy = _only(synthesized, "AWS::SNS::TopicPolicy", Properties={"Topics": [{"Ref": topic_id}]})
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (publish,) = [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert publish["Effect"] == "Allow" and publish["Action"] == "sns:Publish"
+    assert publish["Resource"] == {"Ref": topic_id}
+    assert publish["Condition"]["StringEquals"] == {"aws:SourceAccount": synthesized.account}
+    assert publish["Condition"]["ArnLike"] == {
+        "aws:SourceArn": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":cloudwatch:{synthesized.region}:"
+                                            f"{synthesized.account}:alarm:*"]]}}
+    assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements)
+    key = next(iter(synthesized.resources("AWS::KMS::Key").values()))
+    grants = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
+              if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert grants and all(s["Condition"] == {"StringEquals": {"aws:SourceAccount": synthesized.account}} for s in grants)
+    assert {a for s in grants for a in s["Action"]} == {"kms:Decrypt", "kms:GenerateDataKey"}
 
 
 def test_alarms_cover_errors_and_throttles_of_both_controllers_the_dead_letters_and_stuck_resources(synthesized):

@@ -139,35 +139,36 @@ def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     assert c.at(3).stage == HOLD
     d, _ = c.drain(mapping)
-    # 16 and one step above it, 18, and at once a slow-start probe at 18 × 1.75 = 32.
-    assert d.last.action == dc.START and c.cap(mapping) == 32 and d.state.step == 2 and d.state.probe_from == 18
+    # 16 and one step above it, 18; no probe until 18 has a whole minute measured.
+    assert d.last.action == dc.START and c.cap(mapping) == 18 and d.state.step == 2 and d.state.probe_at is None
     assert d.forecast is not None and d.forecast.seconds is not None and "if the downstream keeps up" in d.forecast.reason
 
-    c.at(4)   # the probe has had minute 3: back to 18 until minute 3 is published
+    c.at(4)   # minute 3, wholly at 18, is not published yet
     assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 18)
 
-    # Minute 3, measured wholly at 32, read once complete (two minutes after it): at
-    # baseline, so 32 is kept and the next probe is 32 × 1.75 = 56.
+    # Minute 3 at 18 delivered ten times what minute 0 did at the floor (2): the raise paid,
+    # and the slow start probes 18 × 1.75 = 32 for one minute.
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
     c.at(6)
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping), d.state.probe_from) == (dc.RAISE, 56, 32)
+    assert (d.last.action, c.cap(mapping), d.state.probe_from) == (dc.RAISE, 32, 18), d.last.reasons
+    assert any("the raise paid" in r for r in d.last.reasons)
 
-    c.at(7)   # back to 32; no datapoint of the probe's minute yet
+    c.at(7)   # the probe has had minute 6: back to 18 until minute 6 is published
     d, _ = c.drain(mapping)
-    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 32)
+    assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 18)
     assert any("waiting for the probe's minute" in r for r in d.last.reasons)
 
     cloud.put(minute(6), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
     cloud.alarm("ALARM")
     c.at(9)
     d, _ = c.drain(mapping)
-    # The probe's minute alarmed: the slow start ends at 56 × 0.7 = 39, from the cap the
-    # datapoint measured (above the 32 in force, below the probe).
-    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 39)
+    # The probe's minute alarmed: the slow start ends at 32 × 0.7 = 22, from the cap the
+    # datapoint measured (above the 18 in force, below the probe).
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 22), d.last.reasons
     assert d.state.additive and d.state.probe_at is None          # after a cut, raises are additive
     c.at(10)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 39)   # never twice for one datapoint
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 22)   # never twice for one datapoint
 
 
 def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients, ledger_table, consumer):
@@ -176,7 +177,7 @@ def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients
     c.at(0)
     cloud.put(minute(0), age=30, visible=500, sent=1200, deleted=1500, errors=0, latency=0.1)
     c.at(3)
-    assert c.cap(mapping) == 32   # the start's probe
+    assert c.cap(mapping) == 18   # the start: one step above the pre-event concurrency
     for m in range(4, 14):
         cloud.put(minute(m - 2), age=3, visible=40, sent=1200, deleted=1200, errors=0, latency=0.1)
         result = c.at(m, "recovering")
@@ -196,7 +197,7 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
     c.at(0)
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
-    assert c.cap(mapping) == 32   # the start's probe
+    assert c.cap(mapping) == 18   # the start
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
 
     def newer_plan(**_):
@@ -210,12 +211,12 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
     c.clock.set(minute(6))
     result = tick(c.runtime, collect=c.script.collect)
     assert "stale" in result.actions and [o.action for o in result.outcomes if o.kind == "esm"] == [REFUSED_STALE]
-    assert c.cap(mapping) == 32
-    # The record of the raise (the next probe, 56) was written under g: the next tick, under
+    assert c.cap(mapping) == 18
+    # The record of the raise (the probe, 32) was written under g: the next tick, under
     # g+1, writes it, and the probe's minute is the first whole one after that write.
     c.at(7)
     d, _ = c.drain(mapping)
-    assert c.cap(mapping) == 56 and d.state.probe_at == minute(7) and d.state.history[-1] == (minute(7), 56)
+    assert c.cap(mapping) == 32 and d.state.probe_at == minute(7) and d.state.history[-1] == (minute(7), 32)
 
 
 def test_a_drain_record_write_under_a_stale_plan_is_refused(clients, ledger_table, consumer):
@@ -293,7 +294,7 @@ def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledge
     assert main(["--json", "stage"]) == 0
     [row] = json.loads(capsys.readouterr().out)["drain"]
     assert row["arn"] == mapping["EventSourceMappingArn"] and row["name"] == "consumer<-orders"
-    assert (row["action"], row["cap"], row["ceiling"]) == (dc.RAISE, 56, 1000)   # the start's probe (32) kept, the next
+    assert (row["action"], row["cap"], row["ceiling"]) == (dc.RAISE, 32, 1000)   # 18 paid: the first probe
     assert row["elapsed_minutes"] == 5.0 and row["started_at"] == minute(3).isoformat()
     assert row["forecast_minutes"] > 0 and "if the downstream keeps up" in row["forecast"]
     # On the newest datapoint: 11,000 visible at (1,500 − 1,200) / 60 s = 5/s spare.
@@ -316,4 +317,4 @@ def test_batch_item_failures_keep_the_mapping_at_the_floor_though_errors_are_zer
     assert any("100.0% of 1,200 messages received not deleted" in r for r in d.last.reasons), d.last.reasons
     cloud.put(minute(1), age=660, visible=12_500, sent=1200, deleted=1200, errors=0, latency=0.1)   # back
     c.at(4)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.START, 32)   # 18 and its probe
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.START, 18)   # one step above 16

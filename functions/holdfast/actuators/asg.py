@@ -108,6 +108,85 @@ class AsgActuator(TaggedActuator):
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         return {p: True for p in self.settings.asg_processes if not current.get(p)}
 
+    # ---- the capacity stage's reads and resets (holdfast.stages.capacity) -----------------
+
+    @uses("autoscaling:DescribeAutoScalingGroups", by=("reconciler",))
+    def groups(self, arns: list[str]) -> dict[str, dict]:
+        """The groups named, as DescribeAutoScalingGroups describes them (their instances'
+        HealthStatus, their target groups, their tags), by ARN; a group gone is absent."""
+        names = sorted({a.split(":autoScalingGroupName/", 1)[-1] for a in arns})
+        wanted = set(arns)
+        found: dict[str, dict] = {}
+        for i in range(0, len(names), 100):   # 100 names a call at most (AutoScalingGroupNames)
+            for g in self._describe(names[i:i + 100]):
+                if g["AutoScalingGroupARN"] in wanted:
+                    found[g["AutoScalingGroupARN"]] = g
+        return found
+
+    def resource_of(self, group: Mapping[str, Any]) -> Resource:
+        """The Resource of a group from its description (for an engage of it again)."""
+        return self._resource(group)
+
+    @uses("ec2:DescribeInstanceStatus", "elasticloadbalancing:DescribeTargetHealth", by=("reconciler",))
+    def healthy_now(self, groups: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
+        """Group ARN -> its instances marked Unhealthy whose health checks pass now: EC2's
+        instance and system status `ok` on a running instance and, for a group that uses ELB
+        health checks, `healthy` in each of its target groups. A group whose health check
+        Holdfast cannot read (a Classic Load Balancer, VPC Lattice, EBS) gets none: what is
+        marked stays marked. AWS errors pass to the caller."""
+        marked = {arn: unhealthy(g) for arn, g in groups.items()}
+        ids = sorted({i for found in marked.values() for i in found})
+        status = self._instance_status_ok(ids)
+        out: dict[str, tuple[str, ...]] = {}
+        for arn, group in groups.items():
+            kinds = set(str(group.get("HealthCheckType") or "EC2").split(","))
+            if kinds - {"EC2", "ELB"} or ("ELB" in kinds and group.get("LoadBalancerNames")):
+                out[arn] = ()
+                continue
+            healthy = {i for i in marked[arn] if status.get(i)}
+            if "ELB" in kinds:
+                for tg in group.get("TargetGroupARNs") or ():
+                    healthy &= self._targets_healthy(tg)
+            out[arn] = tuple(sorted(healthy))
+        return out
+
+    def _instance_status_ok(self, ids: list[str]) -> dict[str, bool]:
+        ec2 = self.clients("ec2")
+        ok: dict[str, bool] = {}
+        for i in range(0, len(ids), 100):
+            chunk = ids[i:i + 100]
+            try:
+                answers = ec2.describe_instance_status(InstanceIds=chunk, IncludeAllInstances=True)["InstanceStatuses"]
+            except ClientError as err:
+                if err.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
+                    raise
+                # One of them is gone (terminated since the listing): ask one by one.
+                answers = []
+                for one in chunk:
+                    try:
+                        answers += ec2.describe_instance_status(InstanceIds=[one], IncludeAllInstances=True)["InstanceStatuses"]
+                    except ClientError as again:
+                        if again.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
+                            raise
+            for s in answers:
+                ok[s["InstanceId"]] = (s.get("InstanceState", {}).get("Name") == "running"
+                                       and s.get("InstanceStatus", {}).get("Status") == "ok"
+                                       and s.get("SystemStatus", {}).get("Status") == "ok")
+        return ok
+
+    def _targets_healthy(self, target_group_arn: str) -> set[str]:
+        answer = self.clients("elbv2").describe_target_health(TargetGroupArn=target_group_arn)
+        return {d["Target"]["Id"] for d in answer["TargetHealthDescriptions"]
+                if d.get("TargetHealth", {}).get("State") == "healthy"}
+
+    @uses("autoscaling:SetInstanceHealth", by=("reconciler",))
+    def set_healthy(self, instance_ids: tuple[str, ...]) -> None:
+        """Mark each instance Healthy again: a mark set while ReplaceUnhealthy was suspended
+        never clears by itself, and resuming would terminate it."""
+        client = self.clients("autoscaling")
+        for instance in instance_ids:
+            client.set_instance_health(InstanceId=instance, HealthStatus="Healthy")
+
     @uses("autoscaling:SuspendProcesses", "autoscaling:ResumeProcesses", by=("reconciler", "cli"))
     def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
         client = self.clients("autoscaling")
@@ -159,6 +238,11 @@ class AsgActuator(TaggedActuator):
             {"ResourceId": resource.name, "ResourceType": "auto-scaling-group", "Key": k}
             for resource in resources for k in keys
         ])
+
+
+def unhealthy(group: Mapping[str, Any]) -> tuple[str, ...]:
+    """The group's instances marked Unhealthy (what a resume of ReplaceUnhealthy terminates)."""
+    return tuple(sorted(i["InstanceId"] for i in group.get("Instances") or () if i.get("HealthStatus") == "Unhealthy"))
 
 
 def _vanished(err) -> None:

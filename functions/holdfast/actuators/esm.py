@@ -1,4 +1,5 @@
-"""SQS event source mappings: ScalingConfig.MaximumConcurrency at the floor while engaged.
+"""SQS event source mappings: ScalingConfig.MaximumConcurrency at the floor while engaged (in
+provisioned mode, the pollers: see below).
 
 Key `MaximumConcurrency`: the cap, None for none (Lambda then scales to about 1,000
 concurrent batches). Engaging never raises a cap: an owner cap at or below the floor
@@ -12,8 +13,12 @@ too, so re-enabling one while engaged does not flood its function.
 Two rules of AWS the walk keeps (Lambda Developer Guide, "Configuring scaling behavior
 for SQS event source mappings"):
 - maximum concurrency and provisioned mode (ProvisionedPollerConfig) "are mutually
-  exclusive options": a mapping in provisioned mode is `skipped` and reported, never
-  written (its MaximumPollers is the owner's to lower by hand; the note says how);
+  exclusive options": a mapping in provisioned mode is held through its pollers instead
+  (keys `MaximumPollers` and `MinimumPollers`, holdfast.core.pollers): engaging lowers
+  MaximumPollers to the floor cap's pollers (at least 2, the API's least: up to 20
+  concurrent invokes), and MinimumPollers with it where it is above; the drain's caps are
+  written as pollers (10 concurrent invokes each, rounded down); each write sends the whole
+  ProvisionedPollerConfig, and the restore puts the original pollers back;
 - a cap above the function's reserved concurrency only produces throttles: Holdfast's
   own caps (the floor, each of the drain controller's caps) never exceed it. It is read
   with GetFunction (its `Concurrency`), once per function and only where it decides
@@ -41,7 +46,7 @@ from typing import Any, Mapping
 
 import threading
 
-from holdfast.core import restore
+from holdfast.core import pollers, restore
 from holdfast.core.errors import Vanished
 from holdfast.core import kinds
 from holdfast.iam import uses
@@ -129,13 +134,15 @@ class EsmActuator(LambdaTagged, TaggedActuator):
 
     def harm(self, candidate: Candidate, original: Mapping[str, Any] | None = None) -> int:
         """Uncapped mappings first (Lambda scales one to about 1,000 concurrent batches),
-        then the highest caps (an engaged one's original cap); disabled mappings after
-        enabled ones of the same cap (they flood nothing until re-enabled); provisioned
-        ones, which Holdfast does not cap, last."""
+        then the highest caps (an engaged one's original cap; a provisioned one's, the
+        batches its MaximumPollers carry); disabled mappings after enabled ones of the same
+        cap (they flood nothing until re-enabled)."""
         mapping = candidate.listed
-        if mapping.get("ProvisionedPollerConfig"):
-            return 0
-        cap = (original or {}).get(KEY, (mapping.get("ScalingConfig") or {}).get(KEY))
+        if pollers.provisioned(mapping.get("ProvisionedPollerConfig")):
+            most = (original or {}).get(pollers.MAX_KEY, pollers.config(mapping["ProvisionedPollerConfig"])[pollers.MAX_KEY])
+            cap = pollers.cap_of(most)
+        else:
+            cap = (original or {}).get(KEY, (mapping.get("ScalingConfig") or {}).get(KEY))
         harm = 2 * (1001 if cap is None else int(cap))
         return harm if mapping.get("State") in ("Disabled", "Disabling") else harm + 1
 
@@ -160,9 +167,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
         """The cap as listed (no call: the reserved concurrency only if this run read it)."""
         mapping = candidate.listed
-        reserved = self._known_reserved(mapping["FunctionArn"])
-        return {KEY: (mapping.get("ScalingConfig") or {}).get(KEY),
-                "provisioned": mapping.get("ProvisionedPollerConfig") or None, "reserved": reserved}
+        return _current(mapping, self._known_reserved(mapping["FunctionArn"]))
 
     @uses("lambda:GetEventSourceMapping", "lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def get(self, arn: str) -> Resource | None:
@@ -183,12 +188,12 @@ class EsmActuator(LambdaTagged, TaggedActuator):
     def _resource(self, mapping: Mapping[str, Any], tags: Mapping[str, str]) -> Resource:
         cap = (mapping.get("ScalingConfig") or {}).get(KEY)
         name = f"{mapping['FunctionArn'].split(':')[6]}<-{mapping['EventSourceArn'].split(':')[-1]}"
-        provisioned = mapping.get("ProvisionedPollerConfig") or None
-        # Observed with the cap, never written: provisioned mode and the function's reserved
-        # concurrency — read only where the floor would lower the cap (see the module doc).
-        lowers = not provisioned and (cap is None or cap > self.settings.esm_floor)
+        # Observed with the cap, never written: the function's reserved concurrency — read
+        # only where the floor would lower a cap (see the module doc; pollers are no cap).
+        lowers = not pollers.provisioned(mapping.get("ProvisionedPollerConfig")) and (
+            cap is None or cap > self.settings.esm_floor)
         reserved = self._reserved(mapping["FunctionArn"]) if lowers else self._known_reserved(mapping["FunctionArn"])
-        current = {KEY: cap, "provisioned": provisioned, "reserved": reserved}
+        current = _current(mapping, reserved)
         return make_resource(self.kind, self._arn(mapping), name, current, tags,
                              {"uuid": mapping["UUID"], "function": mapping["FunctionArn"]})
 
@@ -204,15 +209,21 @@ class EsmActuator(LambdaTagged, TaggedActuator):
 
     def posture(self, current: Mapping[str, Any]) -> dict[str, Any]:
         cap = current.get(KEY)
-        if current.get("provisioned") or (current.get("reserved") is not None and current["reserved"] < self.settings.esm_floor):
+        if current.get("provisioned"):
+            return pollers.posture(current, self._floor_pollers())
+        if current.get("reserved") is not None and current["reserved"] < self.settings.esm_floor:
             return {}   # see engage: skipped and reported
         return {KEY: self.settings.esm_floor} if cap is None or cap > self.settings.esm_floor else {}
 
+    def _floor_pollers(self) -> int:
+        return pollers.floor_pollers(self.settings.esm_floor)
+
     def may_write(self, key: str, value: Any) -> list[Any]:
-        """The floor: an engagement writes it, so it stays Holdfast's through the drain. The
-        drain's controller decides its caps as it goes; each moves the record before it is
-        written (TaggedActuator._raise, core.restore.advance)."""
-        return [value, self.settings.esm_floor]
+        """The floor (for pollers, the floor cap's pollers): an engagement writes it, so it
+        stays Holdfast's through the drain. The drain's controller decides its caps as it
+        goes; each moves the record before it is written (TaggedActuator._raise,
+        core.restore.advance)."""
+        return [value, self._floor_pollers() if key in pollers.KEYS else self.settings.esm_floor]
 
     @uses("lambda:GetEventSourceMapping", by=("reconciler", "cli", "readonly", "readiness"))
     def fresh(self, resource: Resource) -> Resource:
@@ -222,10 +233,13 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             mapping = client.get_event_source_mapping(UUID=resource.ref["uuid"])
         except client.exceptions.ResourceNotFoundException as err:
             raise Vanished() from err
-        return replace(resource, current={**resource.current, KEY: (mapping.get("ScalingConfig") or {}).get(KEY)})
+        return replace(resource, current=_current(mapping, resource.current.get("reserved")))
 
     def plan(self, resource: Resource) -> Outcome:
-        return self._skipped(resource) or super().plan(resource)
+        outcome = self._skipped(resource) or super().plan(resource)
+        if outcome.changes and resource.current.get("provisioned"):
+            outcome.notes["provisioned"] = self._provisioned_note()
+        return outcome
 
     def engage(self, resource: Resource) -> Outcome:
         skipped = self._skipped(resource)
@@ -233,21 +247,24 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             return skipped
         outcome = super().engage(resource)
         cap, reserved = resource.current.get(KEY), resource.current.get("reserved")
+        if outcome.changes and resource.current.get("provisioned"):
+            outcome.notes["provisioned"] = self._provisioned_note()
         if reserved is not None and cap is not None and cap > reserved:
             outcome.notes["reserved"] = {"why": (f"the owner's cap {cap} is above the function's reserved concurrency "
                                                  f"{reserved}: it only produces throttles; it is restored as it was")}
         return outcome
 
+    def _provisioned_note(self) -> dict[str, str]:
+        floor = self._floor_pollers()
+        return {"why": (f"provisioned mode: held through its pollers (ScalingConfig cannot be combined with it), "
+                        f"MaximumPollers {floor}, which carry up to {pollers.cap_of(floor)} concurrent invokes "
+                        f"({pollers.INVOKES_PER_POLLER} a poller; {pollers.LEAST_POLLERS} pollers is the least the API "
+                        "takes); the drain's caps are written as pollers, rounded down")}
+
     def _skipped(self, resource: Resource) -> Outcome | None:
         current = resource.current
-        if current.get("provisioned") and resource.record is None:
-            pollers = current["provisioned"]
-            return Outcome(self.kind, resource.arn, SKIPPED, notes={"provisioned": {
-                "why": (f"provisioned mode ({pollers}): ScalingConfig cannot be combined with it, so Holdfast does not "
-                        "cap this mapping"),
-                "fix": (f"lower its pollers by hand while the dependency recovers: aws lambda update-event-source-mapping "
-                        f"--uuid {resource.ref['uuid']} --provisioned-poller-config MinimumPollers=1,MaximumPollers=N"),
-            }})
+        if current.get("provisioned"):
+            return None   # pollers are no cap above the reserved concurrency: never skipped for it
         reserved = current.get("reserved")
         if reserved is not None and reserved < self.settings.esm_floor and resource.record is None:
             return Outcome(self.kind, resource.arn, SKIPPED, notes={"reserved": {
@@ -260,18 +277,64 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         n = target.get(KEY) if set(target) == {KEY} else None
         if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= 1000:
             raise ValueError(f"an event source mapping relaxes to {{'{KEY}': 2..1000}}, got {dict(target)!r}")
+        if bool(current.get("provisioned")) != (pollers.MAX_KEY in record.original):
+            # The owner switched the mapping's scaling mode while engaged: the setting
+            # Holdfast recorded is gone, and one it has no original for is never written.
+            return {}
+        if current.get("provisioned"):
+            return self._partial_pollers(record, current, n)
         original = record.original.get(KEY, current.get(KEY))
         cap = n if original is None else min(n, original)   # never above the owner's own cap
-        if current.get("reserved") is not None:
-            # Holdfast's own steps never pass the function's reserved concurrency (nor go below the floor).
-            cap = max(min(cap, current["reserved"]), min(self.settings.esm_floor, cap))
+        cap = self._within_reserved(cap, current)
         now = current.get(KEY)
         if KEY in record.applied and now not in restore.holdfast_values(record.applied[KEY]):
             return {}  # the owner set it while engaged: theirs, kept now and reported on restore
         return {} if now == cap else {KEY: cap}
 
+    def _within_reserved(self, cap: int, current: Mapping[str, Any]) -> int:
+        """Holdfast's own steps never pass the function's reserved concurrency (nor go below the floor)."""
+        if current.get("reserved") is None:
+            return cap
+        return max(min(cap, current["reserved"]), min(self.settings.esm_floor, cap))
+
+    def _partial_pollers(self, record: Record, current: Mapping[str, Any], n: int) -> dict[str, Any]:
+        """A provisioned mapping's step to the drain's cap `n`: the cap's pollers (rounded
+        down, never below the API's least), never above the owner's own MaximumPollers nor
+        below its MinimumPollers in force (the minimum stays where the engagement left it)."""
+        most = pollers.pollers_for(self._within_reserved(n, current))
+        most = max(min(most, record.original[pollers.MAX_KEY]), current.get(pollers.MIN_KEY) or pollers.LEAST_POLLERS)
+        now = current.get(pollers.MAX_KEY)
+        if now not in restore.holdfast_values(record.applied.get(pollers.MAX_KEY)):
+            return {}  # the owner set it while engaged: theirs, kept now and reported on restore
+        return {} if now == most else {pollers.MAX_KEY: most}
+
     @uses("lambda:UpdateEventSourceMapping", by=("reconciler", "cli"))
     def _write(self, resource: Resource, values: Mapping[str, Any], *, restoring: bool) -> None:
-        cap = values[KEY]
-        self._call("update_event_source_mapping", UUID=resource.ref["uuid"],
-                   ScalingConfig={} if cap is None else {KEY: cap})
+        """One UpdateEventSourceMapping: the cap as ScalingConfig (an empty one removes it),
+        or the whole ProvisionedPollerConfig (holdfast.core.pollers.to_write)."""
+        update: dict[str, Any] = {}
+        if KEY in values:
+            update["ScalingConfig"] = {} if values[KEY] is None else {KEY: values[KEY]}
+        if any(k in values for k in pollers.KEYS):
+            update["ProvisionedPollerConfig"] = pollers.to_write(resource.current, values)
+        self._call("update_event_source_mapping", UUID=resource.ref["uuid"], **update)
+
+    def _changes(self, resource: Resource, values: Mapping[str, Any]) -> dict[str, Any]:
+        """As written: a restored MinimumPollers brought down to an owner's lower maximum shows that."""
+        if any(k in values for k in pollers.KEYS) and resource.current.get("provisioned"):
+            sent = pollers.to_write(resource.current, values)
+            values = {**values, **{k: sent[k] for k in pollers.KEYS if k in values}}
+        return super()._changes(resource, values)
+
+
+def _current(mapping: Mapping[str, Any], reserved: int | None) -> dict[str, Any]:
+    """The values Holdfast manages on a mapping as listed or read: the cap, and for one in
+    provisioned mode its pollers (an absent field as its default, holdfast.core.pollers);
+    with them, observed only, the raw ProvisionedPollerConfig and the function's reserved
+    concurrency."""
+    raw = mapping.get("ProvisionedPollerConfig")
+    current: dict[str, Any] = {KEY: (mapping.get("ScalingConfig") or {}).get(KEY),
+                               "provisioned": dict(raw) if pollers.provisioned(raw) else None, "reserved": reserved}
+    if current["provisioned"]:
+        current.update(pollers.config(raw))
+    return current

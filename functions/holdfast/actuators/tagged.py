@@ -711,9 +711,15 @@ class TaggedActuator(ABC):
         ledger = self.ledger.cached(resource.arn)
         if ledger is None or not restore.same(ledger, moved):
             # The ledger's copy missing (engaged while it was unreachable) or another: a relax
-            # has the ledger, so both copies hold the record before the write.
+            # has the ledger, so both copies hold the record before the write. A copy not
+            # moved stops the write: a relax trusts the ledger's copy without the tag
+            # (read_recorded), and one without the new cap would call it the owner's.
             guard()
-            self.ledger.put_original(moved, resource.name, advance=True)
+            if not self.ledger.put_original(moved, resource.name, advance=True):
+                why = getattr(self.ledger, "error", None) or "unreachable"
+                return Outcome(self.kind, resource.arn, FAILED, error=(
+                    f"the ledger's record could not be moved before the write ({why}): nothing written; "
+                    "the next tick tries again"))
         on_tag = resource.record
         if (on_tag is not None and not restore.same(on_tag, moved)) or \
                 (on_tag is None and not resource.confirmed and not restore.same(record, moved)):

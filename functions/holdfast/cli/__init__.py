@@ -2,10 +2,16 @@
 
 Global options come before the command (or after it, as with the AWS CLI):
   holdfast [--region R] [--profile P] [--endpoint-url URL] [--ledger-table NAME]
-           [--selector KEY=VALUE] [--settings FILE] [--json] COMMAND ...
+           [--selector KEY=VALUE] [--settings FILE] [--output table|json|text] [--query EXPR]
+           [--wide] [--json] COMMAND ...
 
-`--json` prints one JSON document on stdout, errors included; otherwise readable tables
-on stdout and progress on stderr.
+Every command prints one document (holdfast.cli.output): `--query` (JMESPath) selects
+from it and `--output` prints it as readable tables (the default, 120 columns at most;
+`--wide` for full ARNs), JSON (`--json` is `--output json`; errors too) or the AWS CLI's
+tab-separated text. Progress goes to stderr.
+
+Options are never abbreviated (`--dry` is not `--dry-run`): a mistyped command, option
+or choice is a usage error that names the nearest one.
 
 Exit codes, one per cause (EXIT_CODES, in `holdfast --help` too): 0 success; 1 the
 command ran and something did not succeed (each resource named); 2 usage or settings
@@ -21,11 +27,12 @@ parser sets `func(ctx, args) -> int` for the chosen command. What a command's
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import os
+import re
 import sys
-from importlib import metadata
 from typing import Sequence
 
 from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
@@ -45,29 +52,58 @@ EXIT_CODES = {
 
 from holdfast.cli.context import Context, UsageError, Unreachable, connection_failure, credential_failure  # noqa: E402
 from holdfast.cli import pages  # noqa: E402
+from holdfast.cli.output import FORMATS, QueryError, compile_query, reset_wide, set_wide  # noqa: E402
 
 # Command modules, in the order `holdfast --help` lists them.
 COMMAND_MODULES = ("resources", "detect", "control", "audit", "doctor", "drain", "drill", "accounts")
 
 
 def version() -> str:
-    try:
-        return metadata.version("holdfast")
-    except metadata.PackageNotFoundError:  # run from a tree that was never installed
-        return "unknown (not installed)"
+    """holdfast.__version__: the one place the version is written (pyproject.toml reads it)."""
+    from holdfast import __version__
+
+    return __version__
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on usage errors, like the AWS CLI; each command's own parser shows
-    its own usage, and with --json the error is a JSON document on stdout too."""
+    its own usage, and with --json the error is a JSON document on stdout too. Options are
+    never abbreviated, and an unknown command, option or choice is told the nearest one."""
 
     json_errors = False
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:
+        message += self._did_you_mean(message)
         self.print_usage(sys.stderr)
         if _Parser.json_errors:
             _print_error_document(self.prog.removeprefix("holdfast").strip() or None, EXIT_USAGE, message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+    def _did_you_mean(self, message: str) -> str:
+        """"; did you mean 'status'?" for the word argparse refused, when one is near it."""
+        choice = re.search(r"invalid choice: '([^']*)'", message)
+        if choice:
+            known = [str(c) for a in self._actions if a.choices for c in a.choices]
+            wrong = [choice.group(1)]
+        elif message.startswith("unrecognized arguments: "):
+            known = [o for a in self._actions for o in a.option_strings]
+            wrong = [w.split("=", 1)[0] for w in message.removeprefix("unrecognized arguments: ").split()
+                     if w.startswith("-")]
+        else:
+            return ""
+        known = list(dict.fromkeys(known))
+        near = [f"{w!r}: did you mean {m[0]!r}?" for w in wrong if (m := _nearest(w, known))]
+        return ("; " + "; ".join(near)) if near else ""
+
+
+def _nearest(word: str, known: list[str]) -> list[str]:
+    """What `word` was meant to be: the one it begins (an abbreviation), else the closest."""
+    begun = [k for k in known if k.startswith(word) and len(word) > 2]
+    return begun[:1] if len(begun) == 1 else difflib.get_close_matches(word, known, n=1, cutoff=0.6)
 
 
 class _CommandParser(_Parser):
@@ -93,7 +129,13 @@ GLOBAL_OPTIONS = (
     (("--expired-queue-arn",), {"help": "Holdfast's expired-events queue, the on-failure destination of async configs "
                                           "(default: the deployed stack's, from SSM /holdfast/<stack>/expired-queue-arn; "
                                           "`none`: no destination, event ages kept)"}),
-    (("--json",), {"action": "store_true", "help": "print one JSON document on stdout (errors too)"}),
+    (("--output",), {"choices": FORMATS, "default": None,
+                     "help": "table (default: readable, 120 columns at most), json (one document, errors too) or "
+                             "text (tab-separated, as the AWS CLI's)"}),
+    (("--query",), {"metavar": "JMESPATH", "help": "select from the command's JSON document (JMESPath, as the AWS "
+                                                  "CLI's --query), then print it as --output says"}),
+    (("--wide",), {"action": "store_true", "help": "tables with every column (full ARNs) and no width limit"}),
+    (("--json",), {"action": "store_true", "help": "--output json: print one JSON document on stdout (errors too)"}),
     (("--rate-budget",), {"choices": ("auto", "on", "off"), "default": "auto",
                           "help": "pace every call within the account's API rate budgets, retrying throttles "
                                   "(auto: on, except against a loopback endpoint such as a local moto)"}),
@@ -144,19 +186,31 @@ def _cause(code: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    _Parser.json_errors = "--json" in argv
+    _Parser.json_errors = _wants_json(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    width = set_wide(args.wide)
+    try:
+        return _run(args)
+    finally:
+        reset_wide(width)   # a test calling main in this thread gets the default back
+
+
+def _run(args) -> int:
     ctx = None
     try:
+        args.compiled_query = compile_query(args.query)
         ctx = Context.from_args(args)
         code = int(args.func(ctx, args) or EXIT_OK)
         if code != EXIT_OK and ctx.unanswered():
             raise Unreachable(ctx.where())
+        if code != EXIT_OK and not ctx.emitted and ctx.output == "json":
+            # Failed before its document (e.g. `advance` with no hold): the error is the document.
+            _print_error_document(args.command, code, ctx.last_warning or "the command did not succeed")
         return code
     except Unreachable as err:
         return _fail(args, EXIT_UNREACHABLE, str(err))
-    except (SettingsError, UsageError) as err:
+    except (SettingsError, UsageError, QueryError) as err:
         if ctx is not None and ctx.unanswered():  # e.g. the ledger "missing" because nothing answered
             return _fail(args, EXIT_UNREACHABLE, f"{ctx.where()} ({err})")
         return _fail(args, EXIT_USAGE, str(err))
@@ -174,9 +228,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _wants_json(argv: list[str]) -> bool:
+    """--json or --output json anywhere: usage errors are a JSON document too."""
+    return "--json" in argv or "--output=json" in argv or any(
+        a == "--output" and b == "json" for a, b in zip(argv, argv[1:]))
+
+
 def _fail(args, code: int, message: str) -> int:
     print(f"holdfast: error: {message}", file=sys.stderr)
-    if getattr(args, "json", False):
+    if getattr(args, "json", False) or getattr(args, "output", None) == "json":
         _print_error_document(getattr(args, "command", None), code, message)
     return code
 

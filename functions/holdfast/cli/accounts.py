@@ -7,7 +7,11 @@
     holdfast report --output-dir out [--command status] [--format csv|json]
 
 Which accounts: `-a/--accounts` names them; otherwise every active account Organizations
-lists (run from the management account or a delegated administrator). `-o/--ou` keeps
+lists (run from the management account or a delegated administrator), or, with
+`--accounts-file FILE` (c7n-org's accounts file, holdfast.cli.accounts_file), every account
+the file lists, each through the role it names (`--role-name` instead, when given), in the
+regions it names (`-r` instead, when given); there `-a` takes ids or names and `-t` the
+file's `key:value` tags (KEY=VALUE or KEY:VALUE), and `-o` has no OUs to go by. `-o/--ou` keeps
 the accounts under an OU (its child OUs included, as a StackSet deploys) and `-t/--tag`
 those whose Organizations tags carry KEY=VALUE; each option may be repeated, and the
 subsets intersect (`-a` with `-o` keeps the named accounts that are under the OU).
@@ -71,7 +75,7 @@ from holdfast.ledger import control as ledger_control
 from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
-from holdfast.cli import EXIT_FAILED, EXIT_OK
+from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts_file
 from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
 from holdfast.ledger import DEFAULT_TABLE, Ledger
 
@@ -107,14 +111,18 @@ def add_arguments(p, command: str = "status") -> None:
                    help="only accounts whose Organizations tags include KEY=VALUE; repeatable (all must match)")
     g.add_argument("-r", "--regions", action="append", default=None,
                    help="regions, comma-separated or repeated (default: the settings' targets, else the CLI's region)")
-    g.add_argument("--role-name", default=None, help=f"the role assumed in each account (default: {ROLES[command]})")
+    g.add_argument("--accounts-file", default=None, metavar="FILE",
+                   help="c7n-org's accounts file (YAML or JSON: account_id, name, role, regions, tags): its accounts, "
+                        "each through its role, instead of Organizations'")
+    g.add_argument("--role-name", default=None, help=f"the role assumed in each account (default: {ROLES[command]}; "
+                                                      "with --accounts-file, each account's role)")
     g.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help=f"concurrent account-regions (default: {DEFAULT_WORKERS})")
     g.add_argument("--output-dir", default=None,
                    help="write each account-region's document to DIR/<account>/<region>/<command>.json (see `holdfast report`)")
 
 
 def used_without_all_accounts(args) -> bool:
-    return any(getattr(args, name, None) for name in ("accounts", "regions", "ous", "tags", "output_dir"))
+    return any(getattr(args, name, None) for name in ("accounts", "regions", "ous", "tags", "output_dir", "accounts_file"))
 
 
 @dataclass
@@ -179,10 +187,13 @@ def parse_regions(text) -> list[str]:
     return list(dict.fromkeys(regions))
 
 
-def parse_tags(values: list[str]) -> dict[str, str]:
+def parse_tags(values: list[str], *, colon: bool = False) -> dict[str, str]:
+    """-t KEY=VALUE, repeatable; `colon`: KEY:VALUE too (an accounts file's tags are c7n-org's `key:value`)."""
     out = {}
     for text in values:
         k, sep, v = text.partition("=")
+        if not sep and colon:
+            k, sep, v = text.partition(":")
         if not sep or not k.strip():
             raise UsageError(f"--tag {text!r} is not KEY=VALUE")
         out[k.strip()] = v.strip()
@@ -196,10 +207,7 @@ def organization_accounts(ctx: Context) -> tuple[list[str], list[Row]]:
         pages = ctx.clients("organizations").get_paginator("list_accounts").paginate()
         accounts = [a for page in pages for a in page["Accounts"]]
     except (ClientError, BotoCoreError) as err:
-        raise UsageError(
-            f"cannot list the organization's accounts ({error_text(err)}): run this from the management account "
-            "or a delegated administrator, or name the accounts with --accounts"
-        ) from err
+        raise UsageError(f"{_no_organization(ctx, err)}; name the accounts with -a/--accounts") from err
     active, inactive = [], []
     for a in sorted(accounts, key=lambda a: a["Id"]):
         state = a.get("State") or a.get("Status") or "ACTIVE"
@@ -208,6 +216,25 @@ def organization_accounts(ctx: Context) -> tuple[list[str], list[Row]]:
         else:
             inactive.append(Row(a["Id"], "-", error=f"account is {state} in the organization: not read"))
     return active, inactive
+
+
+# organizations:ListAccounts: AWSOrganizationsNotInUseException when the caller's account is
+# in no organization; AccessDeniedException from a member account that is not a delegated
+# administrator (https://docs.aws.amazon.com/organizations/latest/APIReference/API_ListAccounts.html).
+NOT_IN_ORGANIZATION = "AWSOrganizationsNotInUseException"
+
+
+def _no_organization(ctx: Context, err: BaseException | None) -> str:
+    """Why Organizations listed no account: said of the caller's account, not of -a/-o/-t."""
+    account = ctx.account()
+    code = error_code(err) if isinstance(err, ClientError) else None
+    if code == NOT_IN_ORGANIZATION:
+        return f"account {account} (these credentials') is not in an AWS Organization: --all-accounts has no accounts to list"
+    if err is None:
+        return (f"Organizations lists no active account to account {account}: it is not in an Organization, or "
+                "not its management account or a delegated administrator")
+    return (f"account {account} cannot list the organization's accounts ({error_text(err)}): it is not the "
+            "organization's management account or a delegated administrator")
 
 
 @uses("organizations:ListAccountsForParent", "organizations:ListOrganizationalUnitsForParent", by=("cli",))
@@ -238,8 +265,31 @@ def account_tags(ctx: Context, account: str) -> dict[str, str]:
         raise UsageError(f"--tag: cannot read the tags of account {account} ({error_text(err)})") from err
 
 
+def file_accounts(args) -> list[accounts_file.Account]:
+    """The accounts file's accounts (read once per command), kept by -a (ids or names) and -t."""
+    if getattr(args, "_file_accounts", None) is None:
+        try:
+            listed = accounts_file.load(args.accounts_file)
+        except accounts_file.AccountsFileError as err:
+            raise UsageError(str(err)) from err
+        if getattr(args, "ous", None):
+            raise UsageError("--ou goes with Organizations' accounts; an --accounts-file has no OUs (use -t with its tags)")
+        named = _items(args.accounts)
+        unknown = [n for n in named if n not in {a.account_id for a in listed} | {a.name for a in listed}]
+        if unknown:
+            raise UsageError(f"--accounts: {', '.join(repr(n) for n in unknown)} is not an account id or name "
+                             f"in {args.accounts_file}")
+        tags = parse_tags(getattr(args, "tags", None) or [], colon=True)
+        args._file_accounts = [a for a in listed if (not named or a.account_id in named or a.name in named)
+                               and tags.items() <= a.tags.items()]
+    return args._file_accounts
+
+
 def select_accounts(ctx: Context, args) -> tuple[list[str], list[Row]]:
-    """The accounts to act on: named, or the organization's; then under the OUs and with the tags."""
+    """The accounts to act on: the accounts file's, named, or the organization's; then
+    under the OUs and with the tags."""
+    if getattr(args, "accounts_file", None):
+        return [a.account_id for a in file_accounts(args)], []
     ous = _items(getattr(args, "ous", None))
     bad = [ou for ou in ous if not OU_ID.match(ou)]
     if bad:
@@ -268,10 +318,12 @@ def _partition(ctx: Context) -> str:
 # ---- the work in one account-region, each call budgeted ---------------------------------
 
 @uses("sts:AssumeRole", by=("cli",))
-def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str) -> dict[str, str]:
+def assume(ctx: Context, budgets: _Budgets, role_arn: str, session_name: str,
+           external_id: str | None = None) -> dict[str, str]:
     budgets.assume.take()
     creds = ctx.clients("sts").assume_role(RoleArn=role_arn, RoleSessionName=session_name,
-                                           DurationSeconds=SESSION_SECONDS)["Credentials"]
+                                           DurationSeconds=SESSION_SECONDS,
+                                           **({"ExternalId": external_id} if external_id else {}))["Credentials"]
     return {"aws_access_key_id": creds["AccessKeyId"], "aws_secret_access_key": creds["SecretAccessKey"],
             "aws_session_token": creds["SessionToken"]}
 
@@ -315,11 +367,16 @@ def _status(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -
     read_ledger(Ledger(clients("dynamodb"), ctx.ledger_table), budgets, row)
 
 
+def _by(args) -> str:
+    """The caller's IAM identity (run_all reads it once), or the OS user where it is unknown."""
+    return getattr(args, "recorded_by", None) or operator_name()
+
+
 def _set_pause(paused: bool) -> Work:
     def work(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
         budgets.reads.take()
         reason = getattr(args, "reason", "") or ""
-        ledger_control.set_paused(Ledger(clients("dynamodb"), ctx.ledger_table), paused, by=operator_name(), reason=reason,
+        ledger_control.set_paused(Ledger(clients("dynamodb"), ctx.ledger_table), paused, by=_by(args), reason=reason,
                                   now=ctx.runtime.clock.now())
         row.paused = paused
         row.result = "paused: no action from the next tick" if paused else "unpaused: acts again from the next tick"
@@ -328,7 +385,7 @@ def _set_pause(paused: bool) -> Work:
 
 def _engage(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) -> None:
     budgets.reads.take()
-    row.generation = ledger_control.request_engage(Ledger(clients("dynamodb"), ctx.ledger_table), by=operator_name(),
+    row.generation = ledger_control.request_engage(Ledger(clients("dynamodb"), ctx.ledger_table), by=_by(args),
                                                    reason=getattr(args, "reason", "") or "", now=ctx.runtime.clock.now())
     row.result = f"engage requested from generation {row.generation}: the next tick starts a hold"
 
@@ -356,11 +413,13 @@ def release_targets(ctx: Context, args) -> dict[tuple[str, str], list[str]]:
         outside = [a for (_, region), arns in targets.items() if region not in regions for a in arns]
         if outside:
             raise UsageError(f"{outside[0]} is outside --regions {', '.join(sorted(regions))}: nothing was requested")
-    if args.accounts or getattr(args, "ous", None) or getattr(args, "tags", None):
+    if args.accounts or getattr(args, "ous", None) or getattr(args, "tags", None) or getattr(args, "accounts_file", None):
         selected = set(select_accounts(ctx, args)[0])
         outside = [a for (account, _), arns in targets.items() if account not in selected for a in arns]
         if outside:
-            raise UsageError(f"{outside[0]} is in an account the selection (-a/-o/-t) leaves out: nothing was requested")
+            raise UsageError(f"{outside[0]} is in an account the selection (-a/-o/-t) leaves out"
+                             + (f" or {args.accounts_file} does not list" if getattr(args, "accounts_file", None) else "")
+                             + ": nothing was requested")
     return dict(sorted(targets.items()))
 
 
@@ -375,7 +434,7 @@ def _release(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) 
     row.releases, written = [], 0
     for arn in args.release_targets[(row.account, row.region)]:
         budgets.reads.take()
-        request, wrote = ledger_control.request_release(Ledger(clients("dynamodb"), ctx.ledger_table), arn, by=operator_name(),
+        request, wrote = ledger_control.request_release(Ledger(clients("dynamodb"), ctx.ledger_table), arn, by=_by(args),
                                                         reason=getattr(args, "reason", "") or "", now=now,
                                                         request_id=request_id)
         written += wrote
@@ -399,7 +458,7 @@ def _advance(ctx: Context, clients: Clients, budgets: _Budgets, args, row: Row) 
     row.stage, row.generation = current.label, current.generation
     budgets.reads.take()
     try:
-        ledger_control.request_advance(Ledger(clients("dynamodb"), ctx.ledger_table), current.generation, by=operator_name(),
+        ledger_control.request_advance(Ledger(clients("dynamodb"), ctx.ledger_table), current.generation, by=_by(args),
                                        now=ctx.runtime.clock.now())
     except (PlanConflict, Contention) as err:
         row.error = f"not advanced: {err}"
@@ -450,20 +509,34 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
         regions = parse_regions(args.regions) if args.regions else (
             list(dict.fromkeys(t.region for t in ctx.settings.targets)) or [ctx.clients.region])
         accounts, rows = select_accounts(ctx, args)
-        pairs = [(a, r) for a in accounts for r in regions]
+        own = {} if args.regions or not getattr(args, "accounts_file", None) else {
+            a.account_id: parse_regions(list(a.regions)) for a in file_accounts(args) if a.regions}
+        pairs = [(a, r) for a in accounts for r in own.get(a, regions)]
+        regions = list(dict.fromkeys(r for _, r in pairs)) or regions
     if not accounts and not rows:
-        raise UsageError("no account selected: --accounts, --ou and --tag together leave none")
+        given = [o for o, name in (("--accounts", "accounts"), ("--ou", "ous"), ("--tag", "tags"), ("--accounts-file", "accounts_file"))
+                 if getattr(args, name, None)]
+        if not given:
+            raise UsageError(f"{_no_organization(ctx, None)}; name the accounts with -a/--accounts")
+        raise UsageError(f"no account selected: {', '.join(given)} together leave none")
     budgets = budgets or _Budgets()
     partition = _partition(ctx)
     session_name = re.sub(r"[^\w+=,.@-]", "-", f"holdfast-{command}-{operator_name()}")[:64]
+    if command in ("pause", "unpause", "engage", "advance", "release"):
+        from holdfast.cli.confirm import caller
+
+        args.recorded_by = caller(ctx)   # who asked, as each ledger records it: the IAM identity
     creds: dict[str, dict[str, str] | str] = {}
     lock = threading.Lock()
     work = WORK[command]
 
+    listed = {a.account_id: a for a in file_accounts(args)} if getattr(args, "accounts_file", None) else {}
+
     def credentials(account: str) -> dict[str, str] | str:
-        role_arn = f"arn:{partition}:iam::{account}:role/{role_name}"
+        entry = listed.get(account)
+        role_arn = entry.role if entry and not args.role_name else f"arn:{partition}:iam::{account}:role/{role_name}"
         try:
-            return assume(ctx, budgets, role_arn, session_name)
+            return assume(ctx, budgets, role_arn, session_name, entry.external_id if entry else None)
         except (ClientError, BotoCoreError) as err:
             return f"cannot assume {role_arn}: {error_text(err)}"
 
@@ -505,7 +578,9 @@ def run_all(ctx: Context, args, command: str, *, budgets: _Budgets | None = None
         write_outputs(Path(args.output_dir), command, rows, at=ctx.runtime.clock.now().isoformat())
     errors = [r for r in rows if r.error]
     ctx.emit(
-        {"command": command, "all_accounts": True, "role_name": role_name, "regions": regions,
+        {"command": command, "all_accounts": True,
+         "role_name": role_name if args.role_name or not listed else f"each account's role in {args.accounts_file}",
+         "regions": regions,
          "accounts": len({r.account for r in rows}), "rows": [r.to_dict() for r in rows], "errors": len(errors),
          "api_calls_by_operation": dict(ctx.clients.calls)},
         _text(command, rows, regions),
@@ -519,6 +594,11 @@ def status_all(ctx: Context, args, *, budgets: _Budgets | None = None) -> int:
     return run_all(ctx, args, "status", budgets=budgets)
 
 
+def _minute(at: str | None) -> str:
+    """An ISO time to the minute, for a table (the JSON keeps it whole)."""
+    return (at or "")[:16].replace("T", " ")
+
+
 def _text(command: str, rows: list[Row], regions: list[str]) -> str:
     accounts = len({r.account for r in rows})
     failed = sum(1 for r in rows if r.error)
@@ -526,7 +606,7 @@ def _text(command: str, rows: list[Row], regions: list[str]) -> str:
         body = [(r.account, r.region, r.stage or "-", "" if r.generation is None else r.generation,
                  "" if r.engaged is None else r.engaged,
                  ", ".join(f"{k} {n}" for k, n in r.engaged_by_kind.items()),
-                 r.entered_at or "", r.verdict or "", "" if r.paused is None else ("yes" if r.paused else "no"),
+                 _minute(r.entered_at), r.verdict or "", "" if r.paused is None else ("yes" if r.paused else "no"),
                  r.error or "") for r in rows]
         lines = [table(("ACCOUNT", "REGION", "STAGE", "GEN", "ENGAGED", "BY KIND", "SINCE", "VERDICT", "PAUSED", "ERROR"), body)]
         active = sum(1 for r in rows if r.stage not in (None, "normal"))
@@ -536,7 +616,8 @@ def _text(command: str, rows: list[Row], regions: list[str]) -> str:
     if command == "plan":
         body = [(r.account, r.region, ", ".join(f"{k} {n}" for k, n in (r.planned or {}).items()), r.error or "")
                 for r in rows]
-        changing = sum((r.planned or {}).get("engaged", 0) for r in rows)
+        # A plan's outcomes are "planned" (what engage would change): the table's count, and the summary's.
+        changing = sum((r.planned or {}).get("planned", 0) for r in rows)
         return "\n".join([table(("ACCOUNT", "REGION", "PLANNED", "ERROR"), body),
                           f"{accounts} accounts x {len(regions)} regions: {changing} resources would be engaged, {failed} failed"])
     body = [(r.account, r.region, r.result or "-", r.error or "") for r in rows]
@@ -564,7 +645,7 @@ def register_report(sub) -> None:
     p = sub.add_parser("report", help="one CSV (or JSON) summary of an --all-accounts --output-dir folder")
     p.add_argument("--output-dir", required=True, help="the folder an --all-accounts command wrote")
     p.add_argument("--command", default=None, choices=sorted(ROLES), help="only this command's files (default: every one)")
-    p.add_argument("--format", default="csv", choices=("csv", "json"), help="csv (default) or json; --json is json too")
+    p.add_argument("--format", default="csv", choices=("csv", "json"), help="csv (default) or json; --output json and --json are json too")
     p.set_defaults(func=report)
 
 
@@ -580,23 +661,26 @@ def report(ctx: Context, args) -> int:
         except (OSError, json.JSONDecodeError) as err:
             unreadable.append(f"{path}: {err}")
             continue
+        if not isinstance(doc, dict):
+            # Every file an --all-accounts command writes is one JSON object.
+            raise UsageError(f"{path} holds JSON {type(doc).__name__ if doc is not None else 'null'}, not the object an "
+                             f"--all-accounts command writes: move it out of {root}, or run the command again")
         rows.append({name: doc.get(name) for name in REPORT_FIELDS})
     for line in unreadable:
         ctx.warn(f"not read: {line}")
     if not rows and not unreadable:
         raise UsageError(f"no <account>/<region>/{args.command or '*'}.json under {root}")
-    if ctx.json or args.format == "json":
-        ctx.json = True
-        ctx.emit({"command": "report", "output_dir": str(root), "rows": rows,
-                  "errors": sum(1 for r in rows if r["error"]), "unreadable": unreadable})
-    else:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=REPORT_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: (json.dumps(v, sort_keys=True) if isinstance(v, dict) else ("" if v is None else v))
-                             for k, v in r.items()})
-        ctx.emit(None, out.getvalue())
+    if args.format == "json" and ctx.output == "table":
+        ctx.output = "json"
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=REPORT_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (json.dumps(v, sort_keys=True) if isinstance(v, dict) else ("" if v is None else v))
+                         for k, v in r.items()})
+    # The CSV is this command's readable form (--output table); the document is the rest's.
+    ctx.emit({"command": "report", "output_dir": str(root), "rows": rows,
+              "errors": sum(1 for r in rows if r["error"]), "unreadable": unreadable}, out.getvalue())
     # A row's error is what the command found there, reported in the summary; only a file
     # that cannot be read fails the report.
     return EXIT_FAILED if unreadable else EXIT_OK
@@ -619,5 +703,5 @@ def fan_out(ctx, args, command: str, *, writes: bool = False) -> int | None:
                 lambda: (f"{command}: every selected account and region", 1))
         return run_all(ctx, args, command)
     if used_without_all_accounts(args):
-        raise UsageError("--accounts, --ou, --tag, --regions and --output-dir go with --all-accounts")
+        raise UsageError("--accounts, --ou, --tag, --regions, --accounts-file and --output-dir go with --all-accounts")
     return None

@@ -25,6 +25,7 @@ from holdfast.ledger import Ledger
 from holdfast.runtime import Runtime, govern
 from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
 from holdfast.cli.progress import Progress
+from holdfast.cli.output import render, table  # noqa: F401  (table: the commands' tables)
 
 # Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
 # to SSM at <parameter prefix>/expired-queue-arn, the prefix being /holdfast/<stack name>
@@ -86,7 +87,10 @@ def load_settings_file(path: str | None) -> Settings:
 @dataclass
 class Context:
     runtime: Runtime
-    json: bool
+    # --output: table, json or text (holdfast.cli.output); --json is json.
+    output: str = "table"
+    # --query, compiled (a JMESPath expression), or None.
+    query: Any = None
     # --expired-queue-arn as given (None: find the deployed stack's; "none": use no queue).
     expired_queue_option: str | None = None
     # How the ledger table was chosen (--ledger-table, the SSM parameter, or the old default).
@@ -104,6 +108,10 @@ class Context:
     answered: int = 0
     unreached: int = 0
     _account: str | None = field(default=None, repr=False)
+    # Whether the command printed its document, and the last thing it warned of: a command
+    # that fails without a document gets an error document with --output json (main).
+    emitted: bool = False
+    last_warning: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Context":
@@ -133,10 +141,20 @@ class Context:
         endpoint_url = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
         if _budgeted(getattr(args, "rate_budget", "auto"), endpoint_url):
             govern(clients, settings, table=runtime.table, member=runtime.controller_id)
-        ctx = cls(runtime=runtime, json=args.json, expired_queue_option=getattr(args, "expired_queue_arn", None),
+        ctx = cls(runtime=runtime, output=output_format(args), query=getattr(args, "compiled_query", None),
+                  expired_queue_option=getattr(args, "expired_queue_arn", None),
                   progress_seconds=getattr(args, "progress_seconds", 30.0), ledger_found_by=found_by)
         clients.on_client(ctx._count_answers)
         return ctx
+
+    @property
+    def json(self) -> bool:
+        """stdout is for a program (--output json or text): progress and advice stay off the terminal."""
+        return self.output != "table"
+
+    @json.setter
+    def json(self, on: bool) -> None:
+        self.output = "json" if on else "table"
 
     def _count_answers(self, service: str, client) -> None:
         # Counts, not exact under threads: only "none at all" is read from them.
@@ -244,16 +262,19 @@ class Context:
     # ---- output --------------------------------------------------------------------
 
     def emit(self, document: Any, text: str | None = None) -> None:
-        """Print the JSON document with --json, else the readable text. When AWS answered
-        none of the command's calls, that is the outcome: Unreachable (exit 3, its own
-        JSON error document), not a document of failures."""
+        """Print the command's one document as --output and --query say (holdfast.cli.output):
+        `text` is its readable form, the default table output. When AWS answered none of
+        the command's calls, that is the outcome: Unreachable (exit 3, its own JSON error
+        document), not a document of failures."""
         if self.unanswered():
             raise Unreachable(self.where())
-        if self.json:
-            json.dump(document, self.out, indent=2, sort_keys=False, default=str)
-            self.out.write("\n")
-        elif text is not None:
-            self.out.write(text if text.endswith("\n") else text + "\n")
+        self.emitted = True
+        shown = render(document, text, output=self.output, query=self.query)
+        if shown is None:
+            if self.query is not None:
+                self.warn("--query selected nothing")
+            return
+        self.out.write(shown if shown.endswith("\n") else shown + "\n")
 
     def progress(self, message: str) -> None:
         """Progress for humans, on stderr, never mixed into the JSON document: on a
@@ -269,15 +290,18 @@ class Context:
         self._progress.step(message)
 
     def warn(self, message: str) -> None:
+        self.last_warning = message
         self.err.write(f"holdfast: {message}\n")
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain aligned text table."""
-    rows = [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+def output_format(args: argparse.Namespace) -> str:
+    """--output, or json for --json (its alias); table by default. Both, disagreeing, is a usage error."""
+    chosen = getattr(args, "output", None)
+    if getattr(args, "json", False):
+        if chosen not in (None, "json"):
+            raise UsageError(f"--json is --output json; it cannot go with --output {chosen}")
+        return "json"
+    return chosen or "table"
 
 
 def operator_name() -> str:

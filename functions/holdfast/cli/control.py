@@ -23,6 +23,8 @@
                     "drain": [{"arn", "name", "action", "cap", "ceiling", "started_at", "elapsed_minutes",
                                "forecast_minutes", "forecast", "measured_minutes", "reasons", "waiting_on"}],
                     "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}],
+                    "capacity": {"waves", "groups", "total_groups", "marked", "reset", "to_replace",
+                                 "stepped_back", "waves_detail", "stepped_back_groups"} | null,
                     "held": {"engaged", "by", "at", "command"} | null}
 pause, unpause and advance write: outside a loopback endpoint they ask, or take --yes,
 and --dry-run writes nothing (holdfast.cli.confirm). `stage` also says who holds resources
@@ -35,9 +37,9 @@ unreachable), 2 usage (a write not confirmed too), 3 AWS did not answer.
 from __future__ import annotations
 
 from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
-from holdfast.cli.context import Context, UsageError, operator_name as _operator, table
+from holdfast.cli.context import Context, UsageError, table
 from holdfast.core import drain as dc
-from holdfast.core import errors, policy
+from holdfast.core import errors, pollers, policy
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core import replay as rp
 from holdfast.ledger import control as ledger_control
@@ -46,8 +48,9 @@ from holdfast.ledger import plan as ledger_plan
 from holdfast.observation import observe
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.stages.drain import current_records, hold_started
+from holdfast.stages import capacity as capacity_stage
 from holdfast.cli.resources import held, held_text
-from holdfast.cli.confirm import add_write_options, ask
+from holdfast.cli.confirm import add_write_options, ask, caller
 
 
 def register(sub) -> None:
@@ -73,7 +76,7 @@ def register(sub) -> None:
 
 def _set(ctx: Context, paused: bool, reason: str, clock=None, args=None) -> int:
     now = (clock or ctx.runtime.clock).now()
-    by = _operator()
+    by = caller(ctx)   # the IAM identity, as `engage` records it (the OS user says nothing in a shared runner)
     command = "pause" if paused else "unpause"
     said = (f"sets the kill switch in {ctx.ledger_table}: the reconciler takes no action from its next tick"
             if paused else f"clears the kill switch in {ctx.ledger_table}: the reconciler acts again from its next tick")
@@ -131,11 +134,12 @@ def advance(ctx: Context, args, clock=None) -> int:
     if hasattr(args, "yes"):
         ask(ctx, args, "advance", "skip the current hold", lambda: (f"advance: {said}", 1))
     try:
-        ledger_control.request_advance(ledger, generation, by=_operator(), now=now)
+        by = caller(ctx)
+        ledger_control.request_advance(ledger, generation, by=by, now=now)
     except (errors.PlanConflict, errors.LedgerUnavailable, errors.Contention) as err:
         ctx.warn(f"not advanced: {err}")
         return EXIT_FAILED
-    doc = {"command": "advance", "generation": generation, "stage": current.label, "by": _operator(), "at": now.isoformat()}
+    doc = {"command": "advance", "generation": generation, "stage": current.label, "by": by, "at": now.isoformat()}
     ctx.emit(doc, f"hold of generation {generation} ({current.label}) skipped: the next tick advances if the walk, verdict and alarms allow")
     return EXIT_OK
 
@@ -171,6 +175,7 @@ def stage(ctx: Context, args, clock=None) -> int:
         "next": nxt,
         "drain": [],
         "replay": [],
+        "capacity": None,
     }
     try:
         engaged = len(ResourceLedger(ctx.ledger()).records())
@@ -183,6 +188,11 @@ def stage(ctx: Context, args, clock=None) -> int:
             doc["replay"] = replays(ctx, current)
         except errors.LedgerUnavailable as err:
             ctx.warn(f"drain and replay records unreadable: {err}")
+    if current.stage == policy.CAPACITY:
+        try:
+            doc["capacity"] = waves(ctx, current)
+        except errors.LedgerUnavailable as err:
+            ctx.warn(f"the capacity stage's record unreadable: {err}")
     lines = [
         f"stage       {current.label}  (generation {current.generation})",
         f"in stage    {minutes} min" if minutes is not None else "in stage    -",
@@ -194,7 +204,7 @@ def stage(ctx: Context, args, clock=None) -> int:
     ] + [f"  gate      {g}" for g in nxt["gates"]]
     if doc["held"]:
         lines.append(f"held        {held_text(doc['held']).removeprefix('held by hand: ')}")
-    lines += _drain_text(doc["drain"]) + _replay_text(doc["replay"])
+    lines += _drain_text(doc["drain"]) + _replay_text(doc["replay"]) + _waves_text(doc["capacity"])
     ctx.emit(doc, "\n".join(lines))
     return EXIT_OK
 
@@ -204,16 +214,22 @@ def _minutes(seconds: float | None) -> float | None:
 
 
 def drains(ctx: Context, plan: policy.Plan, now) -> list[dict]:
-    """Each mapping's drain in this hold, from its ledger record."""
+    """Each mapping's drain in this hold, from its ledger record; for one in provisioned mode
+    (its resource record holds pollers), the MaximumPollers its cap is written as."""
     out = []
-    for arn, item in sorted(current_records(ctx.ledger(), plan).items()):
+    ledger = ctx.ledger()
+    records = current_records(ledger, plan)
+    provisioned = {r.arn for r in ResourceLedger(ledger).records() if pollers.MAX_KEY in r.original} if records else set()
+    for arn, item in sorted(records.items()):
         d = dc.Drain.from_dict(item.doc["drain"])
         last = d.last
+        cap = d.state.cap if d.state else None
         out.append({
             "arn": arn,
             "name": item.doc.get("name", arn.rsplit(":", 1)[-1]),
             "action": last.action if last else None,
-            "cap": d.state.cap if d.state else None,
+            "cap": cap,
+            "pollers": pollers.pollers_for(cap) if arn in provisioned and isinstance(cap, int) else None,
             "ceiling": d.ceiling,
             "started_at": d.started_at.isoformat() if d.started_at else None,
             "elapsed_minutes": _minutes((now - d.started_at).total_seconds()) if d.started_at else None,
@@ -224,6 +240,25 @@ def drains(ctx: Context, plan: policy.Plan, now) -> list[dict]:
             "waiting_on": list(last.waiting_on) if last else [],
         })
     return out
+
+
+def waves(ctx: Context, plan: policy.Plan) -> dict | None:
+    """The capacity stage's waves in this generation (holdfast.stages.capacity), from its
+    ledger record: how many groups came back, and how many instances were marked
+    unhealthy, set Healthy again, and left to replace."""
+    record, _ = capacity_stage.read_record(ctx.ledger(), plan.generation)
+    if record is None:
+        return None
+    return {**record.totals(), "total_groups": record.total, "waves_detail": [w.to_dict() for w in record.waves],
+            "stepped_back_groups": sorted(record.stepped_back)}
+
+
+def _waves_text(capacity: dict | None) -> list[str]:
+    if not capacity:
+        return []
+    return [f"capacity    {capacity['waves']} wave(s), {capacity['groups']} of {capacity['total_groups']} group(s) "
+            f"resumed: {capacity['marked']} instance(s) marked unhealthy, {capacity['reset']} reset (healthy now), "
+            f"{capacity['to_replace']} left to replace; {capacity['stepped_back']} group(s) stepped back"]
 
 
 def replays(ctx: Context, plan: policy.Plan) -> list[dict]:
@@ -255,8 +290,10 @@ def _drain_text(rows: list[dict]) -> list[str]:
     head = f"drain       {len(rows)} mapping(s): " + ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     body = table(
         ["mapping", "last", "cap", "ceiling", "elapsed min", "forecast min (at start)", "now min (measured)", "why"],
-        [[r["name"], r["action"] or "-", _num(r["cap"]), _num(r["ceiling"]), _num(r["elapsed_minutes"]),
+        [[r["name"], r["action"] or "-", _num(r["cap"]) + (f" ({r['pollers']} pollers)" if r.get("pollers") else ""),
+          _num(r["ceiling"]), _num(r["elapsed_minutes"]),
           _num(r["forecast_minutes"]), _num(r["measured_minutes"]), (r["reasons"] or ["-"])[-1][:100]] for r in rows],
+        inset=2,
     )
     return [head] + ["  " + line for line in body.splitlines()]
 
@@ -266,5 +303,5 @@ def _replay_text(rows: list[dict]) -> list[str]:
         return []
     body = table(["source", "status", "moved", "rate/s", "why"],
                  [[r["source"].rsplit(":", 1)[-1], r["status"], f"{r['moved']:,}", _num(r["rate"]), r["reason"][:100]]
-                  for r in rows])
+                  for r in rows], inset=2)
     return [f"replay      {len(rows)} source(s)"] + ["  " + line for line in body.splitlines()]

@@ -6,13 +6,17 @@ schedule too). The Powertools layer is checked in the region of each settings ta
 regions a StackSet deploys to: run it before the first deploy of a new region, since a
 region without the layer's parameter fails the deploy. With --json:
 {"command": "doctor", "ok": bool, "checks": [{"check", "ok", "detail", "fix"}]}.
+It also finds the ARC Region switch plans that name Holdfast's steps and checks Holdfast
+in each of their Regions (holdfast.cli.region_switch).
 Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 """
 
 from __future__ import annotations
 
 from holdfast import engine
+from holdfast.aws import AWS_ERRORS, error_summary
 from holdfast.cli import readiness
+from holdfast.cli import region_switch as region_switch_checks
 from holdfast.aws import Clients
 from holdfast.core.kinds import KINDS
 from holdfast.core.model import FAILED, SKIPPED
@@ -47,6 +51,7 @@ def run(ctx, args) -> int:
     ctx.use_own_resources()
     checks.append(readiness.expired_queue(clients, queue, found_by))
     checks.append(readiness.health_rule(clients, clients.region, settings))
+    checks.append(readiness.retained_ledgers(clients, ctx.ledger_table))
 
     ctx.progress("planning every selected resource")
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
@@ -67,12 +72,15 @@ def run(ctx, args) -> int:
         checks.append(readiness.Check("resources", True, f"{len(report.outcomes)} selected resources: Holdfast can act on each"))
 
     role, where = readiness.reconciler_role(clients, ctx.ledger_table)
+    checks.append(readiness.concurrency(clients, settings, where if role is not None else None))
     if role is None:
         checks.append(readiness.Check("controller-role", False, where, "deploy Holdfast's stack here (npx cdk deploy)"))
     else:
         account = role.split(":")[4]
         kinds = {k: selected.get(k) or readiness.sample_arn(k, clients.partition, clients.region, account) for k in KINDS}
         checks += readiness.controller_permissions(clients, role, kinds, settings)
+
+    checks += region_switch(ctx, clients_for)
 
     ctx.progress("")
     ok = all(c.ok for c in checks)
@@ -81,6 +89,18 @@ def run(ctx, args) -> int:
         if not c.ok:
             ctx.warn(f"{c.name}: {c.detail}" + (f"\n  fix: {c.fix}" if c.fix else ""))
     return 0 if ok else 1
+
+
+def region_switch(ctx, clients_for) -> list[readiness.Check]:
+    """The ARC Region switch plans that name Holdfast's steps, and whether Holdfast is
+    deployed in each of their Regions (holdfast.cli.region_switch)."""
+    ctx.progress("reading Region switch plans")
+    try:
+        account = ctx.account()
+    except AWS_ERRORS as err:
+        return [readiness.Check("region-switch", True, f"not checked: the caller's account is unknown "
+                                f"({error_summary(err)})", checked=False)]
+    return region_switch_checks.checks(ctx.clients, clients_for, account)
 
 
 def render(checks: list[readiness.Check]) -> str:

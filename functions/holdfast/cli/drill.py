@@ -38,7 +38,9 @@ What it does, in both places it can run:
    the two times and the restore result (the JSON document with `--json`).
 
 Times on a local endpoint are on the drill's clock (ticks of `schedule_minutes`, the
-first one period after the first failure: the schedule's worst case); against AWS they
+first one period after the first failure: the schedule's worst case), which runs behind
+the wall clock (it starts `--timeout-minutes` before now), so what the drill leaves in
+the ledger reads as past to every real-time view afterwards; against AWS they
 are wall-clock, observed by polling every `--poll-seconds`, so they are late by at most
 one poll. Exit codes: 0 passed, 1 the drill ran and something did not come back (or
 was not reached), 2 refused.
@@ -618,11 +620,15 @@ class LocalDrill(_Run):
         self.drill_id = uuid.uuid4().hex[:12]
 
     def start_time(self) -> datetime:
-        """Now, or just after anything an earlier drill on this endpoint left in the ledger
-        on its own (faster) clock: signals and plans from the drill clock's future would
-        otherwise be seen again as this drill's clock passes them."""
+        """Where the drill clock starts: far enough before now that it cannot pass the wall
+        clock (the drill stops at `--timeout-minutes` on its clock, a period at most after
+        it), so every time it leaves in the ledger — the plan's, the verdict's, the signals'
+        — is in the past once it ends, and real-time views (`holdfast stage`'s time in
+        stage, a reconciler on the endpoint) read them as past; or just after anything an
+        earlier drill on this endpoint left, if later: signals and plans from the drill
+        clock's future would otherwise be seen again as this drill's clock passes them."""
         ledger = self.runtime.ledger()
-        times = [datetime.now(timezone.utc)]
+        times = [datetime.now(timezone.utc) - self.timeout - 2 * self.period]
         plan = ledger_plan.read(ledger)
         if plan:
             times += [t for t in (plan.entered_at, plan.impaired_at) if t]

@@ -21,4 +21,6 @@ from holdfast.readiness import (  # noqa: F401  (the names doctor and its tests 
     reconciler_role,
     sample_arn,
     settings_drift,
+    concurrency,
+    retained_ledgers,
 )

@@ -41,6 +41,7 @@ command acts in: `release` acts on exactly the resource its ARN names, or on not
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from typing import Any, Mapping
 
@@ -96,7 +97,8 @@ def register(sub) -> None:
     p = sub.add_parser("release", help="restore one resource now and forget it (writes); with --all-accounts, "
                                        "ask the reconciler of each ARN's account and region to (control item only)")
     p.add_argument("resource_arn", metavar="RESOURCE_ARN", nargs="+",
-                   help="the resource; with --all-accounts, one or more, each in the account and region its ARN names")
+                   help="the resource: its ARN, or its name where one engaged resource here has it (as `status` "
+                        "shows it); with --all-accounts, one or more ARNs, each in the account and region it names")
     p.add_argument("--reason", default="", help="with --all-accounts: why (kept on the request with its outcome)")
     add_write_options(p, mode=True)
     accounts.add_arguments(p, "release")
@@ -202,10 +204,10 @@ def _restore_preview(ctx: Context, rows: list[dict[str, Any]], command: str) -> 
         said = "; ".join(words.change(r["kind"], k, c["from"], c["to"]) for k, c in changes.items())
         said += "".join(f"; {words.drift(r['kind'], k, (r.get('current') or {}).get(k))}" for k in (r.get("drift") or {}))
         action = "vanished" if r.get("vanished") else (PLANNED if changes else "forget record")
-        out.append((r["kind"], r["arn"], action, said.strip("; ") or "-"))
+        out.append((r["kind"], r.get("name") or name_of(r["arn"]), r["arn"], action, said.strip("; ") or "-"))
         planned.append({"kind": r["kind"], "arn": r["arn"], "action": action, "changes": changes,
                         "drift": sorted(r.get("drift") or {})})
-    text = table(("KIND", "ARN", "ACTION", "CHANGES"), out) if out else f"{command}: no engaged resources"
+    text = table(("KIND", "NAME", "ARN", "ACTION", "CHANGES"), out) if out else f"{command}: no engaged resources"
     return text, len(rows), planned
 
 
@@ -245,7 +247,7 @@ def release(ctx: Context, args) -> int:
     if len(args.resource_arn) > 1:
         raise UsageError(f"release takes one RESOURCE_ARN ({len(args.resource_arn)} given); several, "
                          "in their own accounts and regions, go with --all-accounts")
-    arn, = args.resource_arn
+    arn = resolve_name(ctx, args.resource_arn[0])
     try:
         kind = kind_of(arn)
     except ValueError as err:
@@ -279,6 +281,29 @@ def release(ctx: Context, args) -> int:
         api_calls={kind: sum((Counter(ctx.clients.calls) - before).values())},
     )
     return _finish(ctx, "release", report, reachable)
+
+
+def resolve_name(ctx: Context, given: str) -> str:
+    """RESOURCE_ARN as given, or the ARN of the one engaged resource of that name here (a
+    group, function, target group or service name, as `status` shows it). A name that
+    several engaged resources share, or none, is a usage error naming them: `release` acts
+    on exactly one resource, or on nothing."""
+    if given.startswith("arn:"):
+        return given
+    rows = engine.Engine(ctx.runtime).status()
+    named = [r for r in rows if r.get("name") == given]
+    if len(named) == 1:
+        return named[0]["arn"]
+    where = f"{ctx.clients.region} (account {ctx.account()})"
+    if named:
+        listed = "; ".join(f"{r['kind']} {r['arn']}" for r in named)
+        raise UsageError(f"{len(named)} engaged resources in {where} are named {given!r}: {listed}; "
+                         "give the ARN of the one to release (nothing was done)")
+    names = sorted({r.get("name") for r in rows if r.get("name")})
+    near = difflib.get_close_matches(given, names, n=1)
+    raise UsageError(f"no engaged resource in {where} is named {given!r}"
+                     + (f"; did you mean {near[0]!r}?" if near else "")
+                     + " (`holdfast status` lists the engaged resources; nothing was done)")
 
 
 def status(ctx: Context, args) -> int:
@@ -481,12 +506,24 @@ def _finish(ctx: Context, command: str, report, ledger_reachable: bool, queue=No
 
 
 def _walk_text(command: str, outcomes: list[Outcome], summary: Mapping[str, int], ledger_available: bool) -> str:
-    rows = [(o.kind, o.arn, o.action, _changes(o) or o.error or "") for o in outcomes]
-    lines = [table(("KIND", "ARN", "ACTION", "CHANGES"), rows)] if rows else [f"{command}: no selected resources"]
+    # By kind and name: the walks of the kinds finish in any order.
+    rows = sorted((o.kind, o.name or name_of(o.arn), o.arn, o.action, _changes(o) or o.error or "") for o in outcomes)
+    lines = [table(("KIND", "NAME", "ARN", "ACTION", "CHANGES"), rows)] if rows else [f"{command}: no selected resources"]
     lines.append(f"{command}: " + (", ".join(f"{n} {a}" for a, n in sorted(summary.items())) or "nothing to do"))
     if not ledger_available:
         lines.append("ledger unreachable: ran from resource tags only (the write-ahead record is on each resource)")
     return "\n".join(lines)
+
+
+def name_of(arn: str) -> str:
+    """A name for a table row whose resource was not read: the ARN's last part (a group,
+    function or target group name; a mapping's UUID)."""
+    if arn.startswith("discover:"):
+        return "-"
+    tail = arn.rsplit(":", 1)[-1]
+    if tail.startswith("targetgroup/"):
+        return tail.split("/")[1]
+    return tail.rsplit("/", 1)[-1]
 
 
 def _changes(o: Outcome) -> str:
@@ -514,8 +551,9 @@ def _status_text(rows: list[dict[str, Any]], ledger_available: bool, stuck: list
     lines.append(f"{len(rows)} engaged, {sum(1 for r in rows if r.get('drift'))} with drift")
     if stuck:
         lines.append("")
-        lines.append(table(("STUCK", "KIND", "ARN", "FAILED WALKS", "LAST ERROR"),
-                           [(s["operation"], s["kind"], s["arn"], str(s["failures"]), s["error"][:120]) for s in stuck]))
+        lines.append(table(("STUCK", "KIND", "NAME", "ARN", "FAILED WALKS", "LAST ERROR"),
+                           [(s["operation"], s["kind"], name_of(s["arn"]), s["arn"], str(s["failures"]), s["error"][:120])
+                            for s in stuck]))
         lines += [f"  fix {s['arn']}: {s['fix']}" for s in stuck]
         lines.append(f"{len(stuck)} stuck: no longer holding their stage back (metric ResourcesStuck)")
     if not ledger_available:

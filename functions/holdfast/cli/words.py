@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from holdfast.core import pollers
+
 AWS_DEFAULT_RETRIES = 2          # Lambda async: MaximumRetryAttempts when none is set
 AWS_DEFAULT_AGE = 21600          # ... MaximumEventAgeInSeconds when none is set
 
@@ -40,6 +42,11 @@ def _asg(key: str, old: Any, new: Any) -> str:
 
 
 def _esm(key: str, old: Any, new: Any) -> str:
+    if key == "MaximumPollers":   # provisioned mode
+        carries = f" (up to {pollers.cap_of(new)} concurrent batches)" if isinstance(new, int) else ""
+        return f"pollers at most {old} -> {new}{carries}"
+    if key == "MinimumPollers":
+        return f"pollers at least {old} -> {new}"
     if key != "MaximumConcurrency":
         return ""
     if new is None:
@@ -103,6 +110,8 @@ def drift(kind: str, key: str, current: Any) -> str:
 # listed is printed as it is recorded (an Auto Scaling group's keys are its process names).
 SETTINGS = {
     ("esm", "MaximumConcurrency"): "maximum concurrency (cap)",
+    ("esm", "MaximumPollers"): "maximum pollers (provisioned mode)",
+    ("esm", "MinimumPollers"): "minimum pollers (provisioned mode)",
     ("async", "max_retries"): "async retry attempts",
     ("async", "max_age"): "async maximum event age",
     ("async", "on_failure"): "async on-failure destination",

@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from holdfast.core import pollers
 from holdfast.core.audit import Finding, aws, selected
 
 # Stage names (holdfast.core.policy.STAGES); repeated here, where the kinds name them.
@@ -136,15 +137,22 @@ ASG = Kind(
 # ---- SQS event source mappings -------------------------------------------------------
 
 
+# An SQS mapping without a cap scales to about 1,000 concurrent batches.
+UNCAPPED_BATCHES = 1000
+
+
 def esm_finding(mapping: Mapping[str, Any], settings, region: str) -> Finding | None:
-    """An SQS mapping without MaximumConcurrency."""
+    """An SQS mapping without MaximumConcurrency, or in provisioned mode with pollers that
+    carry at least as many concurrent batches as a mapping without a cap reaches."""
     if ":sqs:" not in mapping.get("EventSourceArn", ""):
         return None  # MaximumConcurrency exists for SQS only
-    if (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency"):
-        return None
     uuid = mapping["UUID"]
     queue = mapping["EventSourceArn"].rsplit(":", 1)[-1]
     function = mapping.get("FunctionArn", "").rsplit(":", 1)[-1]
+    if pollers.provisioned(mapping.get("ProvisionedPollerConfig")):
+        return _provisioned_finding(mapping, settings, region, f"{queue} -> {function}")
+    if (mapping.get("ScalingConfig") or {}).get("MaximumConcurrency"):
+        return None
     return Finding(
         kind="esm",
         resource=mapping.get("EventSourceMappingArn") or uuid,
@@ -156,6 +164,33 @@ def esm_finding(mapping: Mapping[str, Any], settings, region: str) -> Finding | 
         pause_command=aws(region, "lambda", "update-event-source-mapping", "--uuid", uuid, "--scaling-config", f"MaximumConcurrency={settings.esm_floor}"),
         # An empty ScalingConfig removes the cap, which is how the owner had it.
         resume_command=aws(region, "lambda", "update-event-source-mapping", "--uuid", uuid, "--scaling-config", "{}"),
+    )
+
+
+def _provisioned_finding(mapping: Mapping[str, Any], settings, region: str, name: str) -> Finding | None:
+    """A mapping in provisioned mode takes no MaximumConcurrency: its pollers are its cap
+    (holdfast.core.pollers), paused at the floor cap's pollers and resumed to its own."""
+    now = pollers.config(mapping["ProvisionedPollerConfig"])
+    carries = pollers.cap_of(now[pollers.MAX_KEY])
+    if carries < UNCAPPED_BATCHES:
+        return None   # its owner's pollers already hold it below a mapping without a cap
+    uuid, floor = mapping["UUID"], pollers.floor_pollers(settings.esm_floor)
+
+    def config(low: int, high: int) -> str:
+        return f"{pollers.MIN_KEY}={low},{pollers.MAX_KEY}={high}"
+
+    return Finding(
+        kind="esm",
+        resource=mapping.get("EventSourceMappingArn") or uuid,
+        name=name,
+        problem=(
+            f"provisioned mode with MaximumPollers {now[pollers.MAX_KEY]}: up to {carries:,} concurrent batches "
+            f"({pollers.INVOKES_PER_POLLER} a poller) against a dependency that has just come back"
+        ),
+        pause_command=aws(region, "lambda", "update-event-source-mapping", "--uuid", uuid,
+                          "--provisioned-poller-config", config(min(now[pollers.MIN_KEY], floor), floor)),
+        resume_command=aws(region, "lambda", "update-event-source-mapping", "--uuid", uuid,
+                           "--provisioned-poller-config", config(now[pollers.MIN_KEY], now[pollers.MAX_KEY])),
     )
 
 

@@ -130,6 +130,8 @@ class Outcome:
     # Where the write-ahead record of an engaged resource is: ["tag", "ledger"] normally,
     # ["ledger"] when the resource has no room for two more tags, ["tag"] without the ledger.
     recorded_in: list[str] | None = None
+    # The resource's name (group, function, target group, ...), for tables; None when unread.
+    name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, {}, [])}

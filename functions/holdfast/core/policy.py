@@ -32,6 +32,9 @@ mapping (holdfast.core.drain), from the hold on, on the consumer's own evidence.
 - A gating alarm in ALARM steps back one stage; after a step back the next one waits a
   full hold, so a slow alarm cannot walk the plan to hold.
 - An `impaired` verdict returns to hold from any stage.
+- A Region switch evacuation in force (holdfast.core.evacuation) keeps a hold from
+  advancing until its post-recovery step lifts it; it starts no hold by itself (its
+  engage request does).
 - An operator `advance` for the current generation skips the time gates (hold and
   capacity hold) and the built-in evidence; the walk, the verdict and the alarms still
   gate. Pause is handled by the reconciler, which then decides nothing.
@@ -41,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from holdfast.core import gates as builtin
 from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE, ROUTING as ROUTING_EVIDENCE, DrainEvidence, Evidence
@@ -169,13 +172,17 @@ def decide(
     evidence: Evidence | None = None,
     drain: DrainController | None = None,
     operator_engage: str | None = None,
+    evacuation: Sequence[str] = (),
 ) -> Decision:
     """The next plan. `verdict` is a holdfast.core.detector.Verdict (its state, since,
     reasons and the last times of each criterion); `alarms` maps each gating alarm name
     to its state (None when the alarm does not exist); `evidence` is what the shell read
     for the gates (`evidence_needed`); `drain` is the drain stage's exit gate
     (`consumers_healthy` when None); `operator_engage` is why an operator asked for a hold
-    of this plan (holdfast.ledger.control.Control.engage_requested), None when none did."""
+    of this plan (holdfast.ledger.control.Control.engage_requested), None when none did;
+    `evacuation` the gates of the Region switch evacuations that keep a hold in force
+    until their post-recovery step lifts them (holdfast.core.evacuation.holding): an
+    operator's advance skips them, as it skips the hold's time."""
     plan = plan or Plan(mode=settings.mode)
     drain = drain or consumers_healthy
     state = verdict.state
@@ -237,6 +244,8 @@ def decide(
         )
 
     gates = _walk_gates(plan, settings)
+    if plan.stage == HOLD and not operator:
+        gates += list(evacuation)
     started = _stage_clock(plan, verdict)
     if not skip_time and now - started < timedelta(minutes=settings.hold_minutes):
         left = timedelta(minutes=settings.hold_minutes) - (now - started)

@@ -52,6 +52,7 @@ class ReleaseRequest:
     detail: str | None = None
     done_at: str | None = None
     problem: str | None = None        # why the item is not a request Holdfast can act on (holdfast.ledger.control)
+    seen_at: str | None = None        # when a tick first read it (ISO 8601, the reconcilers' clock)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -142,13 +143,18 @@ def engagement_began(plan: Plan | None) -> datetime | None:
     return max(times, default=None)
 
 
-def stale(request: ReleaseRequest, began: datetime | None) -> str | None:
-    """Why `request` is refused as asked before the engagement that began at `began`, or None."""
-    asked = requested_at(request.at)
-    if began is None or asked is None or asked >= began:
+def stale(request: ReleaseRequest, began: datetime | None, seen: datetime | None = None) -> str | None:
+    """Why `request` is refused as asked before the engagement that began at `began`, or
+    None. `seen`: when a tick first read it (the request's `seen_at`, or this tick's
+    control read for a request no tick had read before), on the clock `began` is on: a
+    request first read at or before the hold began was in the ledger before the hold's
+    plan was written. Without `seen` (no tick time known) nothing is refused."""
+    first = requested_at(request.seen_at) or seen
+    if began is None or first is None or first > began:
         return None
-    return (f"asked at {request.at}, before this hold began at {began.isoformat()}: the hold may have engaged "
-            f"{request.arn} since; nothing was done; ask again to release it from this hold")
+    return (f"asked at {request.at} (first read by a tick at {first.isoformat()}), before this hold began at "
+            f"{began.isoformat()}: the hold may have engaged {request.arn} since; nothing was done; ask again to "
+            "release it from this hold")
 
 
 def refusal(arn: str, *, partition: str, region: str, account: str | None, mode: str) -> str | None:

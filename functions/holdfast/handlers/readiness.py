@@ -10,7 +10,10 @@ expired-events queue) is listed as not checked (`checked` false, never a failure
 why: it needs iam:SimulatePrincipalPolicy on every role of the account, which this
 function's role does not hold.
 The walk is left out while a plan is in force: during an event it would spend the
-account's API budgets the reconciler needs.
+account's API budgets the reconciler needs. A plan that cannot be read counts as one in
+force (assume engaged): the ledger's own region may be the impaired one, and the
+reconciler is then engaging from tags alone against the same Lambda budget; the
+`resources` check says it was not walked, and why.
 
 Each run records its result in the ledger (pk `READINESS`, sk `LAST`; `holdfast status`
 shows it) and publishes `ReadinessChecksFailed` (failed checks, 0 when ready) in the
@@ -66,17 +69,23 @@ def run(runtime: Runtime, *, reconciler_role: str, reconciler_function: str, set
     checks.append(readiness.expired_queue(clients, runtime.expired_queue_arn, "the stack's expired-events queue"))
     checks.append(readiness.health_rule(clients, clients.region, settings))
     checks.append(readiness.settings_drift(clients, settings_parameter, reconciler_function))
+    checks.append(readiness.retained_ledgers(clients, runtime.table))
     # doctor's rule by its name, said not checked here (holdfast.readiness: DESTINATIONS).
     checks.append(readiness.destinations_unscheduled())
 
     selected: Counter[str] = Counter()
     first: dict[str, str] = {}
+    unreadable = None
     try:
         current = ledger_plan.read(runtime.ledger())
     except LedgerUnavailable as err:
-        current = None
-        checks.append(readiness.Check("ledger", False, str(err), "the ledger table must exist and be readable"))
-    if current is not None and current.stage != policy.NORMAL:
+        current, unreadable = None, str(err)
+        checks.append(readiness.Check("ledger", False, unreadable, "the ledger table must exist and be readable"))
+    if unreadable is not None:
+        checks.append(readiness.Check("resources", True, "not walked: the plan cannot be read, so Holdfast assumes one "
+                                      "is in force (the reconciler may be engaging from tags alone and needs the API "
+                                      "budgets)"))
+    elif current is not None and current.stage != policy.NORMAL:
         checks.append(readiness.Check("resources", True, f"not walked: plan generation {current.generation} "
                                       f"({current.label}) is in force, and the reconciler needs the API budgets"))
     else:

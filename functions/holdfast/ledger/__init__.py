@@ -12,10 +12,12 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `PLAN`                      | `LEASE#<controller>`       | ledger.leases       |
 | `PLAN`                      | `ENGAGE-WALK` / `TICK-TRIGGER` | ledger.claims   |
 | `CONTROL`                   | `PAUSE` / `ADVANCE` / `HELD` | ledger.control    |
+| `CONTROL`                   | `EVACUATION#<plan ARN>`    | ledger.control      |
 | `BUDGET`                    | `<budget>#<controller>`    | ledger.budget_board |
 | `STUCK`                     | `<arn>`                    | ledger.failures     |
 | `WALK`                      | `<gen:012>#<marker>`       | ledger.walks        |
 | `DRAIN` / `REPLAY`          | `<mapping arn>` / `<queue arn>` | ledger.drain   |
+| `WAVES`                     | `capacity#<gen:012>`       | ledger.drain        |
 
 Old plans and signals leave by TTL only; nothing deletes the active plan or the
 original record of an engaged resource.

@@ -126,7 +126,7 @@ def release_engage_walk(ledger: "Ledger", *, controller_id: str) -> None:
         pass   # not ours any more, or the ledger is gone: the claim expires on its own
 
 
-@uses("dynamodb:PutItem", by=("detector",))
+@uses("dynamodb:PutItem", by=("detector", "regionswitch"))
 def claim_tick_trigger(ledger: "Ledger", *, generation: int, controller_id: str, now: datetime,
                        period: timedelta) -> bool:
     """True for exactly one caller per plan generation and period."""

@@ -4,7 +4,9 @@ from generation g", "release this resource", and who holds resources by hand.
 Items: pk `CONTROL`, sk `PAUSE` (never expires), `ADVANCE` and `ENGAGE` (TTL one day),
 `RELEASE#<resource ARN>` (one release request per resource, holdfast.core.release; TTL
 one day, kept with its outcome once done) and `HELD` (who last engaged resources from
-the CLI, and when; removed by a complete `resume --now`). Everything an operator writes is in this partition, so a role limited to
+the CLI, and when; removed by a complete `resume --now`), and `EVACUATION#<plan ARN>`
+(a Region switch plan's evacuation hold: written by its engage step, removed by its
+post-recovery lift; never expires, since an evacuation may last weeks). Everything an operator writes is in this partition, so a role limited to
 it by dynamodb:LeadingKeys (HoldfastOperator, policies/operator.json) can steer Holdfast in
 an account without any permission on its resources: the reconciler acts on the request.
 The resource records say what is engaged; `HELD` says by whom, for `status` and `stage`
@@ -22,6 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import condition_failed, contended, failure_kind
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict
+from holdfast.core.evacuation import Evacuation
 from holdfast.core.release import ACTING, DONE, REQUESTED, Released, ReleaseRequest
 from holdfast.core.release import problem as release_problem
 from holdfast.iam import uses
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 CONTROL_PK, PAUSE, ADVANCE, ENGAGE, HELD = "CONTROL", "PAUSE", "ADVANCE", "ENGAGE", "HELD"
 RELEASE_PREFIX = "RELEASE#"
+EVACUATION_PREFIX = "EVACUATION#"   # a Region switch plan's hold on this Region (holdfast.core.evacuation)
 RELEASED_PREFIX = "RELEASED#"   # a resource released by hand, and the engagement it was released in
 REQUEST_DAYS = 1
 
@@ -52,6 +56,7 @@ class Control:
     held_command: str | None = None
     releases: tuple[ReleaseRequest, ...] = ()     # the release requests, in ARN order
     released: tuple[Released, ...] = ()           # resources released by hand, and in which engagement
+    evacuations: tuple[Evacuation, ...] = ()      # Region switch plans holding this Region, by plan ARN
     problems: tuple[str, ...] = ()    # fields of PAUSE, ADVANCE, ENGAGE, HELD that could not be read, and why
 
     def engage_requested(self, generation: int) -> str | None:
@@ -66,7 +71,7 @@ def _epoch(when: datetime) -> int:
     return int(when.timestamp())
 
 
-@uses("dynamodb:Query", by=("reconciler", "cli", "readonly"))
+@uses("dynamodb:Query", by=("reconciler", "cli", "readonly", "regionswitch"))
 def read_control(ledger: "Ledger") -> Control:
     items: list[dict] = []
     page: dict = {}
@@ -130,8 +135,23 @@ def read_control(ledger: "Ledger") -> Control:
         releases=tuple(release_from_item(by_sk[sk]) for sk in sorted(by_sk) if sk.startswith(RELEASE_PREFIX)),
         released=tuple(r for sk in sorted(by_sk) if sk.startswith(RELEASED_PREFIX)
                        and (r := _released(by_sk[sk], problems)) is not None),
+        evacuations=tuple(_evacuation(by_sk[sk], problems) for sk in sorted(by_sk) if sk.startswith(EVACUATION_PREFIX)),
         problems=tuple(problems),
     )
+
+
+def _evacuation(item: dict, problems: list[str]) -> Evacuation:
+    """The evacuation hold `item` holds. Any item under EVACUATION# holds (a field of the
+    wrong type is read as absent and named in `problems`): holding is the safe reading."""
+    values = {}
+    for name in ("execution", "by", "at"):
+        value = item.get(name)
+        if value is not None and not (isinstance(value, dict) and isinstance(value.get("S"), str)):
+            problems.append(f"{item[SK]['S']}: {name} {_shown(value)} is not a string; read as absent")
+            value = None
+        values[name] = value["S"] if value else None
+    return Evacuation(plan_arn=item[SK]["S"][len(EVACUATION_PREFIX):], execution_id=values["execution"],
+                      by=values["by"], at=values["at"])
 
 
 def _released(item: dict, problems: list[str]) -> Released | None:
@@ -196,7 +216,7 @@ def release_from_item(item: dict) -> ReleaseRequest:
     arn, request_id, at, state = text("arn"), text("request"), text("at"), text("state")
     claim_until = number("claim_until")
     fields = dict(by=text("by"), reason=text("reason"), expires=number(TTL_ATTRIBUTE), controller=text("controller"),
-                  outcome=text("outcome"), detail=text("detail"), done_at=text("done_at"))
+                  outcome=text("outcome"), detail=text("detail"), done_at=text("done_at"), seen_at=text("seen_at"))
     shape = release_problem(arn=key_arn if arn is None else arn, key_arn=key_arn, id=request_id, at=at,
                             state=state, claim_until=claim_until)
     problems = wrong + ([shape] if shape else [])
@@ -220,6 +240,36 @@ def set_held(ledger: "Ledger", held: bool, *, by: str = "", command: str = "", n
             ledger.delete_item(Key=key(CONTROL_PK, HELD))
     except (ClientError, BotoCoreError) as err:
         raise LedgerUnavailable(f"cannot record who holds resources by hand in {ledger.table}: {failure_kind(err)}") from err
+
+
+@uses("dynamodb:PutItem", by=("regionswitch",))
+def hold_for_evacuation(ledger: "Ledger", plan_arn: str, *, execution_id: str | None, by: str, now: datetime) -> bool:
+    """Hold this Region for Region switch plan `plan_arn` (holdfast.core.evacuation): a
+    hold in force does not advance until `lift_evacuation`. One hold per plan: a newer
+    execution's replaces an older one's; a rerun of the same execution's step writes
+    nothing (its hold keeps the time it began). True when this call wrote it."""
+    execution = execution_id or "-"
+    item = {"execution": {"S": execution}, "by": {"S": by}, "at": {"S": now.isoformat()}}
+    try:
+        ledger.put_item(Item={**key(CONTROL_PK, EVACUATION_PREFIX + plan_arn), **item},
+                        ConditionExpression="attribute_not_exists(#pk) OR #execution <> :execution",
+                        ExpressionAttributeNames={"#pk": PK, "#execution": "execution"},
+                        ExpressionAttributeValues={":execution": {"S": execution}})
+        return True
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            return False
+        raise LedgerUnavailable(f"cannot record the evacuation hold in {ledger.table}: {failure_kind(err)}") from err
+
+
+@uses("dynamodb:DeleteItem", by=("regionswitch",))
+def lift_evacuation(ledger: "Ledger", plan_arn: str) -> bool:
+    """End plan `plan_arn`'s evacuation hold; False when it held nothing (a rerun)."""
+    try:
+        answer = ledger.delete_item(Key=key(CONTROL_PK, EVACUATION_PREFIX + plan_arn), ReturnValues="ALL_OLD")
+    except (ClientError, BotoCoreError) as err:
+        raise LedgerUnavailable(f"cannot lift the evacuation hold in {ledger.table}: {failure_kind(err)}") from err
+    return bool(answer and answer.get("Attributes"))
 
 
 @uses("dynamodb:PutItem", by=("cli", "operator"))
@@ -258,7 +308,7 @@ def request_advance(ledger: "Ledger", generation: int, *, by: str, now: datetime
         raise LedgerUnavailable(f"cannot record the advance in {ledger.table}: {failure_kind(err)}") from err
 
 
-@uses("dynamodb:GetItem", "dynamodb:PutItem", by=("cli", "operator"))
+@uses("dynamodb:GetItem", "dynamodb:PutItem", by=("cli", "operator", "regionswitch"))
 def request_engage(ledger: "Ledger", *, by: str, reason: str, now: datetime) -> int:
     """Ask the reconciler to go to hold from the plan in force now (its generation, 0
     when there is none yet), as if an impairment were detected: its next tick starts a
@@ -324,20 +374,25 @@ def request_release(ledger: "Ledger", arn: str, *, by: str, reason: str, now: da
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
 def claim_release(ledger: "Ledger", request: ReleaseRequest, *, controller_id: str, now: datetime,
-                  until: datetime) -> bool:
+                  until: datetime, seen: datetime | None = None) -> bool:
     """Take `request` for this tick: True when it was still to be acted on (the same
     request, requested, or claimed by a tick whose claim ran out). Two ticks at once:
-    one takes it, the other gets False and leaves it."""
+    one takes it, the other gets False and leaves it. `seen`: when this tick read the
+    request, kept as its `seen_at` unless an earlier tick's is there (holdfast.core.release:
+    requests are judged by the reconcilers' clock, not the operator's)."""
+    seen_at = (seen or now).isoformat()
     try:
         ledger.update_item(
             Key=_release_key(request.arn),
-            UpdateExpression="SET #state = :acting, #controller = :me, #until = :until",
+            UpdateExpression="SET #state = :acting, #controller = :me, #until = :until, "
+                             "#seen = if_not_exists(#seen, :seen)",
             ConditionExpression="#request = :id AND (#state = :requested OR (#state = :acting AND #until <= :now))",
             ExpressionAttributeNames={"#state": "state", "#controller": "controller", "#until": "claim_until",
-                                      "#request": "request"},
+                                      "#request": "request", "#seen": "seen_at"},
             ExpressionAttributeValues={":acting": {"S": ACTING}, ":requested": {"S": REQUESTED},
                                        ":me": {"S": controller_id}, ":until": {"N": str(_epoch(until))},
-                                       ":now": {"N": str(_epoch(now))}, ":id": {"S": request.id}},
+                                       ":now": {"N": str(_epoch(now))}, ":id": {"S": request.id},
+                                       ":seen": {"S": seen_at}},
         )
         return True
     except (ClientError, BotoCoreError) as err:

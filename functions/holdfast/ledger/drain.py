@@ -1,10 +1,12 @@
 """The drain's and the replay's records: one per mapping (pk `DRAIN`) and one per replay
-source queue (pk `REPLAY`), sk the resource's ARN, the document a JSON string.
+source queue (pk `REPLAY`), sk the resource's ARN, the document a JSON string; and the
+capacity stage's waves, one record per plan generation (pk `WAVES`).
 
 | pk       | sk                  | document                                            |
 |----------|---------------------|-----------------------------------------------------|
 | `DRAIN`  | `<mapping arn>`     | holdfast.core.drain.Drain.to_dict()         |
 | `REPLAY` | `<queue arn>`       | holdfast.core.replay.Replay.to_dict()               |
+| `WAVES`  | `capacity#<gen:012>`| holdfast.core.capacity.Waves.to_dict()              |
 
 What the controller raises a cap from is what it wrote here, so every write follows the
 rule of every relaxing write (the plan current at the moment of the write): in one transaction with the check that the
@@ -35,8 +37,8 @@ from holdfast.ledger.conditions import UNCHANGED_SINCE_READ, key, still_current
 if TYPE_CHECKING:
     from holdfast.ledger.store import Ledger
 
-DRAIN, REPLAY = "DRAIN", "REPLAY"
-PARTITIONS = (DRAIN, REPLAY)
+DRAIN, REPLAY, WAVES = "DRAIN", "REPLAY", "WAVES"
+PARTITIONS = (DRAIN, REPLAY, WAVES)
 RECORD_DAYS = 14
 
 

@@ -89,7 +89,7 @@ def from_item(item: dict[str, Any]) -> Plan:
     )
 
 
-@uses("dynamodb:GetItem", by=("reconciler", "cli", "detector", "readiness", "operator"))
+@uses("dynamodb:GetItem", by=("reconciler", "cli", "detector", "readiness", "operator", "regionswitch"))
 def read_item(ledger: "Ledger") -> dict[str, Any] | None:
     """The raw CURRENT item (with written_by, notified), strongly consistent."""
     try:

@@ -32,6 +32,7 @@ from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger.signals import recent, record_all
 from holdfast.core.evidence import Evidence
+from holdfast.core.evacuation import holding
 from holdfast.observation.alarms import gating_alarms
 from holdfast.observation import evidence as builtin_evidence
 from holdfast.observation import polling, probes
@@ -112,7 +113,8 @@ class Observation:
             return policy.Decision(plan, False, (f"no verdict: {why}",), ("no verdict",))
         return policy.decide(self.verdict, self.plan, self.alarms, now, settings,
                              advance_generation=self.control.advance_generation, evidence=self.evidence,
-                             operator_engage=self.control.engage_requested(self.plan.generation if self.plan else 0))
+                             operator_engage=self.control.engage_requested(self.plan.generation if self.plan else 0),
+                             evacuation=[e.gate() for e in holding(self.control.evacuations, self.plan)])
 
 
 def observe(runtime, now: datetime, *, collect: Collect | None = None, ledger=None) -> Observation:

@@ -54,6 +54,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_code, error_text
 from holdfast.core import drain as dc
+from holdfast.core import pollers
 from holdfast.iam import uses
 from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 
@@ -105,8 +106,9 @@ class Listed:
     uuid: str
     function_arn: str
     queue_arn: str
-    cap: int | None
+    cap: int | None      # concurrent batches: MaximumConcurrency, or the batches a provisioned one's pollers carry
     state: str | None = None
+    pollers: int | None = None   # a provisioned mapping's MaximumPollers (holdfast.core.pollers); None: not provisioned
 
 
 @dataclass(frozen=True)
@@ -152,15 +154,19 @@ def _mapping_arn(m: Mapping[str, Any]) -> str:
 
 @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli"))
 def mappings(clients) -> dict[str, Listed]:
-    """Every SQS mapping by ARN, with its cap in force."""
+    """Every SQS mapping by ARN, with its cap in force (a provisioned one's: the batches its
+    MaximumPollers carry, holdfast.core.pollers)."""
     out = {}
     for page in clients("lambda").get_paginator("list_event_source_mappings").paginate():
         for m in page["EventSourceMappings"]:
             if not m.get("EventSourceArn", "").startswith("arn:aws") or ":sqs:" not in m["EventSourceArn"]:
                 continue
             arn = _mapping_arn(m)
-            out[arn] = Listed(arn, m["UUID"], m["FunctionArn"], m["EventSourceArn"],
-                                (m.get("ScalingConfig") or {}).get("MaximumConcurrency"), m.get("State"))
+            most = None
+            if pollers.provisioned(m.get("ProvisionedPollerConfig")):
+                most = pollers.config(m["ProvisionedPollerConfig"])[pollers.MAX_KEY]
+            cap = pollers.cap_of(most) if most is not None else (m.get("ScalingConfig") or {}).get("MaximumConcurrency")
+            out[arn] = Listed(arn, m["UUID"], m["FunctionArn"], m["EventSourceArn"], cap, m.get("State"), most)
     return out
 
 

@@ -91,7 +91,7 @@ def after_signal(runtime, klass: str | None, *, recorded: bool) -> Triggered:
     return Triggered("started", "; ".join(verdict.reasons)[:500], "TicksTriggered")
 
 
-@uses("lambda:InvokeFunction", by=("detector",))
+@uses("lambda:InvokeFunction", by=("detector", "regionswitch"))
 def start_tick(runtime, payload: dict) -> None:
     """One asynchronous invocation of the reconciler (Lambda queues it and answers 202)."""
     runtime.clients("lambda").invoke(FunctionName=runtime.tick_function, InvocationType="Event",

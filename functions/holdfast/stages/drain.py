@@ -22,6 +22,9 @@ with an original in the resource ledger):
 4. Give the walk its targets: `{"MaximumConcurrency": n}`, None (restore: the owner's
    original, a cap or none) or LEAVE (still waiting, or the cap in force is the one
    decided: nothing to write). The walk reads and writes only the mappings that move.
+   A mapping in provisioned mode is decided in concurrent batches like any other: the
+   actuator writes a cap as pollers, and its pollers are read back as a cap here
+   (`in_force`, `owner_cap`; holdfast.core.pollers).
 
 A mapping's record belongs to one hold (`since` = the plan's `impaired_at`): a new
 impairment starts every drain again from the floor.
@@ -35,7 +38,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from holdfast.core import drain as dc
-from holdfast.core import kinds, policy
+from holdfast.core import kinds, pollers, policy
 from holdfast.core.errors import Conflict
 from holdfast.core.model import LEAVE, Resource
 from holdfast.ledger import drain as records
@@ -82,6 +85,29 @@ class Decided:
         for s in self.steps.values():
             out[s.action] = out.get(s.action, 0) + 1
         return out
+
+
+def owner_cap(original) -> int | None:
+    """The owner's own cap from a mapping's recorded original: its MaximumConcurrency, or
+    the batches a provisioned one's MaximumPollers carry (holdfast.core.pollers)."""
+    if pollers.MAX_KEY in original:
+        return pollers.owner_cap(original, dc.LAMBDA_MAX_CONCURRENCY)
+    return original.get(KEY)
+
+
+def in_force(listed: drain_inputs.Listed, drain: dc.Drain) -> int | None:
+    """The cap a mapping shows its controller: its MaximumConcurrency, or a provisioned
+    one's pollers read back as the cap the drain last wrote when they are its pollers
+    (holdfast.core.pollers.shown_cap), so a cap rounded down to pollers is not taken for
+    one set by someone else."""
+    if listed.pollers is None:
+        return listed.cap
+    return pollers.shown_cap(listed.pollers, drain.state.history[-1][1] if drain.state else None)
+
+
+def same_pollers(listed: drain_inputs.Listed, cap: int | None) -> bool:
+    """Whether a provisioned mapping already runs the pollers `cap` is written as."""
+    return listed.pollers is not None and isinstance(cap, int) and cap >= 1 and pollers.pollers_for(cap) == listed.pollers
 
 
 def baseline_until(plan: policy.Plan, settings) -> tuple[datetime, str]:
@@ -159,7 +185,7 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False, 
             fresh.append(c)
             versions[arn] = every[arn].version if arn in every else 0   # a record of an older hold is overwritten
     if fresh:
-        caps = {c.arn: engaged[c.arn].original.get(KEY) for c in fresh}
+        caps = {c.arn: owner_cap(engaged[c.arn].original) for c in fresh}
         until, why = baseline_until(plan, settings)
         facts = drain_inputs.pre_event(clients, fresh, until, why, settings.drain_pre_event_minutes, caps)
         for c in fresh:
@@ -171,7 +197,8 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False, 
     reading = drain_inputs.readings(clients, [out.consumers[a] for a in drains], now,
                                     stale_seconds=constants.stale_seconds, live_for=started, minutes=wanted)
     for arn, drain in drains.items():
-        step = dc.advance(drain, reading[arn], listed[arn].cap, now, constants, fallback=plan.stage == policy.DRAIN)
+        shown = in_force(listed[arn], drain)
+        step = dc.advance(drain, reading[arn], shown, now, constants, fallback=plan.stage == policy.DRAIN)
         unchanged = (arn in held and step.action == dc.WAIT and drain.last is not None
                      and (drain.last.action, drain.last.reasons) == (step.action, step.reasons))
         if not dry_run and not unchanged:   # a wait that says what it said is not written again
@@ -184,7 +211,7 @@ def decide(runtime, plan: policy.Plan, now: datetime, *, dry_run: bool = False, 
                 out.notes.append(f"{arn}: {err}; acting next tick")
                 continue
         out.steps[arn] = step
-        if step.action == dc.WAIT or (not step.restore and step.cap == listed[arn].cap):
+        if step.action == dc.WAIT or (not step.restore and (step.cap == shown or same_pollers(listed[arn], step.cap))):
             out.targets[arn] = LEAVE   # nothing to write: no reads for it either
         elif step.restore:
             out.targets[arn] = None

@@ -59,6 +59,8 @@ RECONCILER_MARGIN_SECONDS = 30
 # is Lambda's maximum, 15 minutes. Relaxing ticks keep `tick_budget_seconds`; a tick with
 # nothing to engage ends as soon as it is done, so the long timeout costs nothing then.
 RECONCILER_TIMEOUT_SECONDS = 900
+# The teardown's restore walk gets Lambda's maximum less a minute to answer CloudFormation.
+TEARDOWN_TIMEOUT_SECONDS = 900
 RETENTION = dict(zip(LOG_RETENTION_DAYS, [d for d in logs.RetentionDays if d is not logs.RetentionDays.INFINITE]))
 
 
@@ -134,6 +136,22 @@ class Controllers(Construct):
             )
         self.functions = tuple(f for f in (self.detector, self.reconciler, self.readiness) if f is not None)
 
+    def teardown(self) -> lambda_.Function:
+        """The function behind the stack's deletion-time custom resource
+        (holdfast.handlers.teardown): the reconciler's role (a restore is the reconciler's
+        writes), Lambda's longest timeout, no retries (CloudFormation waits for its answer)."""
+        return self._function(
+            "Teardown",
+            role_name="reconciler",
+            handler="holdfast.handlers.teardown.handler",
+            description="Holdfast: on the stack's deletion, refuses it while resources are held, or restores them",
+            timeout=Duration.seconds(TEARDOWN_TIMEOUT_SECONDS),
+            retry_attempts=0,
+            max_event_age=Duration.minutes(5),
+            role=self.reconciler.role,
+            reserved=False,
+        )
+
     def _function(
         self,
         construct_id: str,
@@ -146,15 +164,18 @@ class Controllers(Construct):
         max_event_age: Duration,
         environment: Mapping[str, str] | None = None,
         policy_values: Mapping[str, str] | None = None,
+        role: iam.IRole | None = None,
+        reserved: bool = True,
     ) -> lambda_.Function:
-        document = policies.document(role_name, {**self._policy_values, **(policy_values or {})}, self._policies_dir)
-        role = iam.Role(
-            self,
-            f"{construct_id}Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Holdfast {role_name}: policies/{role_name}.json",
-            inline_policies={role_name: document} if document else None,
-        )
+        if role is None:
+            document = policies.document(role_name, {**self._policy_values, **(policy_values or {})}, self._policies_dir)
+            role = iam.Role(
+                self,
+                f"{construct_id}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"Holdfast {role_name}: policies/{role_name}.json",
+                inline_policies={role_name: document} if document else None,
+            )
         log_group = logs.LogGroup(self, f"{construct_id}Logs", retention=RETENTION[self._settings.log_retention_days])
         function = lambda_.Function(
             self,
@@ -171,10 +192,12 @@ class Controllers(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
-            environment={**self._environment, **(environment or {}), "POWERTOOLS_SERVICE_NAME": f"holdfast-{role_name}"},
+            environment={**self._environment, **(environment or {}), "POWERTOOLS_SERVICE_NAME": f"holdfast-{construct_id.lower()}"},
             retry_attempts=retry_attempts,
             max_event_age=max_event_age,
             on_failure=destinations.SqsDestination(self._dead_letters),
+            # An account out of concurrency must not throttle the controllers in the event.
+            reserved_concurrent_executions=(self._settings.controller_reserved_concurrency or None) if reserved else None,
         )
         log_group.grant_write(role)
         return function

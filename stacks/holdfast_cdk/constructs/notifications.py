@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from aws_cdk import Stack
 from aws_cdk import aws_chatbot as chatbot
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -87,7 +88,6 @@ class Notifications(Construct):
             description="Holdfast stage-change topic",
             enable_key_rotation=True,
         )
-        self.key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey")
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -95,11 +95,40 @@ class Notifications(Construct):
             master_key=self.key,
             enforce_ssl=True,
         )
+        self._alarms_may_publish()
         if email:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
         self.chat_channels: list[chatbot.SlackChannelConfiguration | chatbot.CfnMicrosoftTeamsChannelConfiguration] = []
         if chat_channels:
             self._chat(list(chat_channels))
+
+    def _alarms_may_publish(self) -> None:
+        """CloudWatch alarms of this account and region may publish, and use the key to.
+
+        An AWS::SNS::TopicPolicy replaces the topic's whole access policy (SNS's default
+        one included), so the policy CDK synthesizes for `enforce_ssl` (the TLS Deny)
+        would leave CloudWatch no Allow: alarms that notify no one. The service principal
+        is held to this account's alarms (aws:SourceAccount, and aws:SourceArn on the
+        topic), against the confused deputy; the key grant carries aws:SourceAccount."""
+        stack = Stack.of(self)
+        cloudwatch = iam.ServicePrincipal("cloudwatch.amazonaws.com")
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsOfThisAccount",
+            principals=[cloudwatch],
+            actions=["sns:Publish"],
+            resources=[self.topic.topic_arn],
+            conditions={
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
+            },
+        ))
+        self.key.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsOfThisAccount",
+            principals=[cloudwatch],
+            actions=["kms:Decrypt", "kms:GenerateDataKey"],
+            resources=["*"],
+            conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+        ))
 
     def _chat(self, channels: list[SlackChannel | TeamsChannel]) -> None:
         names = [c.name for c in channels]

@@ -15,24 +15,85 @@ The reasoning lives in docs/drain.md; the modules, one idea each:
 
 from __future__ import annotations
 
-from holdfast.core.drain.constants import (  # noqa: F401
-    LAMBDA_MAX_CONCURRENCY, LAMBDA_MIN_CAP, OK, ALARM, INSUFFICIENT_DATA, ALARM_STATES, WARNING, CRITICAL, START, RAISE, HOLD, CUT, RESTORE, Constants, DEFAULTS, constants_from,
-)
-from holdfast.core.drain.inputs import (  # noqa: F401
-    Datapoint, Alarm, Facts, _FACT_FIELDS, Reading,
-)
-from holdfast.core.drain.evidence import (  # noqa: F401
-    GOOD, UNKNOWN, _RANK, Health, duration_thresholds, noise, slower, lower, own_speed, raise_below, consumer_health, _ignored, counts, errors_above, dependency_back,
-)
 from holdfast.core.drain.baseline import (  # noqa: F401
-    Minute, median, _quartile, first_anomaly, baseline_end, baseline,
+    Minute,
+    baseline,
+    baseline_end,
+    first_anomaly,
+    median,
+)
+from holdfast.core.drain.constants import (  # noqa: F401
+    ALARM,
+    ALARM_STATES,
+    CRITICAL,
+    CUT,
+    DEFAULTS,
+    HOLD,
+    INSUFFICIENT_DATA,
+    LAMBDA_MAX_CONCURRENCY,
+    LAMBDA_MIN_CAP,
+    OK,
+    RAISE,
+    RESTORE,
+    START,
+    WARNING,
+    Constants,
+    constants_from,
 )
 from holdfast.core.drain.controller import (  # noqa: F401
-    CapState, CapDecision, raise_to, describe_raises, ceiling, _floor, baseline_need, implausible, carried_before, start, cut_target, probe_minute, decide, _remembered, _forgotten,
+    PAID,
+    PLATEAU,
+    RUNGS,
+    UNSURE,
+    CapDecision,
+    CapState,
+    Measure,
+    Tick,
+    Verdict,
+    arrivals_need,
+    at_cap,
+    baseline_need,
+    carried_before,
+    ceiling,
+    cut_target,
+    decide,
+    describe_raises,
+    implausible,
+    paid,
+    probe_minute,
+    raise_to,
+    reference,
+    start,
+    step_share,
+)
+from holdfast.core.drain.evidence import (  # noqa: F401
+    GOOD,
+    UNKNOWN,
+    Health,
+    _ignored,
+    consumer_health,
+    counts,
+    dependency_back,
+    errors_above,
+    noise,
 )
 from holdfast.core.drain.forecast import (  # noqa: F401
-    Forecast, per_batch_rate, forecast, ramp_forecast, measured_forecast,
+    Forecast,
+    forecast,
+    measured_forecast,
+    per_batch_rate,
+    ramp_forecast,
+)
+from holdfast.core.drain.inputs import (  # noqa: F401
+    Alarm,
+    Datapoint,
+    Facts,
+    Reading,
 )
 from holdfast.core.drain.record import (  # noqa: F401
-    WAIT, _iso, _when, _forecast_dict, _forecast_from, Last, Drain, Step, advance,
+    WAIT,
+    Drain,
+    Last,
+    Step,
+    advance,
 )

@@ -103,13 +103,11 @@ class Constants:
     # minute's goodput at the baseline time per message (Little's law: past a knee, the
     # knee), if that is lower; never by more than a cut (`cut_factor`).
     warning_step_back: float = 0.05
-    # Raises only while the time per message is in this lower share of the band from its
-    # baseline to the warning (1.04× with the default 1.08× warning): between it and the
-    # warning the drain holds (TCP Vegas's band between alpha and beta). Past a knee the
-    # ratio is concurrency ÷ knee, so a raise from just under the warning would carry the
-    # drain a whole raise past it; in the recovery model, a knee 10 % above the arrivals
-    # was crossed every half hour, 5 datapoints over the SLO each time.
-    raise_band_share: float = 0.5
+    # A raise paid when the messages deleted a minute rose by at least this share of the
+    # raise's proportion (a cap 20 % higher: deletions 10 % higher). Kleinrock's power,
+    # goodput ÷ delay, is greatest where a raise's goodput grows by half its proportion:
+    # below it more of each added batch waits on the downstream than works.
+    pay_share: float = 0.5
     # The cut on the built-in evidence goes to the concurrency that would carry the
     # measured goodput at the baseline time per message (Little's law: the knee when the
     # downstream is saturated), times this margin; never below half the cap it measured.
@@ -146,7 +144,7 @@ class Constants:
             (0 < self.timeout_warning_share < self.timeout_critical_share <= 1, "timeout shares must be 0 < warning < critical ≤ 1"),
             (0 < self.failure_critical_slack <= 1, "failure_critical_slack must be in (0, 1]"),
             (0 < self.warning_step_back < 1, "warning_step_back must be in (0, 1)"),
-            (0 < self.raise_band_share <= 1, "raise_band_share must be in (0, 1]"),
+            (0 < self.pay_share < 1, "pay_share must be in (0, 1)"),
             (0.5 <= self.knee_margin <= 1, "knee_margin must be in [0.5, 1]"),
             (self.plausible_start_factor >= 1, "plausible_start_factor must be ≥ 1"),
             (self.stall_seconds >= 300, "stall_seconds must be ≥ 300"),

@@ -1,45 +1,22 @@
-"""The drain's feedback cap controller: one SQS event source mapping's MaximumConcurrency
-during the drain, decided from what the mapping's queue, function and downstream show.
+"""The drain's cap controller: one SQS event source mapping's MaximumConcurrency during
+the drain, decided from what the downstream delivers. Pure: stdlib only, no clock (`now`
+is an argument), no AWS SDK; the state carried between ticks is plain data (`CapState`).
 
-Pure: stdlib only, no clock (`now` is an argument), no AWS SDK. The state carried from
-tick to tick is a frozen dataclass of plain data with `to_dict` / `from_dict`.
+The rule, written once here and explained in docs/drain.md:
 
-The fixed ladder (floor, 5, 20, 100, 300, the owner's value) raises every mapping one
-step per hold whatever the queue and the downstream show; when the owner's value is
-"no cap" its last step hands a recovering database a thousand concurrent batches. This
-controller closes the loop instead (AIMD, as TCP does):
-
-- **Start** from what the consumer ran at before the event (its ConcurrentExecutions),
-  not from the floor: that load the downstream carried before, and at the floor the
-  backlog grows while arrivals outrun it.
-- **Raise additively** — by `step`, fixed at the start as `raise_fraction` of the start —
-  on a fresh OK datapoint with the queue behind: every downstream alarm OK on a datapoint
-  whose minute began after the current cap took effect. Each raise waits for evidence
-  about the cap before it (CloudWatch publishes 1–3 minutes late).
-- **Hold** on a warning (latency approaching the SLO), on function errors above their
-  pre-event level, on throttles, on a missing or stale metric: each with its reason.
-- **Cut multiplicatively** (× `cut_factor`) on a downstream alarm, from the cap that was
-  in force when the alarming datapoint was measured — found in the history of caps — and
-  never twice for one datapoint: a datapoint measured before the last cut took effect is
-  attributed to the cap then, and cutting that again changes nothing.
-- **Ceilings**: never above the function's reserved concurrency (above it Lambda only
-  throttles, and a throttled batch burns a receive of every message in it), Lambda's
-  1,000, or the owner's own cap (an owner's lower cap is never raised; one below the
-  floor stays where it is).
-- **Restore** the owner's original (often "no cap") only after the oldest-message age
-  has been within `caught_up_slack_seconds` of its pre-event baseline for
-  `restore_after_seconds` — never because a ladder ran out.
-- **The backlog age is an input, never a gate.** A high or rising age never stops a raise;
-  only downstream evidence does. So no configuration deadlocks the drain (a gate on the
-  queue's own age would: the cap could not rise until the backlog is gone, and the
-  backlog cannot go until the cap rises).
-
-Inputs the shell reads once a tick (GetMetricData, up to 500 queries a call):
-ApproximateAgeOfOldestMessage and ApproximateNumberOfMessagesVisible of the queue, Errors
-and Throttles of the function, and each downstream alarm's state with the timestamp of
-the datapoint it was decided on. CloudWatch's StateReasonData names the datapoints of the
-last state *change* only, so the shell takes `measured_at` from the newest datapoint of
-the alarm's metric (read in the same GetMetricData call) when the state has not changed.
+- **Judge by goodput, not by the distance from a baseline.** A raise is judged by how the
+  messages deleted per whole minute answered it (`paid`): in proportion, the search goes
+  on whatever the time per message did; flat while the time per message or the failures
+  rose, it is past the downstream's useful capacity and steps back (Little's law: to the
+  concurrency that carries that goodput at the lower cap's speed).
+- **Latency limits are absolute**: the owner's alarms when named (a critical one cuts, a
+  warning holds), else a share of the function's timeout and of the client's (evidence).
+- **Never stall below the arrivals**: no hold or cut goes below what the arrivals need at
+  today's speed, nor below what the downstream carried before the event, unless failures
+  are critical.
+- **Start** one step above the pre-event concurrency and **slow-start** by one-minute
+  probes; **restore** the owner's original once the oldest message has been back at its
+  baseline for the restore period.
 """
 
 from __future__ import annotations
@@ -65,19 +42,33 @@ from holdfast.core.drain.constants import (
     Constants,
 )
 from holdfast.core.drain.evidence import (
-    GOOD,
     UNKNOWN,
     Health,
     _ignored,
     consumer_health,
     errors_above,
-    lower,
     noise,
-    own_speed,
-    raise_below,
-    slower,
 )
 from holdfast.core.drain.inputs import Datapoint, Facts, Reading
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One whole minute measured wholly at one cap: what the downstream delivered."""
+
+    at: datetime
+    cap: int
+    deleted: float            # NumberOfMessagesDeleted in the minute
+    seconds_per_message: float
+    failure_share: float
+
+    def to_list(self) -> list:
+        return [self.at.isoformat(), self.cap, self.deleted, self.seconds_per_message, self.failure_share]
+
+    @classmethod
+    def from_list(cls, raw) -> "Measure":
+        at, cap, deleted, spm, share = raw
+        return cls(datetime.fromisoformat(at), int(cap), float(deleted), float(spm), float(share))
 
 
 @dataclass(frozen=True)
@@ -104,12 +95,12 @@ class CapState:
     # When the mapping was first seen not to show `cap` (a write refused, failed, or clamped
     # by the function's reserved concurrency or by the owner); None: it shows it.
     unseen_since: datetime | None = None
-    # (datapoint, time per message ÷ its baseline, the cap that measured it) of each minute
-    # judged wholly at one cap in the last `history_seconds`: a time that grows with the
-    # cap is a knee's, one that does not is the consumer's own (own_speed).
-    ratios: tuple[tuple[datetime, float, int], ...] = ()
-    # When the raise band first held the cap in force (None: it does not hold it).
-    banded_at: datetime | None = None
+    # Every whole minute measured wholly at one cap in the last `history_seconds`, oldest
+    # first: how goodput answered each cap (`paid`).
+    measures: tuple["Measure", ...] = ()
+    # Plateaus found again at the remembered cap in a row: each doubles how long it is
+    # remembered (once), so a knee that stays put is not crossed every half hour.
+    plateaus: int = 0
 
     def __post_init__(self):
         if not self.history:
@@ -193,8 +184,8 @@ class CapState:
             "probe_at": iso(self.probe_at),
             "probe_from": self.probe_from,
             "unseen_since": iso(self.unseen_since),
-            "ratios": [[iso(t), r, c] for t, r, c in self.ratios],
-            "banded_at": iso(self.banded_at),
+            "measures": [m.to_list() for m in self.measures],
+            "plateaus": self.plateaus,
         }
 
     @classmethod
@@ -216,8 +207,8 @@ class CapState:
                 probe_at=when(raw.get("probe_at")),
                 probe_from=None if raw.get("probe_from") is None else int(raw["probe_from"]),
                 unseen_since=when(raw.get("unseen_since")),
-                ratios=tuple((datetime.fromisoformat(t), float(r), int(c)) for t, r, c in raw.get("ratios") or ()),
-                banded_at=when(raw.get("banded_at")),
+                measures=tuple(Measure.from_list(m) for m in raw.get("measures") or ()),
+                plateaus=int(raw.get("plateaus") or 0),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"cap state is malformed: {err}") from err
@@ -360,16 +351,9 @@ def start(facts: Facts, current_cap: int, now: datetime, constants: Constants = 
     begin = max(low, begin)
     if facts.baseline_note:
         reasons.append(facts.baseline_note)
-    probe = {}
-    if not searching:
-        # From a level the downstream carried before the event, the first slow-start probe
-        # at once: one minute one step above it, then back until that minute is judged.
-        tried = min(top, raise_to(begin, step, False, top, c))
-        if tried > begin:
-            reasons.append(f"probing {tried} for one minute first, then back to {begin} until it is judged")
-            probe = {"probe_at": now, "probe_from": begin}
-            begin = tried
-    state = CapState(cap=begin, step=step, history=((now, begin),), prior_cap=current_cap, **probe)
+    # No probe yet: a probe is judged against the cap it starts from, so that cap is
+    # measured first (judged against the floor, a probe past the knee reads as paid).
+    state = CapState(cap=begin, step=step, history=((now, begin),), prior_cap=current_cap)
     reasons.append(f"cap {begin}, " + describe_raises(step, top, c))
     return CapDecision(START, begin, False, tuple(reasons), state, top)
 
@@ -401,25 +385,151 @@ def probe_minute(probe_at: datetime, constants: Constants = DEFAULTS) -> datetim
     return datetime.fromtimestamp(start, tz=probe_at.tzinfo)
 
 
-def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> CapDecision:
-    """The next cap for one mapping, from its state and this tick's reading."""
-    c = constants
-    top, top_why = ceiling(facts, c)
-    low = _floor(facts, c)
-    period = timedelta(seconds=c.period_seconds)
-    probing = []
-    if state.probe_at is not None and state.cap == state.probe_cap and not state.restored:
-        minute = probe_minute(state.probe_at, c)
-        if now >= minute + period:
-            # The probe has had its whole minute: back to the cap judged at baseline until
-            # that minute's datapoints are published and judged.
-            probing.append(f"probe at {state.cap} had the minute of {minute.isoformat()}: back to {state.probe_from} "
-                           f"until that minute is judged")
-            state = replace(state, cap=state.probe_from, history=state.history + ((now, state.probe_from),))
+# ---- the goodput rule --------------------------------------------------------------
 
-    def out(action, cap, reasons, *, waiting=(), restore=False, **changes) -> CapDecision:
+PAID, PLATEAU, UNSURE = "paid", "plateau", "unsure"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How goodput answered a raise, and why; `knee`: the concurrency that carries the
+    higher cap's goodput at the lower cap's time per message (Little's law)."""
+
+    outcome: str
+    reason: str
+    knee: int | None = None
+
+
+def at_cap(measures, cap: int, newest: int = 3) -> list[Measure]:
+    """The newest `newest` measures taken at `cap`."""
+    return [m for m in measures if m.cap == cap][-newest:]
+
+
+def reference(measures, cap: int, facts: Facts) -> list[Measure]:
+    """What a raise to `cap` is judged against: the measures of the highest cap below it by
+    more than the noise ([] when none was measured)."""
+    below = [m.cap for m in measures if m.cap * (1 + noise(facts)) < cap]
+    return at_cap(measures, max(below)) if below else []
+
+
+def _mean(measures, attribute: str) -> float:
+    return sum(getattr(m, attribute) for m in measures) / len(measures)
+
+
+def paid(lower: list[Measure], higher: list[Measure], facts: Facts, constants: Constants = DEFAULTS) -> Verdict:
+    """The drain's one rule: did the raise from `lower`'s cap to `higher`'s pay?
+
+    Paid: deletions rose by at least `pay_share` of the raise's proportion — whatever the
+    time per message did (more load, more latency, more throughput is a healthy downstream;
+    Kleinrock's power, goodput ÷ delay, is greatest where a raise's goodput grows by half
+    its proportion). A plateau: deletions rose less, and the time per message or the
+    failure share rose beyond the noise — past the downstream's useful capacity. Neither
+    (deletions flat at the same speed: a queue too short to fill the cap, or noise): unsure."""
+    c = constants
+    c_lo, c_hi = lower[0].cap, higher[0].cap
+    d_lo, d_hi = _mean(lower, "deleted"), _mean(higher, "deleted")
+    s_lo, s_hi = _mean(lower, "seconds_per_message"), _mean(higher, "seconds_per_message")
+    f_lo, f_hi = _mean(lower, "failure_share"), _mean(higher, "failure_share")
+    gain = (d_hi / d_lo - 1) / (c_hi / c_lo - 1) if d_lo > 0 else (1.0 if d_hi > 0 else 0.0)
+    knee = math.floor(d_hi / c.period_seconds * s_lo) if s_lo > 0 else None
+    said = (f"cap {c_lo} -> {c_hi}: deletions {d_lo:,.0f} -> {d_hi:,.0f} a minute ({gain:.0%} of the raise's "
+            f"proportion), {s_lo * 1000:,.0f} -> {s_hi * 1000:,.0f} ms per message")
+    if gain >= c.pay_share:
+        return Verdict(PAID, f"{said}: the raise paid", knee)
+    if s_hi > s_lo * (1 + noise(facts)) or f_hi > f_lo + c.error_share_slack:
+        return Verdict(PLATEAU, f"{said}: the raise did not pay, the time per message or the failures rose (past the "
+                                f"downstream's useful capacity)", knee)
+    return Verdict(UNSURE, f"{said}: unsure (the same speed: a queue too short to fill the cap, or noise)", knee)
+
+
+def step_share(facts: Facts, constants: Constants = DEFAULTS) -> float:
+    """An additive raise's least share of the cap: `raise_share_of_cap`, and wide enough
+    (3 × the noise) that the goodput's answer shows beyond a noisy consumer's spread."""
+    return max(constants.raise_share_of_cap, 3 * noise(facts))
+
+
+def arrivals_need(reading: Reading, measures, recent: int = 10) -> int | None:
+    """The cap the arrivals need: sends per minute ÷ the most deletions per cap-minute among
+    the `recent` newest measures (Little's law at the best speed measured lately; a cap past
+    the knee delivers less per batch and would overstate the need). Below it the backlog
+    grows without end. None: unknown."""
+    sent = reading.sent
+    rates = [m.deleted / m.cap for m in list(measures)[-recent:] if m.deleted > 0]
+    if sent is None or sent.value <= 0 or not rates:
+        return None
+    return math.ceil(sent.value / max(rates))
+
+
+# ---- one decision, as rungs --------------------------------------------------------
+
+
+@dataclass
+class Tick:
+    """What one decision is made from: the state (as this tick amends it), the facts and
+    the reading, and what is derived from them once. Each rung reads it and returns a
+    decision or None; `out` makes one."""
+
+    state: CapState
+    facts: Facts
+    reading: Reading
+    now: datetime
+    c: Constants
+    top: int
+    top_why: str
+    low: int
+    health: Health
+    cap: int
+    clamp: list[str]
+    probing: list[str]
+    notes: list[str] = field(default_factory=list)
+    holds: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    missing: int = 0                 # holds for missing alarms: they stop a raise, not a restore
+    age: Datapoint | None = None
+    age_behind: bool = False         # no fresh age, but messages visible: behind
+    behind: str = ""
+    counted: list = field(default_factory=list)   # the downstream alarms that count as evidence
+    verdict: "Verdict | None" = None              # the goodput's answer at the cap in force
+
+    @property
+    def period(self) -> timedelta:
+        return timedelta(seconds=self.c.period_seconds)
+
+    @property
+    def since(self) -> datetime:
+        return self.state.in_force_since
+
+    @property
+    def newest(self) -> Measure | None:
+        return self.state.measures[-1] if self.state.measures else None
+
+    @property
+    def need(self) -> int | None:
+        return arrivals_need(self.reading, self.state.measures)
+
+    def protected(self, failures: bool = False) -> int:
+        """The lowest cap a cut or step-back may go to: the floor when failures are critical;
+        else what the arrivals need now and what the downstream carried before the event."""
+        if failures:
+            return self.low
+        return min(self.top, max([self.low] + [v for v in (self.need, carried_before(self.facts, self.c)) if v]))
+
+    def fresh(self, dp: Datapoint | None) -> Datapoint | None:
+        if dp is None or dp.at + self.period + timedelta(seconds=self.c.stale_seconds) < self.now:
+            return None
+        return dp
+
+    def new_datapoint(self, at: datetime | None) -> bool:
+        return at is not None and (self.state.acted_through is None or at > self.state.acted_through)
+
+    def remembered_below(self) -> int | None:
+        s = self.state
+        return None if s.alarmed_cap is None or _forgotten(s, self.now, self.c) else s.alarmed_cap - 1
+
+    def out(self, action, cap, reasons, *, waiting=(), restore=False, **changes) -> CapDecision:
+        state, now, c = self.state, self.now, self.c
         new = state
-        reasons = probing + list(reasons)
+        reasons = self.probing + list(reasons)
         if action in (CUT, RESTORE) and "probe_at" not in changes:
             changes.update(probe_at=None, probe_from=None)
         if cap != state.cap:
@@ -429,325 +539,432 @@ def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, const
             while len(history) > 1 and history[1][0] <= horizon:
                 prior = history[0][1]
                 history = history[1:]
-            new = replace(new, cap=cap, history=history, prior_cap=prior, warned_at=None, banded_at=None)
+            new = replace(new, cap=cap, history=history, prior_cap=prior, warned_at=None)
         if changes:
             new = replace(new, **changes)
-        return CapDecision(action, cap, restore, tuple(reasons), new, top, tuple(waiting))
+        return CapDecision(action, cap, restore, tuple(reasons), new, self.top, tuple(waiting))
 
-    if state.restored:
-        return out(RESTORE, state.cap, ["caught up earlier: the owner's original is back"], restore=True)
-
-    cap = state.cap
-    clamp = []
-    if cap > top:
-        clamp = [f"cap {cap} is above the {top_why} ({top}): lowered to it"]
-        cap = top
-
-    def fresh(dp: Datapoint | None) -> Datapoint | None:
-        if dp is None or dp.at + period + timedelta(seconds=c.stale_seconds) < now:
+    def keep_up(self, cap: int, reasons: list[str], **changes) -> CapDecision | None:
+        """A hold below what the arrivals need is a backlog that grows without end: raise
+        towards the need instead, a step at a time (None: `cap` carries the arrivals)."""
+        need = self.need
+        if need is None or cap >= need or cap >= self.top:
             return None
-        return dp
+        up = min(self.top, need, cap + max(self.state.step, math.floor(step_share(self.facts, self.c) * cap)))
+        return self.out(RAISE, up, reasons + [f"cap {cap} is below what the arrivals need at today's speed ({need}): "
+                                              f"raised to {up}"], caught_up_since=None, **changes)
 
+
+def _tick(state: CapState, facts: Facts, reading: Reading, now: datetime, c: Constants) -> Tick:
+    top, top_why = ceiling(facts, c)
+    period = timedelta(seconds=c.period_seconds)
+    probing = []
+    if state.probe_at is not None and state.cap == state.probe_cap and not state.restored:
+        minute = probe_minute(state.probe_at, c)
+        if now >= minute + period:
+            # The probe has had its whole minute: back to the cap it started from until
+            # that minute's datapoints are published and judged.
+            probing.append(f"probe at {state.cap} had the minute of {minute.isoformat()}: back to {state.probe_from} "
+                           f"until that minute is judged")
+            state = replace(state, cap=state.probe_from, history=state.history + ((now, state.probe_from),))
     health = consumer_health(facts, reading, now, c)
-    since = state.in_force_since
-    # The raise band: judged against the baseline, or against the consumer's own speed now
-    # when a lower cap measured the same (own_speed); only from the concurrency the
-    # downstream carried before the event up, and above the floor.
-    if health.complete and health.ratio is not None and all(t != health.at for t, _, _ in state.ratios):
+    if health.complete and health.at is not None and all(m.at != health.at for m in state.measures):
         measured = state.cap_wholly(health.at, health.at + period)
         if measured is not None:
             horizon = now - timedelta(seconds=c.history_seconds)
-            state = replace(state, ratios=tuple(x for x in state.ratios if x[0] > horizon)
-                            + ((health.at, health.ratio, measured),))
-    own = own_speed(state.ratios, cap, health.ratio, facts) if health.complete and health.ratio is not None else None
-    reference = 1.0 if own is None else own
-    speed = None if not health.complete or health.ratio is None else health.ratio / reference
-    before = carried_before(facts, c)
-    banded = speed is not None and cap > low and (before is None or cap >= before)
-    room = not banded or speed < raise_below(facts, c)
-    shown = ("" if speed is None else f"{speed:.2f}× its baseline time per message" if own is None else
-             f"{speed:.2f}× the {own:.2f}× it took at a lower cap too (its own speed now)")
+            kept = tuple(m for m in state.measures if m.at > horizon)
+            state = replace(state, measures=kept + (Measure(health.at, measured, health.deleted,
+                                                            health.seconds_per_message, health.failure_share or 0.0),))
+    cap, clamp = state.cap, []
+    if cap > top:
+        clamp, cap = [f"cap {cap} is above the {top_why} ({top}): lowered to it"], top
+    return Tick(state, facts, reading, now, c, top, top_why, _floor(facts, c), health, cap, clamp, probing)
 
-    def new_datapoint(at: datetime | None) -> bool:
-        return at is not None and (state.acted_through is None or at > state.acted_through)
 
-    # 1. A downstream alarm, or the consumer's own evidence, critical on a datapoint not yet
-    # acted on: cut, from the cap in force when it was measured.
-    critical = [a for a in reading.downstream if a.severity == CRITICAL and a.state == ALARM]
-    bad = [(a.measured_at, a.name) for a in critical if new_datapoint(a.measured_at)]
-    own = health.level == CRITICAL and new_datapoint(health.at)
+def _restored(k: Tick) -> CapDecision | None:
+    if k.state.restored:
+        return k.out(RESTORE, k.state.cap, ["caught up earlier: the owner's original is back"], restore=True)
+    return None
+
+
+def _critical(k: Tick) -> CapDecision | None:
+    """An owner's critical alarm, or the consumer's own evidence, critical on a datapoint not
+    yet acted on: cut, from the cap in force when it was measured — never below what the
+    arrivals need unless failures are critical."""
+    c, state, health = k.c, k.state, k.health
+    critical = [a for a in k.reading.downstream if a.severity == CRITICAL and a.state == ALARM]
+    bad = [(a.measured_at, a.name) for a in critical if k.new_datapoint(a.measured_at)]
+    own = health.level == CRITICAL and k.new_datapoint(health.at)
     if own:
         bad.append((health.at, "the consumer's own evidence (" + "; ".join(health.reasons) + ")"))
-    if bad:
-        newest = max(t for t, _ in bad)
-        then = max(state.cap_during(t, t + period) for t, _ in bad)
-        target, how = cut_target(then, low, any(name == a.name for _, name in bad for a in critical), health if own else None, c)
-        names = ", ".join(sorted(name for _, name in bad))
-        stamp = newest.isoformat()
-        remembered = _remembered(state, then, now, c)
-        if target < cap:
-            return out(CUT, target, clamp + [
-                f"{names} critical on the datapoint of {stamp}, measured at cap {then}: cut to {target} ({how}); "
-                f"raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
-            ], acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=now, additive=True)
-        if state.probe_at is not None and newest >= probe_minute(state.probe_at, c) and then > cap and not clamp:
-            # The probe's minute: the knee is between the cap judged at baseline and the
-            # probe; the cut's target, when above the cap now in force, is where it was measured.
-            new = min(target, then - 1)
-            return out(CUT, max(cap, new), [
-                f"{names} critical on the datapoint of {stamp}, measured at the probe's cap {then}: the slow start ends "
-                f"at {max(cap, new)} ({how}); raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
-            ], acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=now, additive=True)
-        return out(CUT if clamp else HOLD, cap, clamp + [
-            f"{names} critical on the datapoint of {stamp}, measured at cap {then}: the cut from it ({target}) is already "
-            f"in force (cap {cap}); no second cut"
-        ], waiting=["a datapoint measured at the current cap"], acted_through=newest, caught_up_since=None, additive=True)
-    if clamp:
-        return out(CUT, cap, clamp, caught_up_since=None)
-    if reading.queue_missing:
-        return out(RESTORE, cap, ["the queue does not exist (deleted?): nothing to drain; the owner's original comes back"],
-                   restore=True, restored=True)
+    if not bad:
+        return None
+    newest = max(t for t, _ in bad)
+    then = max(state.cap_during(t, t + k.period) for t, _ in bad)
+    failures = own and health.failures_critical
+    floor = k.protected(failures)
+    target, how = cut_target(then, k.low, any(name == a.name for _, name in bad for a in critical),
+                             health if own else None, c)
+    paid_below = reference(state.measures, then, k.facts)
+    if not failures and paid_below and target < paid_below[0].cap < then:
+        # Past the SLO at `then`: back to the last cap measured below it, the one that paid,
+        # rather than × cut_factor; if that one alarms too, its own cut goes further.
+        target, how = paid_below[0].cap, "to the last cap measured below it"
+    if target < floor:
+        target, how = floor, how + (f", no lower than what the arrivals need and the downstream carried before the "
+                                    f"event ({floor}): only critical failures cut below it")
+    names = ", ".join(sorted(name for _, name in bad))
+    stamp = newest.isoformat()
+    remembered = _remembered(state, then, k.now, c)
+    said = f"{names} critical on the datapoint of {stamp}, measured at cap {then}"
+    after = f"raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
+    common = dict(acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=k.now, additive=True)
+    if target < k.cap:
+        return k.out(CUT, target, k.clamp + [f"{said}: cut to {target} ({how}); {after}"], **common)
+    if state.probe_at is not None and newest >= probe_minute(state.probe_at, c) and then > k.cap and not k.clamp:
+        # The probe's minute: the knee is between the cap it started from and the probe.
+        new = max(k.cap, min(target, then - 1))
+        return k.out(CUT, new, [f"{said}, the probe's cap: the slow start ends at {new} ({how}); {after}"], **common)
+    return k.out(CUT if k.clamp else HOLD, k.cap, k.clamp + [
+        f"{said}: the cut from it ({target}) is already in force (cap {k.cap}); no second cut"
+    ], waiting=["a datapoint measured at the current cap"], acted_through=newest, caught_up_since=None, additive=True)
 
-    # 2. Alarms still in ALARM on datapoints already acted on, or with no datapoint time.
-    holds, waiting = [], []
+
+def _clamped(k: Tick) -> CapDecision | None:
+    return k.out(CUT, k.cap, k.clamp, caught_up_since=None) if k.clamp else None
+
+
+def _gone(k: Tick) -> CapDecision | None:
+    if k.reading.queue_missing:
+        return k.out(RESTORE, k.cap, ["the queue does not exist (deleted?): nothing to drain; the owner's original "
+                                      "comes back"], restore=True, restored=True)
+    return None
+
+
+def _blind(k: Tick) -> CapDecision | None:
+    """Alarms still in ALARM on datapoints already acted on, alarms without data, an age
+    without a datapoint: hold, saying which. An alarm that does not exist, or has had no
+    data for longer than a datapoint may be late, is ignored (and said so), never waited
+    for — a misnamed alarm must not deadlock the drain."""
+    c, reading = k.c, k.reading
+    critical = [a for a in reading.downstream if a.severity == CRITICAL and a.state == ALARM]
     for a in critical:
         if a.measured_at is None:
-            holds.append(f"{a.name} in ALARM with no datapoint time: cannot tell which cap it measured; not raising")
+            k.holds.append(f"{a.name} in ALARM with no datapoint time: cannot tell which cap it measured; not raising")
         else:
-            holds.append(f"{a.name} still in ALARM on the datapoint of {a.measured_at.isoformat()}, already acted on")
-        waiting.append(f"a newer datapoint of {a.name}")
-    if health.level == CRITICAL:
-        holds.append("the consumer's own evidence still critical on the datapoint of "
-                     f"{health.at.isoformat()}, already acted on: not raising")
-        waiting.append("the consumer's own evidence back at its baseline")
-
-    # 3. Missing or stale inputs: hold, saying which. An alarm that does not exist, or has
-    # had no data for longer than a datapoint may be late, can tell nothing: it is
-    # ignored (and said so), never waited for — a misnamed alarm must not deadlock the drain.
-    ignored = _ignored(reading.downstream, now, c)
+            k.holds.append(f"{a.name} still in ALARM on the datapoint of {a.measured_at.isoformat()}, already acted on")
+        k.waiting.append(f"a newer datapoint of {a.name}")
+    if k.health.level == CRITICAL:
+        k.holds.append(f"the consumer's own evidence still critical on the datapoint of {k.health.at.isoformat()}, "
+                       f"already acted on: not raising")
+        k.waiting.append("the consumer's own evidence no longer critical")
+    ignored = _ignored(reading.downstream, k.now, c)
     for a in reading.downstream:
         if a.state == INSUFFICIENT_DATA and a.name not in ignored:
-            holds.append(f"alarm {a.name} has INSUFFICIENT_DATA: not raising")
-            waiting.append(f"data for {a.name}")
-    age = fresh(reading.oldest_age)
-    unknown_age_behind = False
+            k.holds.append(f"alarm {a.name} has INSUFFICIENT_DATA: not raising")
+            k.waiting.append(f"data for {a.name}")
+    age = k.fresh(reading.oldest_age)
     if age is None:
         what = "missing" if reading.oldest_age is None else f"stale (from {reading.oldest_age.at.isoformat()})"
         if reading.visible_now == 0:
-            # No datapoint, but the queue is empty (read live): caught up for sure.
-            age = Datapoint(now - period, 0.0)
+            age = Datapoint(k.now - k.period, 0.0)
             ignored["(age)"] = f"ApproximateAgeOfOldestMessage is {what}; the queue is empty (GetQueueAttributes): caught up"
         elif reading.visible_now is not None and reading.visible_now > 0:
-            unknown_age_behind = True
+            k.age_behind = True
             ignored["(age)"] = (f"ApproximateAgeOfOldestMessage is {what}; {reading.visible_now:,} messages visible "
                                 f"(GetQueueAttributes): behind")
         else:
-            holds.append(f"ApproximateAgeOfOldestMessage is {what}: not raising, not restoring")
-            waiting.append("an ApproximateAgeOfOldestMessage datapoint")
-    notes = list(ignored.values())
-    if holds and (critical or age is None or health.level == CRITICAL):
-        return out(HOLD, cap, holds + notes, waiting=waiting)
+            k.holds.append(f"ApproximateAgeOfOldestMessage is {what}: not raising, not restoring")
+            k.waiting.append("an ApproximateAgeOfOldestMessage datapoint")
+    k.age = age
+    k.notes.extend(ignored.values())
+    k.counted = [a for a in reading.downstream if a.name not in ignored]
+    k.missing = len(k.holds)
+    if k.holds and (critical or (age is None and not k.age_behind) or k.health.level == CRITICAL):
+        return k.out(HOLD, k.cap, k.holds + k.notes, waiting=k.waiting)
+    return None
 
-    # 4. Warnings, errors, throttles; then the queue: caught up, and for how long.
-    limit = (facts.baseline_age_seconds or 0.0) + c.caught_up_slack_seconds
-    visible = fresh(reading.visible)
-    backlog = f", {visible.value:,.0f} visible" if visible is not None else ""
+
+def _warned(k: Tick) -> CapDecision | None:
+    """Warnings (an owner's warning alarm, failures a point above their baseline, a time near
+    a timeout), errors and throttles stop raises; a warning on a second datapoint at the
+    same cap steps back by a small share — never below what the arrivals need. A warning on
+    a probe's minute ends the slow start."""
+    c, state, health, reading, cap = k.c, k.state, k.health, k.reading, k.cap
     warnings = [a for a in reading.downstream if a.severity == WARNING and a.state == ALARM]
-    errors = fresh(reading.errors)
-    throttles = fresh(reading.throttles)
-    errors_high, errors_said = errors_above(facts, errors, reading.invocations, c)
-    throttled = throttles is not None and throttles.value > 0
-    missing = len(holds)   # holds so far are missing alarms: they stop a raise, not a restore
+    errors_high, errors_said = errors_above(k.facts, k.fresh(reading.errors), reading.invocations, c)
+    throttles = k.fresh(reading.throttles)
     if errors_high and health.level not in (WARNING, CRITICAL):
-        holds.append(f"{errors_said}: not raising")
-        waiting.append("Errors back at the pre-event level")
-    if throttled:
-        holds.append(f"function throttled ({throttles.value:g}): the cap is above what it can run; not raising")
-        waiting.append("no throttles")
+        k.holds.append(f"{errors_said}: not raising")
+        k.waiting.append("Errors back at the pre-event level")
+    if throttles is not None and throttles.value > 0:
+        k.holds.append(f"function throttled ({throttles.value:g}): the cap is above what it can run; not raising")
+        k.waiting.append("no throttles")
     for a in warnings:
-        holds.append(f"warning {a.name} in ALARM: not raising")
-        waiting.append(f"{a.name} back to OK")
+        k.holds.append(f"warning {a.name} in ALARM: not raising")
+        k.waiting.append(f"{a.name} back to OK")
     if health.level == WARNING:
-        holds.append("the consumer's own evidence at a warning: " + "; ".join(health.reasons) + ": not raising")
-        waiting.append("the consumer's own evidence back at its baseline")
-    # A warning measured wholly at the cap in force: the first stops raises (and ends the
-    # slow start); one on a later datapoint at the same cap steps back by a small share.
-    probe_warned = []
+        k.holds.append("the consumer's own evidence at a warning: " + "; ".join(health.reasons) + ": not raising")
+        k.waiting.append("the consumer's own evidence back at its baseline")
     if state.probe_at is not None:
         minute = probe_minute(state.probe_at, c)
-        if health.level == WARNING and health.at == minute:
-            probe_warned.append("the consumer's own evidence")
-        elif health.level == GOOD and health.at == minute and health.complete and not room:
-            probe_warned.append(f"the consumer's own evidence in the upper half of the band below its warning "
-                                f"({shown}; raises only below {raise_below(facts, c):.2f}×)")
-        probe_warned += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
-    if probe_warned:
-        # A warning on the probe's minute (or on a later one, at the cap returned to): the
-        # knee is near. The slow start ends at the concurrency that carried the probe
-        # minute's goodput at baseline speed, between the cap judged at baseline and the
-        # probe; without that minute's own evidence, at the cap returned to.
-        tried = state.probe_cap
-        new = state.probe_from
-        if health.at == probe_minute(state.probe_at, c) and health.knee_estimate is not None:
-            new = max(new, min(tried - 1, math.floor(health.knee_estimate * c.knee_margin)))
-        new = max(low, min(new, top))
-        return out(RAISE if new > cap else HOLD, new, holds + notes + [
-            f"a warning ({', '.join(probe_warned)}) measured at or after the probe's minute at cap {tried}: the slow "
-            f"start ends at {new}"
-        ], waiting=waiting, caught_up_since=None, additive=True, probe_at=None, probe_from=None, warned_at=None)
-    warned = [a.measured_at for a in warnings if a.measured_at is not None and a.measured_at >= since]
-    if health.level == WARNING and health.at is not None and health.at >= since:
+        on_probe = ([] if not (health.level == WARNING and health.at == minute) else ["the consumer's own evidence"])
+        on_probe += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
+        if on_probe:
+            # The knee is between the cap the probe started from and the probe: the slow
+            # start ends at the concurrency that carried the probe's goodput at the lower
+            # cap's speed, when its minute was measured.
+            new = state.probe_from
+            measured = [m for m in state.measures if m.at == minute and m.cap == state.probe_cap]
+            lower = reference(state.measures, state.probe_cap, k.facts)
+            knee = paid(lower, measured, k.facts, c).knee if measured and lower else None
+            if knee is not None:
+                new = max(new, min(state.probe_cap - 1, knee))
+            new = max(k.low, min(new, k.top))
+            return k.out(HOLD if new == cap else RAISE if new > cap else CUT, new, k.holds + k.notes + [
+                f"a warning ({', '.join(on_probe)}) measured at or after the probe's minute at cap {state.probe_cap}: "
+                f"the slow start ends at {new}"
+            ], waiting=k.waiting, caught_up_since=None, additive=True, probe_at=None, probe_from=None, warned_at=None)
+    warned = [a.measured_at for a in warnings if a.measured_at is not None and a.measured_at >= k.since]
+    if health.level == WARNING and health.at is not None and health.at >= k.since:
         warned.append(health.at)
-    if warned:
-        newest_warning = max(warned)
-        if state.warned_at is not None and newest_warning > state.warned_at:
-            back = cap - max(1, math.ceil(c.warning_step_back * cap))
-            how = f"by {c.warning_step_back:.0%}"
-            estimate = health.knee_estimate if health.level == WARNING and health.at == newest_warning else None
-            if estimate is not None and estimate < back:
-                # Past the knee the goodput no longer grows with the cap: back to the
-                # concurrency that carried it at the baseline time per message.
-                back = max(estimate, math.ceil(cap * c.cut_factor))
-                how = (f"to the goodput's concurrency at baseline speed ({estimate}), at most × {c.cut_factor:g}")
-            back = max(low, back)
-            if before is not None and back < before:
-                # A warning at or below what the downstream carried before the event is not
-                # the drain's load (a cold cache, larger messages, a slower deploy): it
-                # holds there; only a critical datapoint cuts below it.
-                back = min(cap, before)
-                how = f"no lower than the concurrency the downstream carried before the event ({before})"
-            if back < cap:
-                remembered = _remembered(state, cap, now, c)
-                return out(CUT, back, holds + notes + [
-                    f"a warning on a second datapoint measured at cap {cap} (of {newest_warning.isoformat()}): stepped back "
-                    f"{how} to {back}; raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
-                ], waiting=waiting, caught_up_since=None, additive=True, alarmed_cap=remembered, alarmed_at=now)
-            if before is not None and cap <= before:
-                notes.append(f"cap {cap} is no more than the downstream carried before the event ({before}): a warning "
-                             f"holds it, only a critical datapoint cuts below")
-        elif state.warned_at is None:
-            # The slow start ends here; a probe still waiting for its minute is given up.
-            state = replace(state, warned_at=newest_warning, additive=True, probe_at=None, probe_from=None)
+    if not warned:
+        return None
+    newest = max(warned)
+    if state.warned_at is None:
+        k.state = replace(state, warned_at=newest, additive=True, probe_at=None, probe_from=None)
+        return None
+    if newest <= state.warned_at:
+        return None
+    back = max(k.protected(), cap - max(1, math.ceil(c.warning_step_back * cap)))
+    if back >= cap:
+        k.notes.append(f"a warning persists at cap {cap}, no more than what the arrivals need and the downstream "
+                       f"carried before the event ({k.protected()}): held there")
+        return None
+    remembered = _remembered(state, cap, k.now, c)
+    return k.out(CUT, back, k.holds + k.notes + [
+        f"a warning on a second datapoint measured at cap {cap} (of {newest.isoformat()}): stepped back by "
+        f"{c.warning_step_back:.0%} to {back}; raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
+    ], waiting=k.waiting, caught_up_since=None, additive=True, alarmed_cap=remembered, alarmed_at=k.now)
 
+
+def _caught_up(k: Tick) -> CapDecision | None:
+    """The queue back at its baseline: held until it has stayed so for the restore period,
+    then the owner's original. Behind: the holds so far decide."""
+    c, facts, reading = k.c, k.facts, k.reading
+    limit = (facts.baseline_age_seconds or 0.0) + c.caught_up_slack_seconds
+    visible = k.fresh(reading.visible)
+    backlog = f", {visible.value:,.0f} visible" if visible is not None else ""
+    age = k.age
     caught_visible = True
     if visible is not None and facts.baseline_visible is not None:
         room = facts.baseline_visible * 2 + (facts.arrival_per_second or 0.0) * c.caught_up_slack_seconds + 10
         caught_visible = visible.value <= room
-    if not unknown_age_behind and age.value <= limit and not caught_visible:
-        notes.append(f"oldest message {age.value:g} s old but {visible.value:,.0f} visible, more than the baseline "
-                     f"{facts.baseline_visible:,.0f} allows (messages received three times or more leave the age): behind")
-    if not unknown_age_behind and age.value <= limit and caught_visible:
-        since_caught = state.caught_up_since or age.at
-        caught = (age.at + period - since_caught).total_seconds()
+    if not k.age_behind and age.value <= limit and not caught_visible:
+        k.notes.append(f"oldest message {age.value:g} s old but {visible.value:,.0f} visible, more than the baseline "
+                       f"{facts.baseline_visible:,.0f} allows (messages received three times or more leave the age): "
+                       f"behind")
+    if not k.age_behind and age.value <= limit and caught_visible:
+        since_caught = k.state.caught_up_since or age.at
+        caught = (age.at + k.period - since_caught).total_seconds()
         # A missing alarm does not stop the restore: caught up at this cap, the consumer
         # needs no more than it ran at before the event. A warning or errors do.
-        if caught >= c.restore_after_seconds and len(holds) == missing:
-            return out(RESTORE, cap, holds + notes + [
-                f"oldest message {age.value:g} s old, within {c.caught_up_slack_seconds:g} s of its baseline for {caught:g} s: the owner's original comes back"
+        if caught >= c.restore_after_seconds and len(k.holds) == k.missing:
+            return k.out(RESTORE, k.cap, k.holds + k.notes + [
+                f"oldest message {age.value:g} s old, within {c.caught_up_slack_seconds:g} s of its baseline for "
+                f"{caught:g} s: the owner's original comes back"
             ], restore=True, caught_up_since=since_caught, restored=True)
-        return out(HOLD, cap, holds + notes + [
-            f"caught up: oldest message {age.value:g} s old{backlog}, at baseline for {caught:g} of {c.restore_after_seconds:g} s before the owner's original"
-        ], waiting=waiting + ["the age at baseline for the restore period"], caught_up_since=since_caught)
-    behind = (f"queue behind: {reading.visible_now:,} messages visible, age unknown" if unknown_age_behind
-              else f"queue behind: oldest message {age.value:g} s old{backlog}")
-    if holds:
-        return out(HOLD, cap, holds + notes + [behind], waiting=waiting, caught_up_since=None)
+        return k.out(HOLD, k.cap, k.holds + k.notes + [
+            f"caught up: oldest message {age.value:g} s old{backlog}, at baseline for {caught:g} of "
+            f"{c.restore_after_seconds:g} s before the owner's original"
+        ], waiting=k.waiting + ["the age at baseline for the restore period"], caught_up_since=since_caught)
+    k.behind = (f"queue behind: {reading.visible_now:,} messages visible, age unknown" if k.age_behind
+                else f"queue behind: oldest message {age.value:g} s old{backlog}")
+    if k.holds:
+        reasons = k.holds + k.notes + [k.behind]
+        return (k.keep_up(k.cap, reasons, additive=True) if k.health.level != CRITICAL else None) or k.out(
+            HOLD, k.cap, reasons, waiting=k.waiting, caught_up_since=None)
+    if k.health.level == UNKNOWN:
+        return k.out(HOLD, k.cap, k.notes + [k.behind, "; ".join(k.health.reasons) + ": not raising"],
+                     waiting=["NumberOfMessagesReceived, NumberOfMessagesDeleted and Duration of a whole minute with "
+                              "messages"], caught_up_since=None)
+    return None
 
-    # 5. Raise on fresh evidence measured wholly at the current cap: the consumer's own
-    # (every minute's signals at baseline) and every downstream alarm's OK. The slowest
-    # input sets when: each step is held until it has a datapoint of the cap.
-    if health.level == UNKNOWN:
-        return out(HOLD, cap, notes + [behind, "; ".join(health.reasons) + ": not raising"],
-                   waiting=["NumberOfMessagesReceived and Duration of a minute with messages"], caught_up_since=None)
-    counted = [a for a in reading.downstream if a.name not in ignored]
-    if state.probe_at is not None:
-        minute = probe_minute(state.probe_at, c)
-        tried = state.probe_cap
-        unmeasured = [a.name for a in counted if a.measured_at is None or a.measured_at < minute]
-        if health.at is not None and health.at == minute and health.complete and health.level == GOOD and unmeasured:
-            return out(HOLD, cap, notes + [behind, f"the probe at cap {tried} at its baseline on its own evidence; "
-                                                   f"waiting for {', '.join(unmeasured)} on a datapoint of its minute "
-                                                   f"({minute.isoformat()}) or later"],
-                       waiting=[f"a datapoint of {', '.join(unmeasured)} of {minute.isoformat()} or later"],
-                       caught_up_since=None)
-        if health.at is not None and health.at == minute and health.complete and health.level == GOOD:
-            below = None if state.alarmed_cap is None or _forgotten(state, now, c) else state.alarmed_cap - 1
-            nxt = min(raise_to(tried, state.step, False, top, c), below if below is not None else top)
-            detail = "; ".join(r for r in health.reasons if "ms per message" in r)
-            said = f"the probe at cap {tried} at its baseline on the minute of {minute.isoformat()}" + (
-                f" ({detail})" if detail else "")
-            if nxt > tried and tried < top:
-                return out(RAISE, nxt, notes + [behind, said + f": probing {nxt} for one minute, then back to {tried}"],
-                           caught_up_since=None, probe_at=now, probe_from=tried)
-            return out(RAISE, tried, notes + [behind, said + f": cap {tried}"], caught_up_since=None,
-                       probe_at=None, probe_from=None)
-        if health.at is None or health.at < minute:
-            return out(HOLD, cap, notes + [behind, f"waiting for the probe's minute ({minute.isoformat()}, at cap {tried})"],
-                       waiting=[f"the datapoints of {minute.isoformat()}"], caught_up_since=None)
-        # The probe's minute was skipped (a later one published first) or could not be judged.
-        notes.append(f"the probe at cap {tried} could not be judged on its own minute: probing again")
-        state = replace(state, probe_at=None, probe_from=None)
-    stale = [a.name for a in counted if a.measured_at is None or a.measured_at < since]
-    if health.at is None or health.at < since:
-        stale.append("the consumer's own metrics")
-    evidence = ("every downstream alarm OK and " if counted else "") + "the consumer's own evidence at its baseline"
+
+def _probe(k: Tick) -> CapDecision | None:
+    """A slow-start probe: judged on its own minute, against the highest cap measured below
+    it. Paid: kept, and the next probe goes up from it. A plateau: the slow start ends at
+    the concurrency that carried the probe's goodput at the lower cap's speed. Unsure: it
+    ends at the cap the probe started from."""
+    c, state, health = k.c, k.state, k.health
+    if state.probe_at is None:
+        return None
+    minute = probe_minute(state.probe_at, c)
+    tried = state.probe_cap
+    if health.at is None or health.at < minute:
+        return k.out(HOLD, k.cap, k.notes + [k.behind, f"waiting for the probe's minute ({minute.isoformat()}, at cap "
+                                                        f"{tried})"],
+                     waiting=[f"the datapoints of {minute.isoformat()}"], caught_up_since=None)
+    measured = [m for m in state.measures if m.at == minute and m.cap == tried]
+    unmeasured = [a.name for a in k.counted if a.measured_at is None or a.measured_at < minute]
+    if measured and unmeasured:
+        return k.out(HOLD, k.cap, k.notes + [k.behind, f"the probe at cap {tried} judged on its own evidence; waiting "
+                                                        f"for {', '.join(unmeasured)} on a datapoint of its minute"],
+                     waiting=[f"a datapoint of {', '.join(unmeasured)} of {minute.isoformat()} or later"],
+                     caught_up_since=None)
+    if not measured:
+        k.notes.append(f"the probe at cap {tried} could not be judged on its own minute: probing again")
+        k.state = replace(state, probe_at=None, probe_from=None)
+        return None
+    lower = reference(state.measures, tried, k.facts)
+    verdict = (paid(lower, measured, k.facts, c) if lower else
+               Verdict(UNSURE, f"no cap below {tried} measured to judge the probe against"))
+    below = k.remembered_below()
+    if verdict.outcome == PAID:
+        if state.alarmed_cap is not None and tried >= state.alarmed_cap:
+            k.state = state = replace(state, plateaus=0)   # past the cap that did not pay: the downstream grew
+        nxt = min(raise_to(tried, state.step, state.additive, k.top, c), below if below is not None else k.top)
+        if state.additive:
+            nxt = min(k.top, max(nxt, tried + math.floor(step_share(k.facts, c) * tried)),
+                      below if below is not None else k.top)
+        if nxt > tried:
+            return k.out(RAISE, nxt, k.notes + [k.behind, f"the probe: {verdict.reason}: probing {nxt} for one "
+                                                          f"minute, then back to {tried}"],
+                         caught_up_since=None, probe_at=k.now, probe_from=tried)
+        return k.out(RAISE, tried, k.notes + [k.behind, f"the probe: {verdict.reason}: cap {tried}"],
+                     caught_up_since=None, probe_at=None, probe_from=None)
+    new = state.probe_from
+    if verdict.outcome == PLATEAU and verdict.knee is not None:
+        new = max(new, min(tried - 1, verdict.knee))
+    new = max(k.low, min(new, k.top))
+    changes = dict(caught_up_since=None, additive=True, probe_at=None, probe_from=None)
+    if verdict.outcome == PLATEAU:
+        changes.update(alarmed_cap=tried, alarmed_at=k.now, plateaus=state.plateaus + 1)
+    return k.out(RAISE if new > k.cap else HOLD, new, k.notes + [k.behind, f"the probe: {verdict.reason}: the slow "
+                                                                          f"start ends at {new}"], **changes)
+
+
+def _slowed(k: Tick) -> CapDecision | None:
+    """The downstream slowed under a cap that has not moved (its capacity dropped: a
+    failover to a smaller replica, a neighbour's load): the newest minute at the cap in
+    force delivers less, each message taking longer, than the first did. Back to the
+    concurrency that carries today's goodput at that first minute's speed (Little's law) —
+    never below what the arrivals need, nor below what the downstream carried before."""
+    cap = k.cap
+    here = [m for m in k.state.measures if m.cap == cap and m.at >= k.since]
+    if len(here) < 2 or k.state.probe_at is not None:
+        return None
+    first, newest = here[0], here[-1]
+    n = noise(k.facts)
+    if (k.state.alarmed_cap is not None and newest.seconds_per_message < first.seconds_per_message * (1 - 2 * n)
+            and newest.deleted >= first.deleted * (1 - n)):
+        # Faster at the same cap: the downstream grew (a replica added, a neighbour gone).
+        # The cap that did not pay is forgotten, and the search goes on at once.
+        k.notes.append(f"at cap {cap} the downstream got faster ({first.seconds_per_message * 1000:,.0f} -> "
+                       f"{newest.seconds_per_message * 1000:,.0f} ms per message): the cap {k.state.alarmed_cap} that "
+                       f"did not pay is forgotten")
+        k.state = replace(k.state, alarmed_cap=None, alarmed_at=None, plateaus=0)
+        return None
+    if not (newest.seconds_per_message > first.seconds_per_message * (1 + 2 * n)
+            and newest.deleted < first.deleted * (1 - n)):
+        return None
+    knee = math.floor(newest.deleted / k.c.period_seconds * first.seconds_per_message)
+    back = max(k.protected(), min(cap - 1, knee))
+    said = (f"at cap {cap} the downstream slowed: {first.deleted:,.0f} -> {newest.deleted:,.0f} deletions a minute, "
+            f"{first.seconds_per_message * 1000:,.0f} -> {newest.seconds_per_message * 1000:,.0f} ms per message")
+    if back >= cap:
+        k.notes.append(said + f"; held at {cap}, what the arrivals need and the downstream carried before the event")
+        return None
+    return k.out(CUT, back, k.notes + [k.behind, f"{said}: back to {back}, the concurrency that carries today's goodput "
+                                                 f"at the first minute's speed; raises stop below {cap} for "
+                                                 f"{k.c.remember_alarm_seconds / 60:g} min"],
+                 caught_up_since=None, alarmed_cap=cap, alarmed_at=k.now, additive=True)
+
+
+def _judged(k: Tick) -> CapDecision | None:
+    """The goodput's answer to the last raise, once a whole minute at the cap in force is
+    measured: a plateau steps back to the concurrency that carried that goodput at the lower
+    cap's speed (at least the last cap that paid, at least what the arrivals need); unsure
+    holds for another minute. Paid, or nothing to judge against: None (the search goes on)."""
+    state, c, cap = k.state, k.c, k.cap
+    stale = [a.name for a in k.counted if a.measured_at is None or a.measured_at < k.since]
+    here = [m for m in at_cap(state.measures, cap) if m.at >= k.since]
+    if not here:
+        why = [r for r in k.health.reasons if r.startswith("no ")]
+        stale.append("the consumer's own metrics" + (f" ({'; '.join(why)})" if why else ""))
     if stale:
-        return out(HOLD, cap, notes + [behind, f"waiting for {', '.join(stale)} on a datapoint measured at cap {cap} (in force since {since.isoformat()})"],
-                   waiting=[f"a datapoint of {', '.join(stale)} measured at cap {cap}"], caught_up_since=None)
+        return k.out(HOLD, cap, k.notes + [k.behind, f"waiting for {', '.join(stale)} on a datapoint measured at cap "
+                                                     f"{cap} (in force since {k.since.isoformat()})"],
+                     waiting=[f"a datapoint of {', '.join(stale)} measured at cap {cap}"], caught_up_since=None)
+    lower = reference(state.measures, cap, k.facts)
+    if not lower:
+        return None
+    verdict = paid(lower, here, k.facts, c)
+    k.verdict = verdict
+    if verdict.outcome == PAID:
+        return None
+    if verdict.outcome == UNSURE:
+        reasons = k.notes + [k.behind, verdict.reason + ": holding"]
+        return k.keep_up(cap, reasons) or k.out(HOLD, cap, reasons, waiting=["another minute at this cap"],
+                                                caught_up_since=None)
+    back = max(lower[0].cap, min(cap - 1, verdict.knee if verdict.knee is not None else lower[0].cap))
+    back = max(back, min(cap, k.protected()))
+    if back >= cap:
+        reasons = k.notes + [k.behind, verdict.reason + f": held at {cap}, what the arrivals need"]
+        return k.out(HOLD, cap, reasons, waiting=["the queue to catch up"], caught_up_since=None,
+                     alarmed_cap=cap, alarmed_at=k.now, additive=True)
+    return k.out(CUT, back, k.notes + [k.behind, f"{verdict.reason}: back to {back}; raises stop below {cap} for "
+                                                 f"{c.remember_alarm_seconds / 60:g} min"],
+                 caught_up_since=None, alarmed_cap=cap, alarmed_at=k.now, additive=True)
+
+
+def _raise(k: Tick) -> CapDecision:
+    """The search goes on: a slow-start probe (× `slow_start_factor` for one minute) until
+    the first plateau, warning or cut; then additive raises of `step_share` of the cap.
+    After a plateau, raises stay below the cap that did not pay for `remember_alarm_seconds`
+    and halve the gap to it, while the gap is wide enough to tell apart."""
+    state, c, cap, top = k.state, k.c, k.cap, k.top
     if cap >= top:
-        return out(HOLD, cap, notes + [behind, f"at the {top_why} ({top})"], waiting=["the queue to catch up"], caught_up_since=None)
-    below = None if state.alarmed_cap is None or _forgotten(state, now, c) else state.alarmed_cap - 1
-    if below is not None and cap >= below:
-        left = c.remember_alarm_seconds - (now - state.alarmed_at).total_seconds()
-        return out(HOLD, cap, notes + [behind, f"{evidence} at cap {cap}, one below the cap {state.alarmed_cap} that alarmed: "
-                               f"not probing it again for {left / 60:.0f} min"], waiting=["the alarm to be forgotten"], caught_up_since=None)
-    def banded_hold(why: str) -> CapDecision:
-        # Held by the band: one raise of 3 × the noise (the least own_speed can tell by), so
-        # that a second cap is measured — at once when no lower cap measured a lower time
-        # (nothing says this is a knee), else after `remember_alarm_seconds` (since
-        # `banded_at`). A time per message that does not grow with the cap is the
-        # consumer's own, and the band lets it go; one that does is a knee's, and it holds.
-        n = noise(facts)
-        knee = any(r * (1 + n) < health.ratio for r in lower(state.ratios, cap, facts))
-        if not knee or (state.banded_at is not None
-                        and (now - state.banded_at).total_seconds() >= c.remember_alarm_seconds):
-            up = min(top, max(cap + 1, math.ceil(cap * (1 + 3 * n))))
-            if up > cap:
-                return out(RAISE, up, notes + [behind, why + f"; {'held so since ' + state.banded_at.isoformat() if knee else 'no lower cap measured a lower time'}: one raise "
-                                                          f"to {up}, the least a second cap can tell by, to tell a knee "
-                                                          f"from a slowdown of the consumer's own"],
-                           caught_up_since=None, additive=True)
-        return out(HOLD, cap, notes + [behind, why + ": holding"], waiting=["the time per message lower, or the queue "
-                                                                           "caught up"],
-                   caught_up_since=None, additive=True, banded_at=state.banded_at or now)
+        return k.out(HOLD, cap, k.notes + [k.behind, f"at the {k.top_why} ({top})"], waiting=["the queue to catch up"],
+                     caught_up_since=None)
+    evidence = ("every downstream alarm OK and " if k.counted else "") + "the goodput answering the cap"
+    judged = k.verdict
+    said = f"{evidence} at cap {cap}" + (f" ({judged.reason})" if judged is not None else "")
+    below = k.remembered_below()
+    if not state.additive:
+        nxt = min(raise_to(cap, state.step, False, top, c), below if below is not None else top)
+        if nxt > cap:
+            return k.out(RAISE, nxt, k.notes + [k.behind, f"{said}: probing {nxt} for one minute, then back to {cap} "
+                                                          f"until it is judged (slow start)"],
+                         caught_up_since=None, probe_at=k.now, probe_from=cap)
+    new = min(top, cap + max(state.step, math.floor(step_share(k.facts, c) * cap)))
+    if below is not None:
+        halfway = (cap + below + 1) // 2
+        if halfway <= cap * (1 + noise(k.facts)) or halfway <= cap:
+            left = remembered_for(state, c) - (k.now - state.alarmed_at).total_seconds()
+            return k.out(HOLD, cap, k.notes + [k.behind, f"{said}; the cap {state.alarmed_cap} did not pay: not "
+                                                         f"probing it again for {left / 60:.0f} min"],
+                         waiting=["the plateau to be forgotten"], caught_up_since=None)
+        new = min(new, halfway)
+    # Each raise is a one-minute probe, back to `cap` until its minute is judged: a raise
+    # past the knee costs one minute there, not the CloudWatch lag.
+    return k.out(RAISE, new, k.notes + [k.behind, f"{said}: probing {new} for one minute, then back to {cap} until it "
+                                                  f"is judged (additive)"],
+                 caught_up_since=None, additive=True, probe_at=k.now, probe_from=cap)
 
-    if health.complete and not room:
-        # In the upper half of the band below the warning: near a knee. Hold here; the
-        # slow start, if on, ends.
-        return banded_hold(f"the consumer's own evidence below its warning at cap {cap}, but in the upper half of "
-                           f"the band ({shown}; raises only below {raise_below(facts, c):.2f}×)")
-    additive = state.additive or not health.complete
-    new = min(raise_to(cap, state.step, additive, top, c), below if below is not None else top)
-    sized = ""
-    if additive and banded and slower(speed, facts):
-        # Measurably slower than its baseline (by more than its own spread, and 1 %): past
-        # a knee the ratio grows as the cap (concurrency ÷ knee), so the raise goes no
-        # further than would carry the time per message to the top of the band raises are
-        # allowed in. A consumer whose own work dwarfs its downstream call shows the knee
-        # as a few per cent only; an unsized raise of 11 % carried it past the SLO.
-        most = math.floor(cap * raise_below(facts, c) / speed)
-        if most <= cap:
-            return banded_hold(f"{evidence} at cap {cap}, {shown}: if that is a knee, a raise would carry it past "
-                               f"{raise_below(facts, c):.2f}×")
-        if most < new:
-            new, sized = most, f", sized so the time per message stays below {raise_below(facts, c):.2f}× its baseline"
-    how = "additive" if additive else f"slow start: a probe for one minute, then back to {cap} until it is judged"
-    detail = "; ".join(r for r in health.reasons if "ms per message" in r)
-    probe = {} if additive else {"probe_at": now, "probe_from": cap}
-    own_said = f"; {shown}" if own is not None else ""
-    return out(RAISE, new, notes + [behind, f"{evidence} at cap {cap}" + (f" ({detail}{own_said})" if detail else "")
-                                    + f": raise to {new} ({how}{sized})"], caught_up_since=None, **probe)
 
+RUNGS = (_restored, _critical, _clamped, _gone, _blind, _warned, _caught_up, _probe, _slowed, _judged)
+
+
+def decide(state: CapState, facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> CapDecision:
+    """The next cap for one mapping, from its state and this tick's reading: the first rung
+    that decides (docs/drain.md has the rule and the order), else the search's next raise."""
+    k = _tick(state, facts, reading, now, constants)
+    for rung in RUNGS:
+        decision = rung(k)
+        if decision is not None:
+            return decision
+    return _raise(k)
 
 
 def _remembered(state: CapState, then: int, now: datetime, c: Constants) -> int:
@@ -756,5 +973,11 @@ def _remembered(state: CapState, then: int, now: datetime, c: Constants) -> int:
     return then if state.alarmed_cap is None or _forgotten(state, now, c) else min(then, state.alarmed_cap)
 
 
+def remembered_for(state: CapState, c: Constants) -> float:
+    """How long a cap that alarmed or did not pay is remembered: `remember_alarm_seconds`,
+    doubled once it did not pay twice in a row."""
+    return c.remember_alarm_seconds * 2 ** min(state.plateaus, 1)
+
+
 def _forgotten(state: CapState, now: datetime, c: Constants) -> bool:
-    return state.alarmed_at is None or (now - state.alarmed_at).total_seconds() >= c.remember_alarm_seconds
+    return state.alarmed_at is None or (now - state.alarmed_at).total_seconds() >= remembered_for(state, c)

@@ -25,76 +25,49 @@ _RANK = {GOOD: 0, UNKNOWN: 1, WARNING: 2, CRITICAL: 3}
 
 @dataclass(frozen=True)
 class Health:
-    """What one minute of the consumer's own metrics says about its downstream.
-    `complete`: the time per message was judged (a function without Duration data is
-    judged on its failure share alone, and never slow-starts on it)."""
+    """What one whole minute of the consumer's own metrics says about its downstream.
+
+    `level` says only what is wrong in absolute terms — failures above their baseline
+    share, the time per message near the function's or the client's timeout — never how
+    far the time per message is from a quiet pre-event baseline: a database's latency rises
+    with load long before its capacity, and whether that rise still pays is judged by the
+    controller from how goodput answered the cap (`Measure`, `paid`). `complete`: the
+    minute has Duration, receives and deletions (it can be measured)."""
 
     at: datetime | None
     level: str
     reasons: tuple[str, ...]
-    ratio: float | None = None
+    ratio: float | None = None              # time per message ÷ its pre-event baseline (reported, not judged)
     failure_share: float | None = None
-    knee_estimate: int | None = None
+    knee_estimate: int | None = None        # the goodput's concurrency at the baseline time per message
     complete: bool = False
-
-
-def duration_thresholds(facts: Facts, constants: Constants = DEFAULTS) -> tuple[float, float]:
-    """(warning, critical) ratios of the time per message to its baseline, widened for a
-    consumer whose baseline is noisier than the settings allow for."""
-    c = constants
-    warn = max(c.duration_warning_ratio, 1 + 3 * facts.spread)
-    crit = max(c.duration_critical_ratio, warn + (c.duration_critical_ratio - c.duration_warning_ratio), 1 + 5 * facts.spread)
-    return warn, crit
+    deleted: float | None = None            # NumberOfMessagesDeleted in the minute
+    seconds_per_message: float | None = None
+    failures_critical: bool = False         # critical on failures (not on time alone): the one reason to go below the arrivals
 
 
 def noise(facts: Facts) -> float:
-    """How far a time per message may be from another and still read as the same: the
-    baseline's own spread, and at least 1 %."""
+    """How far one minute's time per message (and so its goodput) may be from another's and
+    still read as the same: the baseline's own spread, and at least 1 %."""
     return max(facts.spread, 0.01)
 
 
-def slower(ratio: float, facts: Facts) -> bool:
-    """Whether a time per message `ratio` times its baseline is measurably slower than it."""
-    return ratio > 1 + noise(facts)
-
-
-def lower(ratios, cap: int, facts: Facts) -> list[float]:
-    """The kept ratios measured at a cap lower than `cap` by 3 × the noise or more: far
-    enough apart for a knee's growth to show beyond the noise."""
-    n = noise(facts)
-    return [r for _, r, c in ratios if c * (1 + 3 * n) <= cap]
-
-
-def own_speed(ratios, cap: int, ratio: float, facts: Facts) -> float | None:
-    """The time per message (÷ its baseline) the consumer has now whatever the load, when
-    the kept minutes show it: one measured at a cap lower by 3 × the noise or more reads
-    the same as `ratio` (within the noise). Past a knee the time grows as the cap; one
-    that does not is the consumer's own (a cold cache, larger messages, a slower deploy),
-    not the drain's load. None: no such minute."""
-    n = noise(facts)
-    same = [r for r in lower(ratios, cap, facts) if abs(r - ratio) <= n * min(r, ratio)]
-    return min(same + [ratio]) if same else None
-
-
-def raise_below(facts: Facts, constants: Constants = DEFAULTS) -> float:
-    """The ratio of the time per message to its baseline below which a raise may come:
-    `raise_band_share` of the way from the baseline to the warning."""
-    warn, _ = duration_thresholds(facts, constants)
-    return 1 + (warn - 1) * constants.raise_band_share
-
-
 def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> Health:
-    """Judge the newest minute with messages received, from the consumer's own metrics:
+    """Judge the newest whole minute with messages received, from the consumer's own metrics:
 
     - failure share: NumberOfMessagesReceived not deleted ÷ received (a batch item failed
       with ReportBatchItemFailures leaves Errors at 0 and is seen here), and Errors ÷
-      Invocations, each against its baseline share;
-    - time per message: Duration's sum ÷ NumberOfMessagesReceived (a full batch is not a
-      slow one) against the baseline, and p90 Duration × Invocations ÷ received;
-    - the mean invocation's Duration against the function's timeout.
+      Invocations, each against its baseline share: a warning a point above, critical
+      `failure_critical_slack` above;
+    - the mean invocation against the function's timeout, and the time per message against
+      the client's timeout where the owner declared it: a warning at
+      `timeout_warning_share`, critical at `timeout_critical_share` — only once the minute
+      is measurably slower than its baseline (full batches sized near the timeout are how
+      the owner sized it, and no cap changes a batch's length).
 
-    Every figure is of the minute of `received`; a metric without a datapoint for that
-    minute is left out and said so. No receives, or none fresh: UNKNOWN (never a raise)."""
+    The time per message against the baseline is reported, never judged here. A metric
+    without a datapoint for the minute is left out and said so. No receives, or none
+    fresh: UNKNOWN (never a raise)."""
     c = constants
     period = timedelta(seconds=c.period_seconds)
     received = reading.received
@@ -111,23 +84,24 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
     def same(dp: Datapoint | None) -> Datapoint | None:
         return dp if dp is not None and dp.at == at else None
 
-    deleted, duration, high = same(reading.deleted), same(reading.duration), same(reading.duration_high)
+    deleted, duration = same(reading.deleted), same(reading.duration)
     invocations, errors = same(reading.invocations), same(reading.errors)
-    level, reasons = GOOD, []
+    level, reasons, failing = GOOD, [], False
 
-    def seen(new: str, why: str) -> None:
-        nonlocal level
+    def seen(new: str, why: str, *, failures: bool = False) -> None:
+        nonlocal level, failing
         if _RANK[new] > _RANK[level]:
             level = new
+        failing = failing or (failures and new == CRITICAL)
         reasons.append(why)
 
     share = None
     if deleted is not None:
         share = max(0.0, received.value - deleted.value) / received.value
         base = facts.baseline_failure_share or 0.0
-        said = (f"{share:.1%} of {received.value:,.0f} messages received not deleted (baseline {base:.1%})")
+        said = f"{share:.1%} of {received.value:,.0f} messages received not deleted (baseline {base:.1%})"
         if share > base + c.failure_critical_slack:
-            seen(CRITICAL, said + f": more than {c.failure_critical_slack:.0%} above it")
+            seen(CRITICAL, said + f": more than {c.failure_critical_slack:.0%} above it", failures=True)
         elif share > base + c.error_share_slack:
             seen(WARNING, said + f": more than {c.error_share_slack:.0%} above it")
     else:
@@ -137,48 +111,49 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
         base = facts.baseline_error_share or 0.0
         said = f"function Errors {e_share:.1%} of {invocations.value:,.0f} invocations (baseline {base:.1%})"
         if e_share > base + c.failure_critical_slack:
-            seen(CRITICAL, said)
+            seen(CRITICAL, said, failures=True)
         elif e_share > base + c.error_share_slack:
             seen(WARNING, said)
         share = e_share if share is None else max(share, e_share)
 
-    ratio = estimate = None
+    ratio = estimate = spm = None
     complete = False
     if duration is None:
         reasons.append("no Duration datapoint for the minute: judged on the failure share alone")
-    elif not facts.seconds_per_message:
-        reasons.append("no baseline time per message: Duration cannot be judged")
     else:
-        complete = True
         spm = duration.value / 1000.0 / received.value
-        ratio = spm / facts.seconds_per_message
-        warn, crit = duration_thresholds(facts, c)
-        said = (f"{spm * 1000:,.0f} ms per message, {ratio:.2f}× its baseline {facts.seconds_per_message * 1000:,.0f} ms "
-                f"(warning {warn:.2f}×, critical {crit:.2f}×)")
-        seen(CRITICAL if ratio >= crit else WARNING if ratio >= warn else GOOD, said)
-        if deleted is not None:
-            estimate = math.floor(deleted.value / c.period_seconds * facts.seconds_per_message)
-        if high is not None and invocations is not None and invocations.value > 0 and facts.high_seconds_per_message:
-            high_ratio = high.value / 1000.0 * invocations.value / received.value / facts.high_seconds_per_message
-            if high_ratio >= warn:
-                seen(CRITICAL if high_ratio >= crit else WARNING,
-                     f"p90 Duration per message {high_ratio:.2f}× its baseline")
+        complete = deleted is not None
+        said = f"{spm * 1000:,.0f} ms per message"
+        if facts.seconds_per_message:
+            ratio = spm / facts.seconds_per_message
+            said += f", {ratio:.2f}× its baseline {facts.seconds_per_message * 1000:,.0f} ms"
+            if deleted is not None:
+                estimate = math.floor(deleted.value / c.period_seconds * facts.seconds_per_message)
+        reasons.append(said)
+        limits = []
         if invocations is not None and invocations.value > 0 and facts.timeout_seconds:
-            used = duration.value / 1000.0 / invocations.value / facts.timeout_seconds
-            said = f"mean invocation {used:.0%} of the function's {facts.timeout_seconds:g} s timeout"
-            if used >= c.timeout_warning_share and ratio < raise_below(facts, c):
-                # Full batches within the band raises are allowed in: how the owner sized
-                # the timeout, not the downstream's health; no cap changes a batch's length.
-                reasons.append(said + f", the time per message below {raise_below(facts, c):.2f}× its baseline "
-                                      f"(full batches): judged by that time")
+            limits.append((duration.value / 1000.0 / invocations.value / facts.timeout_seconds,
+                           f"the function's {facts.timeout_seconds:g} s timeout", "mean invocation"))
+        if facts.client_timeout_seconds:
+            limits.append((spm / facts.client_timeout_seconds, f"the client's {facts.client_timeout_seconds:g} s timeout",
+                           "time per message"))
+        for used, limit, what in limits:
+            # The share of the headroom the baseline speed left that the slowdown has used:
+            # a full batch sized near the timeout at the baseline speed is how the owner
+            # sized it (no cap changes a batch's length); a slowdown eating its headroom is not.
+            full = min(used, used / ratio) if ratio else 0.0
+            eaten = (used - full) / (1 - full) if full < 1 else 1.0
+            said = f"{what} {used:.0%} of {limit} ({eaten:.0%} of the headroom its baseline speed leaves)"
+            if used >= c.timeout_critical_share and eaten >= c.timeout_critical_share:
+                seen(CRITICAL, said)
+            elif used >= c.timeout_warning_share and eaten >= c.timeout_warning_share:
+                seen(WARNING, said)
             elif used >= c.timeout_warning_share:
-                # Slower than its baseline and near the timeout: any more and whole batches fail.
-                seen(CRITICAL if used >= c.timeout_critical_share else WARNING,
-                     said + f", the time per message past {raise_below(facts, c):.2f}× its baseline")
-    if share is None and not complete:
+                reasons.append(said + ": full batches at about the baseline speed, as the owner sized them")
+    if share is None and duration is None:
         return Health(at, UNKNOWN, tuple(reasons + ["neither the time per message nor the failure share can be judged"]))
-    return Health(at, level, tuple(reasons), ratio, share, estimate, complete)
-
+    return Health(at, level, tuple(reasons), ratio, share, estimate, complete,
+                  None if deleted is None else deleted.value, spm, failing)
 
 
 def _ignored(downstream: tuple[Alarm, ...], now: datetime, c: Constants) -> dict[str, str]:

@@ -6,8 +6,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from holdfast.core.drain import stall
 from holdfast.core.drain.constants import DEFAULTS, RESTORE, START, Constants
-from holdfast.core.drain.controller import CapState, decide, probe_minute, start
+from holdfast.core.drain.controller import (
+    CapState,
+    Measure,
+    decide,
+    probe_minute,
+    start,
+)
 from holdfast.core.drain.evidence import consumer_health, dependency_back
 from holdfast.core.drain.forecast import (
     Forecast,
@@ -68,6 +75,7 @@ class Drain:
     lowest_age_at: datetime | None = None
     stalled_since: datetime | None = None   # reported stalled since (None: not stalled)
     stalled_why: str | None = None
+    projected_seconds: float | None = None   # the drain's length, forecast once it has run the stall period
 
     @property
     def restored(self) -> bool:
@@ -94,6 +102,7 @@ class Drain:
             "lowest_age_at": _iso(self.lowest_age_at),
             "stalled_since": _iso(self.stalled_since),
             "stalled_why": self.stalled_why,
+            "projected_seconds": self.projected_seconds,
             "last": None if last is None else {
                 "action": last.action, "cap": last.cap, "reasons": list(last.reasons),
                 "waiting_on": list(last.waiting_on), "at": last.at.isoformat(),
@@ -116,6 +125,7 @@ class Drain:
                 lowest_age_at=_when(raw.get("lowest_age_at")),
                 stalled_since=_when(raw.get("stalled_since")),
                 stalled_why=None if raw.get("stalled_why") is None else str(raw["stalled_why"]),
+                projected_seconds=None if raw.get("projected_seconds") is None else float(raw["projected_seconds"]),
                 last=None if last is None else Last(
                     str(last["action"]), None if last.get("cap") is None else int(last["cap"]),
                     tuple(last.get("reasons", ())), tuple(last.get("waiting_on", ())), datetime.fromisoformat(last["at"]),
@@ -158,6 +168,10 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
     measured = measured_forecast(reading, constants)
 
     def step(action, cap, reasons, waiting, new: Drain) -> Step:
+        new = stall.judge(new, reading, now, constants, tracking=new.state is not None or fallback)
+        if new.stalled_why is not None:
+            reasons = tuple(reasons) + (f"stalled since {new.stalled_since.isoformat()}: {new.stalled_why}; the later "
+                                        f"stages no longer wait for this mapping",)
         last = Last(action, cap, tuple(reasons), tuple(waiting), now)
         return Step(action, cap, tuple(reasons), tuple(waiting), replace(new, measured=measured, last=last))
 
@@ -170,10 +184,11 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
         arriving = None if sent is None or sent.at < drain.since else sent.value / constants.period_seconds
         d = start(drain.facts, begin, now, constants, arriving_per_second=arriving)
         judged = consumer_health(drain.facts, reading, now, constants)
-        if judged.complete and judged.ratio is not None and judged.at is not None:
+        if judged.complete and judged.at is not None:
             # The minute that said the dependency is back, measured at the cap engaging left
-            # (the floor): the consumer's own speed with the least load, for the raise band.
-            d = replace(d, state=replace(d.state, ratios=((judged.at, judged.ratio, begin),)))
+            # (the floor): what the first probe's goodput is judged against.
+            first = Measure(judged.at, begin, judged.deleted, judged.seconds_per_message, judged.failure_share or 0.0)
+            d = replace(d, state=replace(d.state, measures=(first,)))
         per_batch = per_batch_rate(drain.facts.deleted_per_second, drain.facts.pre_event_concurrency)
         visible = None if reading.visible is None else reading.visible.value
         f = ramp_forecast(visible, drain.facts.arrival_per_second, per_batch, d.cap, d.state.step, d.ceiling, constants)

@@ -1,0 +1,166 @@
+"""The drain judges by what the downstream delivers (holdfast.core.drain: `paid`, the
+rungs of `decide`, and the stall), as tables of decisions on the pure code."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from holdfast.core import drain as dc
+from holdfast.core.drain import CUT, HOLD, RAISE
+
+T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
+FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2, seconds_per_message=0.8, baseline_failure_share=0.0,
+                 arrival_per_second=20.0, timeout_seconds=30.0)
+
+
+def m(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def dp(minute: float, value: float) -> dc.Datapoint:
+    return dc.Datapoint(m(minute), value)
+
+
+def measure(minute, cap, deleted, ms, failures=0.0) -> dc.Measure:
+    return dc.Measure(m(minute), cap, deleted, ms / 1000.0, failures)
+
+
+def reading(minute, *, deleted, ms, received=None, sent=1200.0, age=9000.0, downstream=(), invocations=None):
+    received = deleted if received is None else received
+    return dc.Reading(dp(minute, age), dp(minute, 100_000.0), None, dp(minute, 0.0), downstream, sent=dp(minute, sent),
+                      received=dp(minute, received), deleted=dp(minute, deleted), duration=dp(minute, received * ms),
+                      invocations=None if invocations is None else dp(minute, invocations))
+
+
+def raised(lower_cap, cap, *, since, measures=(), **kw) -> dc.CapState:
+    """A drain that raised from `lower_cap` to `cap` at minute `since`, past its slow start."""
+    return dc.CapState(cap=cap, step=2, history=((m(0), lower_cap), (m(since), cap)), prior_cap=2, additive=True,
+                       measures=tuple(measures), **kw)
+
+
+# ---- the rule, once ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lower, higher, outcome", [
+    # 20 -> 24 (×1.2) with deletions ×1.2: in proportion, whatever the time per message.
+    ([measure(1, 20, 1500, 800)], [measure(5, 24, 1800, 800)], dc.PAID),
+    # Deletions ×1.1 of a ×1.2 raise: half the proportion, Kleinrock's power at its top.
+    ([measure(1, 20, 1500, 800)], [measure(5, 24, 1650, 870)], dc.PAID),
+    # Flat deletions, each message 20 % longer: the plateau.
+    ([measure(1, 20, 1500, 800)], [measure(5, 24, 1500, 960)], dc.PLATEAU),
+    # Flat deletions, more failures: past the capacity too.
+    ([measure(1, 20, 1500, 800)], [measure(5, 24, 1500, 800, failures=0.05)], dc.PLATEAU),
+    # Flat deletions at the same speed: a queue too short to fill the cap, not a knee.
+    ([measure(1, 20, 1500, 800)], [measure(5, 24, 1500, 800)], dc.UNSURE),
+])
+def test_paid(lower, higher, outcome):
+    assert dc.paid(lower, higher, FACTS).outcome == outcome
+
+
+def test_the_plateaus_knee_is_the_concurrency_that_carries_its_goodput_at_the_lower_caps_speed():
+    v = dc.paid([measure(1, 20, 1500, 800)], [measure(5, 30, 1800, 1000)], FACTS)
+    assert v.outcome == dc.PLATEAU and v.knee == 24      # 1,800 a minute × 0.8 s ÷ 60
+
+
+# ---- decisions -----------------------------------------------------------------------
+
+
+def test_a_raise_that_raised_deletions_in_proportion_leads_to_the_next_even_at_three_times_the_baseline_time():
+    # The database is busier and slower (2.4 s a message, 3× the baseline), but 24 batches
+    # deliver 1.2× what 20 did: healthy; the search goes on, under the ceilings.
+    state = raised(20, 24, since=4, measures=[measure(2, 20, 500, 2400)])
+    d = dc.decide(state, FACTS, reading(5, deleted=600, ms=2400), m(8))
+    assert d.action == RAISE and d.cap > 24 and d.state.probe_from == 24, d.reasons
+    assert any("the raise paid" in r for r in d.reasons)
+    top = dc.decide(state, replace(FACTS, reserved_concurrency=25), reading(5, deleted=600, ms=2400), m(8))
+    assert top.cap <= 25
+
+
+def test_a_raise_with_flat_deletions_and_rising_time_steps_back_to_the_last_cap_that_paid():
+    state = raised(20, 24, since=4, measures=[measure(2, 20, 1500, 800)])
+    d = dc.decide(state, FACTS, reading(5, deleted=1500, ms=960), m(8))
+    assert d.action == CUT and 20 <= d.cap < 24, d.reasons
+    assert d.state.alarmed_cap == 24 and any("did not pay" in r for r in d.reasons)
+
+
+def test_ok_alarms_and_a_consumer_at_twice_its_baseline_raise():
+    ok = (dc.Alarm("db-latency-slo", dc.OK, m(5)), dc.Alarm("db-latency-warning", dc.OK, m(5), dc.WARNING))
+    state = raised(20, 24, since=4, measures=[measure(2, 20, 750, 1600)])
+    d = dc.decide(state, FACTS, reading(5, deleted=900, ms=1600, downstream=ok), m(8))
+    assert d.action == RAISE and d.cap > 24, d.reasons
+
+
+def test_a_database_slowing_without_errors_keeps_the_cap_at_what_the_arrivals_need_until_failures_are_critical():
+    # 1,200 arrive a minute; at 24 batches the database delivers 1,200 (50 a batch-minute):
+    # the arrivals need 24. It slows (no failures): a plateau never steps back below 24.
+    state = raised(22, 24, since=4, measures=[measure(2, 22, 1200, 1100)])
+    d = dc.decide(state, FACTS, reading(5, deleted=1200, ms=1200), m(8))
+    assert d.cap >= 22 and d.action in (HOLD, CUT), d.reasons
+    need = dc.arrivals_need(reading(5, deleted=1200, ms=1200), d.state.measures)
+    assert d.cap >= min(24, need)
+    # Failures critical (half the messages received are not deleted): now it cuts below.
+    failing = dc.decide(state, FACTS, reading(5, deleted=600, received=1200, ms=1200), m(8))
+    assert failing.action == CUT and failing.cap < 22, failing.reasons
+
+
+def test_a_hold_below_what_the_arrivals_need_raises_towards_the_need():
+    # Deletions flat at the same speed (unsure) but the arrivals need more than the cap.
+    state = raised(10, 12, since=4, measures=[measure(2, 10, 600, 800)])
+    d = dc.decide(state, FACTS, reading(5, deleted=600, ms=800, sent=1200), m(8))
+    assert d.action == RAISE and d.cap > 12 and any("below what the arrivals need" in r for r in d.reasons), d.reasons
+
+
+# ---- stalls ------------------------------------------------------------------------
+
+
+def _drain(state) -> dc.Drain:
+    return dc.Drain(since=m(-180), facts=FACTS, state=state, started_at=m(0))
+
+
+def test_a_drain_whose_oldest_message_does_not_get_younger_is_reported_stalled_after_the_set_time():
+    drain = _drain(raised(20, 20, since=0, measures=[measure(1, 20, 1200, 800)]))
+    for minute in range(0, 45):
+        step = dc.advance(drain, reading(minute, deleted=1200, ms=800, age=9000 + minute), 20, m(minute + 2))
+        drain = step.drain
+        if minute < 29:
+            assert step.stalled is None, (minute, step.reasons)
+    assert step.stalled is not None and "has not got younger for" in step.stalled
+    assert drain.stalled_since == m(2 + 30)
+    # The oldest message gets younger again: the report clears itself.
+    later = dc.advance(drain, reading(46, deleted=1200, ms=800, age=8000), 20, m(48))
+    assert later.stalled is None
+
+
+def test_an_unprocessable_backlog_on_a_queue_without_a_dlq_says_so():
+    facts = replace(FACTS, has_dlq=False)
+    drain = dc.Drain(since=m(-180), facts=facts, state=raised(2, 2, since=0), started_at=m(0))
+    for minute in range(0, 35):
+        step = dc.advance(drain, reading(minute, deleted=0, received=100, ms=800, age=9000 + 60 * minute), 2, m(minute + 2))
+        drain = step.drain
+    assert step.stalled is not None and "no dead-letter queue" in step.stalled
+
+
+@pytest.mark.parametrize("why", ["the queue is in account 210987654321, not this one: no metrics here and the live read "
+                                 "is denied", "the function does not exist (deleted)"])
+def test_a_mapping_whose_evidence_cannot_be_read_is_stalled_at_once_with_its_reason_never_raised(why):
+    drain = _drain(raised(20, 20, since=0))
+    step = dc.advance(drain, replace(dc.Reading(None, None, None, None), unreachable=why), 20, m(5))
+    assert step.stalled == why and step.action != RAISE
+
+
+def test_a_metric_that_never_arrives_is_a_stall_not_a_wait():
+    drain = _drain(raised(20, 20, since=0))
+    for minute in range(0, 32):
+        step = dc.advance(drain, dc.Reading(None, None, None, None), 20, m(minute))
+        drain = step.drain
+        assert step.action == HOLD
+    assert step.stalled is not None and "no ApproximateAgeOfOldestMessage" in step.stalled
+
+
+def test_a_queue_with_no_traffic_is_caught_up_not_stalled():
+    drain = _drain(raised(20, 20, since=0))
+    step = dc.advance(drain, replace(dc.Reading(None, None, None, None), visible_now=0), 20, m(5))
+    assert step.stalled is None and step.action in (HOLD, dc.RESTORE)
