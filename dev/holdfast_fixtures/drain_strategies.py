@@ -106,7 +106,7 @@ def complete_minute(model: RecoveryModel) -> int:
     return (model.t - int(COMPLETE_AFTER.total_seconds())) // 60 - 1
 
 
-MINUTE_METRICS = ("errors", "invocations", "duration", "received", "deleted")
+MINUTE_METRICS = ("errors", "invocations", "duration", "received", "deleted", "concurrency")
 
 
 def reading(model: RecoveryModel, *, alarms: bool = True, wanted=None) -> dc.Reading:
@@ -134,6 +134,7 @@ def reading(model: RecoveryModel, *, alarms: bool = True, wanted=None) -> dc.Rea
         invocations=point("invocations"),
         duration=point("duration"),
         received=point("received"),
+        concurrency=point("concurrency"),
     )
 
 
@@ -173,6 +174,8 @@ class Controller:
         self.forecast: ForecastCheck | None = None   # at the start of the drain
         self.later: ForecastCheck | None = None      # 30 min in, on measured throughput
         self.measured: list[tuple[int, float | None]] = []   # (second, measured forecast) every tick of the drain
+        self.stalled_at: int | None = None   # the first tick at which the drain reported the mapping stalled
+        self.stalled_why: str | None = None
 
     @property
     def state(self) -> dc.CapState | None:
@@ -191,8 +194,12 @@ class Controller:
         })
         history = pre_event_minutes(model, int(seconds(until)) // 60, 2 * minutes)
         fields = dc.baseline(history, until, why, minutes, self.constants)
+        # The redrive policy is the queue's own attribute (the shell reads it); the client's
+        # timeout on the database call is declared by the owner, as their alarms are named.
+        declared = self.scenario.downstream.timeout if self.alarms else None
         return dc.Facts(reserved_concurrency=con.reserved_concurrency, owner_cap=con.owner_cap,
-                        timeout_seconds=con.timeout_seconds, **fields)
+                        timeout_seconds=con.timeout_seconds, has_dlq=con.max_receive_count is not None,
+                        client_timeout_seconds=declared, **fields)
 
     def tick(self, model: RecoveryModel) -> None:
         t = model.t
@@ -207,6 +214,9 @@ class Controller:
         current = floor if self.drain.state is None else self.drain.state.cap
         s = dc.advance(self.drain, r, current, model.now(), self.constants)
         self.drain = s.drain
+        stalled = getattr(s, "stalled", None)
+        if stalled and self.stalled_at is None:
+            self.stalled_at, self.stalled_why = t, stalled
         if s.action == dc.WAIT:
             model.cap = floor
             return

@@ -911,6 +911,8 @@ class RecoveryModel:
             return None   # Lambda publishes nothing for a minute without invocations
         elif metric == "duration":
             value = stats.duration_at(self.t)
+            if value <= 0 < stats.duration:
+                return None   # no invocation of the minute has ended yet: no datapoint
         else:
             value = getattr(stats, metric)
         return Datapoint(at(m * 60), value)

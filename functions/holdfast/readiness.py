@@ -185,6 +185,72 @@ def reconciler_role(clients, ledger_table: str) -> tuple[str | None, str]:
     return None, f"no function runs {RECONCILER_HANDLER} with ledger {ledger_table} in {clients.region}: not deployed here"
 
 
+# The tag the stack puts on its ledger (holdfast_cdk.constructs.ledger.COMPONENT_TAG).
+LEDGER_TAG = ("holdfast:component", "ledger")
+OLD_FIXED_LEDGER = "holdfast-ledger"   # the table's name before CloudFormation named it
+
+
+@uses("dynamodb:ListTables", "dynamodb:DescribeTable", "dynamodb:ListTagsOfResource", "dynamodb:Query",
+      by=("cli", "readiness"))
+def retained_ledgers(clients, ledger_table: str) -> Check:
+    """Other Holdfast ledgers in this region that still hold resource records.
+
+    A table is Holdfast's when it carries the ledger's tag, or has the fixed name every
+    ledger had before CloudFormation named them. A stack first deployed under that name and
+    updated without `ledger_table_name` gets a new, empty ledger while the retained one
+    keeps its records: resources engaged then, whose record is in the ledger only (no tag
+    room), are held with no controller that knows them, and `holdfast status` on the new
+    stack cannot see them."""
+    from holdfast.ledger import PK
+    from holdfast.ledger.resources import PARTITION
+
+    name = "retained-ledgers"
+    db = clients("dynamodb")
+    holding: list[str] = []
+    try:
+        tables = [t for page in db.get_paginator("list_tables").paginate() for t in page.get("TableNames", [])]
+        for table in tables:
+            if table == ledger_table:
+                continue
+            if table != OLD_FIXED_LEDGER:
+                try:
+                    tags = _table_tags(db, table)
+                except ClientError as err:
+                    # The readiness role may read only tables with the ledger's tag: a denial is not ours.
+                    if error_code(err) in ("AccessDeniedException", "AccessDenied"):
+                        continue
+                    raise
+                if tags.get(LEDGER_TAG[0]) != LEDGER_TAG[1]:
+                    continue
+            answer = db.query(TableName=table, KeyConditionExpression="#pk = :pk", Limit=1,
+                              ExpressionAttributeNames={"#pk": PK},
+                              ExpressionAttributeValues={":pk": {"S": PARTITION}})
+            if answer.get("Count") or answer.get("Items"):
+                holding.append(table)
+    except AWS_ERRORS as err:
+        return Check(name, False, f"cannot look for retained ledgers ({error_text(err)})",
+                     "the credentials need dynamodb:ListTables, DescribeTable, ListTagsOfResource and Query")
+    if not holding:
+        return Check(name, True, f"no other Holdfast ledger here holds resource records (this stack's: {ledger_table})")
+    return Check(name, False,
+                 f"{', '.join(holding)}: a Holdfast ledger other than this stack's ({ledger_table}) still holds resource "
+                 "records: resources engaged under it may still be held, and this stack's controller does not know them",
+                 f"restore them from it: `holdfast --ledger-table {holding[0]} resume --now`; or carry on with it: set "
+                 "ledger_table_name to its name and bring it into the stack with `npx cdk import`")
+
+
+def _table_tags(db, table: str) -> dict[str, str]:
+    arn = db.describe_table(TableName=table)["Table"]["TableArn"]
+    tags: dict[str, str] = {}
+    kwargs: dict[str, Any] = {"ResourceArn": arn}
+    while True:
+        page = db.list_tags_of_resource(**kwargs)
+        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+        if not page.get("NextToken"):
+            return tags
+        kwargs["NextToken"] = page["NextToken"]
+
+
 # Lambda keeps at least this much of an account's concurrency unreserved ("Lambda
 # concurrency": reservations may total the account's limit less 100).
 UNRESERVED_MINIMUM = 100

@@ -1054,8 +1054,15 @@ def override_settings(s: Settings) -> dict[str, Settings]:
     names: set[str] = set()
     out: dict[str, Settings] = {}
     sets: dict[str, str] = {Settings.from_mapping(base).to_json(): "the base settings"}
+    roots = [ou for ou in s.org_organizational_unit_ids if ou.startswith("r-")]
     for i, o in enumerate(s.org_overrides):
         where = f"org_overrides[{i}]"
+        if roots and o.organizational_unit_ids:
+            # The base StackSet deploys to every account under the root, the override's OU included.
+            raise SettingsError(f"{where}.organizational_unit_ids", list(o.organizational_unit_ids),
+                                f"is under the organization's root ({roots[0]}), which org_organizational_unit_ids "
+                                "targets: its accounts would get two stacks; name the base's OUs instead of the root, "
+                                "or override accounts")
         if o.name in names:
             raise SettingsError(f"{where}.name", o.name, "is the name of an earlier override: each StackSet needs its own")
         names.add(o.name)

@@ -256,9 +256,11 @@ class HoldfastOrgStack(Stack):
     base settings with the override's changes (settings are baked into the template:
     rules, alarms, schedules and the policies' selector, so parameters could not carry
     them). Targets never overlap: an OU override's StackSet deploys to its OUs; an account
-    override's deploys to its accounts only (INTERSECTION over every OU named); the others
-    leave those accounts out (DIFFERENCE). Settings validation (`override_settings`) has
-    already refused an OU or account named twice."""
+    override's deploys to its accounts only (INTERSECTION over every OU named), with no
+    automatic deployment, so no account joining an OU later can get its stack beside the
+    base's; the others leave those accounts out (DIFFERENCE). Settings validation
+    (`override_settings`) has already refused an OU or account named twice, and an OU
+    override while the base targets the organization's root."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs: Any) -> None:
         _require_org(settings)
@@ -289,7 +291,8 @@ class HoldfastOrgStack(Stack):
                 where = f"OUs {', '.join(override.organizational_unit_ids)}"
             self.stack_sets[override.name] = self._stack_set(
                 f"StackSet-{override.name}", stack_set_name(override.name), asset,
-                f"Holdfast with the {override.name} settings in the {where}", targets)
+                f"Holdfast with the {override.name} settings in the {where}", targets,
+                automatic=not override.accounts)
             self.member_templates[override.name] = template
         CfnOutput(self, "StackSetName", value=STACK_SET_NAME)
         CfnOutput(self, "ReadOnlyRoleName", value=READ_ONLY_ROLE_NAME,
@@ -312,8 +315,17 @@ class HoldfastOrgStack(Stack):
             organizational_unit_ids=list(ous), accounts=list(accounts), account_filter_type=filter_type)
 
     def _stack_set(self, construct_id: str, name: str, asset: s3_assets.Asset, description: str,
-                   targets: cloudformation.CfnStackSet.DeploymentTargetsProperty) -> cloudformation.CfnStackSet:
+                   targets: cloudformation.CfnStackSet.DeploymentTargetsProperty, *,
+                   automatic: bool = True) -> cloudformation.CfnStackSet:
+        """`automatic` False: no automatic deployment (an account override's StackSet). AWS
+        does not document whether an INTERSECTION account filter constrains later automatic
+        deployments; if it did not, every account joining any OU named would get this
+        StackSet's stack beside the base's. Without automatic deployment it deploys to the
+        accounts named, once, and to nothing that joins later."""
         settings = self.settings
+        auto = (cloudformation.CfnStackSet.AutoDeploymentProperty(
+                    enabled=True, retain_stacks_on_account_removal=settings.org_retain_stacks_on_account_removal)
+                if automatic else cloudformation.CfnStackSet.AutoDeploymentProperty(enabled=False))
         return cloudformation.CfnStackSet(
             self,
             construct_id,
@@ -321,9 +333,7 @@ class HoldfastOrgStack(Stack):
             description=description,
             permission_model="SERVICE_MANAGED",
             call_as=settings.org_call_as,
-            auto_deployment=cloudformation.CfnStackSet.AutoDeploymentProperty(
-                enabled=True, retain_stacks_on_account_removal=settings.org_retain_stacks_on_account_removal
-            ),
+            auto_deployment=auto,
             # Non-conflicting operations run at once, conflicting ones queue, instead of failing.
             managed_execution={"Active": True},
             capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],

@@ -106,7 +106,8 @@ def _run(proxy: ThrottleProxy, command: list[str]) -> tuple[float, int, dict, st
     settings = []
     if LAMBDA_RATE is not None:
         path = Path(os.environ.get("TMPDIR", "/tmp")) / f"holdfast-bench-settings-{os.getpid()}.json"
-        path.write_text(json.dumps({"lambda_writes_per_second": LAMBDA_RATE}))
+        # mode auto: a settings file of its own would otherwise leave the default (recommend), which writes nothing
+        path.write_text(json.dumps({"lambda_writes_per_second": LAMBDA_RATE, "mode": "auto"}))
         settings = ["--settings", str(path)]
     started = time.perf_counter()
     done = subprocess.run([str(HOLDFAST), "--endpoint-url", proxy.url, "--rate-budget", "on", *settings, "--json", *command],

@@ -203,6 +203,17 @@ def test_report_of_a_folder_no_command_wrote_is_a_usage_error(aws, capsys, tmp_p
     assert "is not a folder" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("content", ["null", "[1, 2]", "\"plan\"", "3"])
+def test_report_of_a_file_that_is_not_a_json_object_is_a_usage_error_naming_it(aws, capsys, tmp_path, content):
+    path = tmp_path / "out" / "111111111111" / "us-east-1" / "plan.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    assert main(["report", "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "not the object an --all-accounts command writes" in err
+    assert "Traceback" not in err
+
+
 def test_account_regions_run_at_once_up_to_workers(org, capsys, monkeypatch):
     """Four account-regions meet at a barrier of four: they pass only if all four are in
     flight together. With three workers the fourth never starts while three wait."""

@@ -105,9 +105,11 @@ def test_hold_until_a_datapoint_measured_at_the_current_cap():
     assert any("measured at cap 16" in r for r in d.reasons) and d.waiting_on
 
 
-def test_hold_on_a_warning():
-    d = dc.decide(state(16), FACTS, reading(downstream=alarms(state_warn=ALARM, at=1)), m(3))
-    assert (d.action, d.cap) == (HOLD, 16)
+def test_an_owners_warning_ends_the_slow_start_and_the_search_goes_on_in_probes():
+    # A warning set below the SLO is passed long before the SLO's throughput: it is not the
+    # limit (the critical alarm is); raises go on additively, each a one-minute probe.
+    d = dc.decide(state(16, additive=False), FACTS, reading(downstream=alarms(state_warn=ALARM, at=1)), m(3))
+    assert d.action == RAISE and d.state.additive and d.state.probe_from == 16, d.reasons
     assert any("warning db-latency-warning in ALARM" in r for r in d.reasons)
 
 
@@ -235,7 +237,7 @@ def test_a_warning_blocks_the_restore():
     s = state(26)
     for minute in range(1, 20):
         d = dc.decide(s, FACTS, reading(age=(minute, 3.0), downstream=alarms(state_warn=ALARM, at=minute)), m(minute + 2))
-        assert not d.restore and d.action in (HOLD, CUT)   # a persisting warning steps back, never restores
+        assert not d.restore and d.action in (HOLD, CUT)   # caught up, the owner's original waits for the warning
         s = d.state
 
 

@@ -333,9 +333,13 @@ def test_noise_is_within_20_percent_deterministic_and_one_factor_a_minute():
 def test_a_long_invocations_minute_read_before_they_end_is_partial_and_reads_fast():
     model = RecoveryModel(LONG, cap=80)
     m = (LONG.outage_end + 1800) // 60
-    # The first second a reader sees minute m: published, and ended 2 minutes before
-    # (holdfast.observation.cloudwatch.COMPLETE_AFTER).
+    # The first second a reader sees minute m (published, and ended 2 minutes before:
+    # holdfast.observation.cloudwatch.COMPLETE_AFTER): no invocation that started in it has
+    # ended (full batches take 301 s), so Lambda has no Duration datapoint for it yet.
     model.run(None, max(LONG.published_at(m), (m + 3) * 60))
+    assert model.minute_value(m, "duration") is None and model.minute_value(m, "received") is not None
+    # Half a minute after its first invocations ended: about half of its Duration is in.
+    model.run(None, m * 60 + 301 + 30)
     early_ms = model.minute_value(m, "duration").value
     received = model.minute_value(m, "received").value
     model.run(None, model.t + 1200)   # every invocation of that minute has ended

@@ -94,6 +94,35 @@ def test_the_doctor_checks_that_the_accounts_unreserved_concurrency_leaves_room_
     assert "(in place)" in checks["concurrency"]["detail"]
 
 
+def test_the_doctor_says_when_a_retained_holdfast_ledger_still_holds_records(deployed, clients, capsys):
+    """A stack first deployed under the old fixed table name and updated without
+    ledger_table_name gets a new, empty ledger; the retained one keeps its records."""
+    from holdfast.ledger.table import ensure_table
+
+    db = clients("dynamodb")
+    ledger_table = "HoldfastStack-LedgerTable-NEW"   # the stack's new ledger; holdfast-ledger (the fixture's) is the old
+    ensure_table(db, ledger_table)
+    ensure_table(db, "someone-elses-table")      # not Holdfast's, records or not
+    for table in ("holdfast-ledger", "someone-elses-table"):
+        db.put_item(TableName=table, Item={"pk": {"S": "RES"}, "sk": {"S": "arn:aws:autoscaling:...:web"}})
+    _, checks, _ = doctor_run(capsys, "--ledger-table", ledger_table)
+    check = checks["retained-ledgers"]
+    assert not check["ok"] and check["detail"].startswith("holdfast-ledger: a Holdfast ledger other than this stack's")
+    assert "someone-elses-table" not in check["detail"]
+    assert check["fix"].startswith("restore them from it: `holdfast --ledger-table holdfast-ledger resume --now`")
+    # A tagged ledger of another (deleted) stack counts too; emptied, neither is reported.
+    ensure_table(db, "Old-LedgerTable-ABC")
+    arn = db.describe_table(TableName="Old-LedgerTable-ABC")["Table"]["TableArn"]
+    db.tag_resource(ResourceArn=arn, Tags=[{"Key": "holdfast:component", "Value": "ledger"}])
+    db.put_item(TableName="Old-LedgerTable-ABC", Item={"pk": {"S": "RES"}, "sk": {"S": "arn:x"}})
+    _, checks, _ = doctor_run(capsys, "--ledger-table", ledger_table)
+    assert checks["retained-ledgers"]["detail"].startswith("holdfast-ledger, Old-LedgerTable-ABC: ")
+    for table, sk in (("holdfast-ledger", "arn:aws:autoscaling:...:web"), ("Old-LedgerTable-ABC", "arn:x")):
+        db.delete_item(TableName=table, Key={"pk": {"S": "RES"}, "sk": {"S": sk}})
+    _, checks, _ = doctor_run(capsys, "--ledger-table", ledger_table)
+    assert checks["retained-ledgers"]["ok"]
+
+
 def test_each_problem_is_a_failed_check_with_its_fix(deployed, clients, capsys, tmp_path):
     make_asg(clients, "web")
     make_function(clients, "orders", role_arn=role(clients, "narrow", policy=None))

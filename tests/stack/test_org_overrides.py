@@ -65,7 +65,11 @@ def test_each_distinct_settings_set_is_a_stackset_whose_targets_do_not_overlap(o
     assert targets["Holdfast-payments"] == [{"DeploymentTargets": {"OrganizationalUnitIds": [OU, PROD_OU], "Accounts": [PAYMENTS],
                                                                    "AccountFilterType": "INTERSECTION"}, "Regions": REGIONS}]
     for props in sets.values():
-        assert props["PermissionModel"] == "SERVICE_MANAGED" and props["AutoDeployment"]["Enabled"] is True
+        assert props["PermissionModel"] == "SERVICE_MANAGED"
+    # Accounts joining an OU later get the base's or an OU override's stack, never an account
+    # override's as well: AWS does not document that INTERSECTION constrains automatic deployments.
+    assert sets["Holdfast"]["AutoDeployment"]["Enabled"] is True and sets["Holdfast-prod"]["AutoDeployment"]["Enabled"] is True
+    assert sets["Holdfast-payments"]["AutoDeployment"] == {"Enabled": False}
 
 
 def test_each_member_template_runs_with_the_base_settings_and_its_changes(org):
@@ -153,3 +157,19 @@ def test_a_wrong_override_stops_the_app_naming_the_override_and_key(tmp_path):
     bad = [{"name": "prod", "organizational_unit_ids": [PROD_OU], "settings": {"hold_minutes": 0}}]
     with pytest.raises(SettingsError, match=r"holdfast\.org_overrides\[0\]\.settings\.hold_minutes = 0: must be an integer from 1"):
         build_app({"holdfast": {**BASE, "org_overrides": bad}}, outdir=str(tmp_path))
+
+
+def test_an_ou_override_while_the_base_targets_the_root_is_refused_at_synth(tmp_path):
+    """The root's StackSet reaches every account, the override's OU included: two stacks."""
+    base = {**BASE, "org_organizational_unit_ids": ["r-ab12"]}
+    ou = [{"name": "prod", "organizational_unit_ids": [PROD_OU], "settings": {"mode": "recommend"}}]
+    with pytest.raises(SettingsError, match=r"holdfast\.org_overrides\[0\]\.organizational_unit_ids = .*ou-ab12-prod0001.*"
+                                            r"is under the organization's root \(r-ab12\).*two stacks"):
+        build_app({"holdfast": {**base, "org_overrides": ou}}, outdir=str(tmp_path / "ou"))
+    # An account override under the root is fine: the base leaves the account out.
+    accounts = [{"name": "payments", "accounts": [PAYMENTS], "settings": {"mode": "recommend"}}]
+    app = build_app({"holdfast": {**base, "org_overrides": accounts}}, outdir=str(tmp_path / "accounts"))
+    stack = next(c for c in app.node.children if c.node.id == "HoldfastOrg")
+    sets = _stack_sets(Template.from_stack(stack))
+    assert sets["Holdfast"]["StackInstancesGroup"][0]["DeploymentTargets"]["AccountFilterType"] == "DIFFERENCE"
+    assert sets["Holdfast-payments"]["AutoDeployment"] == {"Enabled": False}

@@ -39,7 +39,14 @@ def plan_stack(app, account, *, cross_account):
                                          steps=[*steps.deactivating]),
                                 Workflow(workflow_target_action="activate", workflow_target_region="us-east-1",
                                          steps=[*steps.deactivating]),
-                                Workflow(workflow_target_action="postRecovery", steps=[*steps.post_recovery]),
+                                Workflow(workflow_target_action="postRecovery", steps=[
+                                    arcregionswitch.CfnPlan.StepProperty(
+                                        name="together", execution_block_type="Parallel",
+                                        execution_block_configuration=arcregionswitch.CfnPlan
+                                        .ExecutionBlockConfigurationProperty(
+                                            parallel_config=arcregionswitch.CfnPlan
+                                            .ParallelExecutionBlockConfigurationProperty(
+                                                steps=[*steps.post_recovery])))]),
                             ])
     assert steps.bind(plan) == 5
     steps.grant_invoke(role)
@@ -75,7 +82,12 @@ def the_plan(template: Template) -> dict:
 
 
 def steps_of(plan: dict) -> list[dict]:
-    return [s for w in plan["Workflows"] for s in w["Steps"]]
+    """Every step, those inside a parallel block too."""
+    def each(steps):
+        for s in steps:
+            yield s
+            yield from each(s["ExecutionBlockConfiguration"].get("ParallelConfig", {}).get("Steps", []))
+    return [s for w in plan["Workflows"] for s in each(w["Steps"])]
 
 
 @pytest.mark.parametrize("which", ["same", "other"])
@@ -103,7 +115,8 @@ def test_a_plan_that_cloudformation_would_reject_is_reported(app):
 def test_each_step_names_holdfasts_function_and_payload_in_each_region(app):
     plan = the_plan(app["same"])
     by_name = {s["Name"]: s for s in steps_of(plan)}
-    assert set(by_name) == {"holdfast-engage", "holdfast-posture", "holdfast-lift"}
+    assert set(by_name) == {"holdfast-engage", "holdfast-posture", "holdfast-lift", "together"}
+    del by_name["together"]
     runs = {n: s["ExecutionBlockConfiguration"]["CustomActionLambdaConfig"]["RegionToRun"] for n, s in by_name.items()}
     assert runs == {"holdfast-engage": "deactivatingRegion", "holdfast-posture": "deactivatingRegion",
                     "holdfast-lift": "inactiveRegion"}
@@ -114,6 +127,8 @@ def test_each_step_names_holdfasts_function_and_payload_in_each_region(app):
         assert json.loads(entry["Payload"]) == {"holdfast": {"step": "engage", "region": region, "account": HOLDFAST,
                                                              "mode": "auto", "wait": True}}
         assert "CrossAccountRole" not in entry
+    lift = by_name["holdfast-lift"]["ExecutionBlockConfiguration"]["CustomActionLambdaConfig"]   # in a parallel block
+    assert [json.loads(e["Payload"])["holdfast"]["step"] for e in lift["Lambdas"]] == ["lift", "lift"]
 
 
 def test_each_regions_holdfast_has_the_named_step_function(app):
@@ -237,3 +252,13 @@ def test_bad_props_fail_synth_with_the_key():
         RegionSwitchAccess(plan_execution_roles=[EXECUTION_ROLE])
     with pytest.raises(ValueError, match="is not an IAM role ARN"):
         RegionSwitchAccess(plan_execution_roles=["orders-role"], external_id="x")
+
+
+def test_an_app_that_fails_synth_on_cdk_validation_findings_synthesizes_the_plan():
+    """aws-cdk-lib's bundled validation knows no Lambdas.Payload (CloudFormation's schema,
+    which cfn-lint checks above, has it): `bind` acknowledges that one rule on the plan, so
+    an app with @aws-cdk/core:validateAgainstDefaultRules still synthesizes."""
+    app = App(context={"@aws-cdk/core:validateAgainstDefaultRules": True})
+    stack, _ = plan_stack(app, HOLDFAST, cross_account=False)
+    app.synth()
+    assert the_plan(Template.from_stack(stack))["Name"] == "orders"

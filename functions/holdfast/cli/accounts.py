@@ -661,6 +661,10 @@ def report(ctx: Context, args) -> int:
         except (OSError, json.JSONDecodeError) as err:
             unreadable.append(f"{path}: {err}")
             continue
+        if not isinstance(doc, dict):
+            # Every file an --all-accounts command writes is one JSON object.
+            raise UsageError(f"{path} holds JSON {type(doc).__name__ if doc is not None else 'null'}, not the object an "
+                             f"--all-accounts command writes: move it out of {root}, or run the command again")
         rows.append({name: doc.get(name) for name in REPORT_FIELDS})
     for line in unreadable:
         ctx.warn(f"not read: {line}")

@@ -14,7 +14,7 @@ Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 from __future__ import annotations
 
 from holdfast import engine
-from holdfast.aws import AWS_ERRORS, error_text
+from holdfast.aws import AWS_ERRORS, error_summary
 from holdfast.cli import readiness
 from holdfast.cli import region_switch as region_switch_checks
 from holdfast.aws import Clients
@@ -51,6 +51,7 @@ def run(ctx, args) -> int:
     ctx.use_own_resources()
     checks.append(readiness.expired_queue(clients, queue, found_by))
     checks.append(readiness.health_rule(clients, clients.region, settings))
+    checks.append(readiness.retained_ledgers(clients, ctx.ledger_table))
 
     ctx.progress("planning every selected resource")
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
@@ -98,7 +99,7 @@ def region_switch(ctx, clients_for) -> list[readiness.Check]:
         account = ctx.account()
     except AWS_ERRORS as err:
         return [readiness.Check("region-switch", True, f"not checked: the caller's account is unknown "
-                                f"({error_text(err)})", checked=False)]
+                                f"({error_summary(err)})", checked=False)]
     return region_switch_checks.checks(ctx.clients, clients_for, account)
 
 

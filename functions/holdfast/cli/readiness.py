@@ -22,4 +22,5 @@ from holdfast.readiness import (  # noqa: F401  (the names doctor and its tests 
     sample_arn,
     settings_drift,
     concurrency,
+    retained_ledgers,
 )

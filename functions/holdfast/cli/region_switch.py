@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Iterator
 
-from holdfast.aws import AWS_ERRORS, error_code, error_text
+from holdfast.aws import AWS_ERRORS, error_code, error_summary
 from holdfast.core import evacuation as ev
 from holdfast.iam import uses
 from holdfast.readiness import Check
@@ -91,7 +91,7 @@ def deployed(clients, function_arn: str) -> tuple[bool, str, str | None]:
     except AWS_ERRORS as err:
         if error_code(err) == NOT_FOUND:
             return False, f"no function {function_arn}", None
-        return False, f"cannot read {function_arn}: {error_text(err)}", None
+        return False, f"cannot read {function_arn}: {error_summary(err)}", None
     env = (config.get("Environment") or {}).get("Variables") or {}
     if config.get("Handler") != STEP_HANDLER:
         return False, f"{function_arn} is not Holdfast's step function (handler {config.get('Handler')})", None
@@ -104,7 +104,7 @@ def deployed(clients, function_arn: str) -> tuple[bool, str, str | None]:
         clients("dynamodb").describe_table(TableName=table or "-")
     except AWS_ERRORS as err:
         return False, f"{function_arn}: its ledger {table} " + (
-            "does not exist" if error_code(err) == NOT_FOUND else f"cannot be read: {error_text(err)}"), mode
+            "does not exist" if error_code(err) == NOT_FOUND else f"cannot be read: {error_summary(err)}"), mode
     return True, f"step function {config.get('FunctionName')}, ledger {table}, mode {mode}", mode
 
 
@@ -115,7 +115,7 @@ def checks(clients, clients_for: Callable[[str], Any], account: str) -> list[Che
         plans = read_plans(clients)
     except AWS_ERRORS as err:
         return [Check("region-switch", True, f"not checked: Region switch plans could not be listed "
-                      f"({error_text(err)}); needs arc-region-switch:ListPlans and GetPlan", checked=False)]
+                      f"({error_summary(err)}); needs arc-region-switch:ListPlans and GetPlan", checked=False)]
     named = [(p, found) for p in plans if (found := holdfast_steps(p))]
     if not named:
         return [Check("region-switch", True, f"{len(plans)} Region switch plan(s); none names Holdfast's steps")]

@@ -69,6 +69,7 @@ def run(runtime: Runtime, *, reconciler_role: str, reconciler_function: str, set
     checks.append(readiness.expired_queue(clients, runtime.expired_queue_arn, "the stack's expired-events queue"))
     checks.append(readiness.health_rule(clients, clients.region, settings))
     checks.append(readiness.settings_drift(clients, settings_parameter, reconciler_function))
+    checks.append(readiness.retained_ledgers(clients, runtime.table))
     # doctor's rule by its name, said not checked here (holdfast.readiness: DESTINATIONS).
     checks.append(readiness.destinations_unscheduled())
 

@@ -701,8 +701,11 @@ def _warned(k: Tick) -> CapDecision | None:
         k.holds.append(f"function throttled ({throttles.value:g}): the cap is above what it can run; not raising")
         k.waiting.append("no throttles")
     for a in warnings:
-        k.holds.append(f"warning {a.name} in ALARM: not raising")
-        k.waiting.append(f"{a.name} back to OK")
+        # The owner's warning is not their limit: a database's latency passes a warning set
+        # below the SLO long before the drain reaches the SLO's throughput. It ends the slow
+        # start (below); the critical alarm is the limit that cuts.
+        k.notes.append(f"warning {a.name} in ALARM: raises go on in additive steps, each a one-minute probe; the "
+                       f"critical alarm is the limit")
     if health.level == WARNING:
         k.holds.append("the consumer's own evidence at a warning: " + "; ".join(health.reasons) + ": not raising")
         k.waiting.append("the consumer's own evidence back at its baseline")
@@ -725,7 +728,9 @@ def _warned(k: Tick) -> CapDecision | None:
                 f"a warning ({', '.join(on_probe)}) measured at or after the probe's minute at cap {state.probe_cap}: "
                 f"the slow start ends at {new}"
             ], waiting=k.waiting, caught_up_since=None, additive=True, probe_at=None, probe_from=None, warned_at=None)
-    warned = [a.measured_at for a in warnings if a.measured_at is not None and a.measured_at >= k.since]
+    if warnings and not state.additive:
+        k.state = state = replace(state, additive=True)   # the slow start ends at the owner's warning
+    warned = []
     if health.level == WARNING and health.at is not None and health.at >= k.since:
         warned.append(health.at)
     if not warned:
@@ -769,6 +774,10 @@ def _caught_up(k: Tick) -> CapDecision | None:
         caught = (age.at + k.period - since_caught).total_seconds()
         # A missing alarm does not stop the restore: caught up at this cap, the consumer
         # needs no more than it ran at before the event. A warning or errors do.
+        warned = [a.name for a in reading.downstream if a.severity == WARNING and a.state == ALARM]
+        if warned:
+            k.holds.append(f"warning {', '.join(warned)} in ALARM: the owner's original waits for it")
+            k.waiting.append("the warning back to OK")
         if caught >= c.restore_after_seconds and len(k.holds) == k.missing:
             return k.out(RESTORE, k.cap, k.holds + k.notes + [
                 f"oldest message {age.value:g} s old, within {c.caught_up_slack_seconds:g} s of its baseline for "

@@ -134,14 +134,17 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
         if invocations is not None and invocations.value > 0 and facts.timeout_seconds:
             limits.append((duration.value / 1000.0 / invocations.value / facts.timeout_seconds,
                            f"the function's {facts.timeout_seconds:g} s timeout", "mean invocation"))
-        if facts.client_timeout_seconds:
-            limits.append((spm / facts.client_timeout_seconds, f"the client's {facts.client_timeout_seconds:g} s timeout",
-                           "time per message"))
+        if facts.client_timeout_seconds and facts.seconds_per_message:
+            # The client's timeout bounds its call, not the message's own work: what the call
+            # takes beyond the baseline's whole time per message is a lower bound of it.
+            extra = max(0.0, spm - facts.seconds_per_message)
+            limits.append((extra / facts.client_timeout_seconds, f"the client's {facts.client_timeout_seconds:g} s timeout",
+                           "the call's time beyond the baseline"))
         for used, limit, what in limits:
             # The share of the headroom the baseline speed left that the slowdown has used:
             # a full batch sized near the timeout at the baseline speed is how the owner
             # sized it (no cap changes a batch's length); a slowdown eating its headroom is not.
-            full = min(used, used / ratio) if ratio else 0.0
+            full = min(used, used / ratio) if ratio and what == "mean invocation" else 0.0
             eaten = (used - full) / (1 - full) if full < 1 else 1.0
             said = f"{what} {used:.0%} of {limit} ({eaten:.0%} of the headroom its baseline speed leaves)"
             if used >= c.timeout_critical_share and eaten >= c.timeout_critical_share:

@@ -168,7 +168,11 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
     measured = measured_forecast(reading, constants)
 
     def step(action, cap, reasons, waiting, new: Drain) -> Step:
-        new = stall.judge(new, reading, now, constants, tracking=new.state is not None or fallback)
+        # A drain that has not started is tracked once the plan's drain stage waits on it, or
+        # once its consumer receives messages again (the pollers are back) and the
+        # dependency still does not answer: before that the growing queue is the outage.
+        trying = reading.received is not None and reading.received.value > 0 and reading.received.at >= drain.since
+        new = stall.judge(new, reading, now, constants, tracking=new.state is not None or fallback or trying)
         if new.stalled_why is not None:
             reasons = tuple(reasons) + (f"stalled since {new.stalled_since.isoformat()}: {new.stalled_why}; the later "
                                         f"stages no longer wait for this mapping",)
