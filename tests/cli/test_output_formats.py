@@ -53,6 +53,13 @@ def table_lines(out: str) -> list[str]:
     return [line for i, rule in enumerate(lines) if RULE.match(rule) and i > 0 for line in (lines[i - 1], rule)]
 
 
+def document(stdout: str):
+    """The JSON document on stdout. moto, answering in this process, prints "Unable to find
+    appropriate backend for ..." (for an API it lacks, which `doctor` calls) on this same
+    stdout; a CLI in its own process never sees that line."""
+    return json.loads(re.sub(r"Unable to find appropriate backend[^\n]*\n", "", stdout))
+
+
 def run(sample, *args):
     return cli_inprocess.run(["--endpoint-url", sample["url"], "--region", REGION, *args])
 
@@ -100,22 +107,22 @@ def test_every_command_prints_json_text_a_query_and_a_table_that_fits_120_column
 
         # json: one document (an error document for a command that fails without one)
         as_json = again("--output", "json")
-        doc = json.loads(as_json.stdout)
+        doc = document(as_json.stdout)
         # --json is the alias it always was: the same document
         if name not in ("engage", "release", "resume", "pause", "unpause", "ledger-init"):
-            assert set(json.loads(again("--json").stdout)) == set(doc), name
+            assert set(document(again("--json").stdout)) == set(doc), name
         table, text = again(), again("--output", "text")
         key = next(iter(doc))
         picked = again("--output", "json", "--query", key)
         if "error" in doc:   # an error document is never queried, and text has none (the line is on stderr)
-            if json.loads(picked.stdout) != doc or text.stdout or "holdfast: " not in text.stderr:
+            if document(picked.stdout) != doc or text.stdout or "holdfast: " not in text.stderr:
                 problems.append((name, "error", picked.stdout, text.stdout))
             continue
         if as_json.returncode != table.returncode or table.returncode not in (0, 1):
             problems.append((name, "exit", as_json.returncode, table.returncode, table.stderr[-300:]))
-        if key not in ("command", "findings") and json.loads(picked.stdout) != doc[key]:
+        if key not in ("command", "findings") and document(picked.stdout) != doc[key]:
             problems.append((name, "query", key))
-        if key == "command" and json.loads(picked.stdout) != name:
+        if key == "command" and document(picked.stdout) != name:
             problems.append((name, "query", picked.stdout))
         wide = [line for line in table_lines(table.stdout) if len(line) > WIDTH]
         if wide:
