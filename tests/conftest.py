@@ -196,7 +196,7 @@ LONGEST_FIRST = (
     "tests/fixtures/test_throttle_proxy.py",      # 7
     "tests/cli/test_status_words.py",             # 7
     "tests/drain/test_recovery_model.py",         # 7
-    "tests/drain/test_drain/",          # 7
+    "tests/drain/test_drain_control.py",          # 7
     "tests/reconciler/test_engage_tick.py",       # 7
     "tests/actuators/test_tag_batches.py",        # 7
     "tests/operator/test_readiness_schedule.py",  # 6
