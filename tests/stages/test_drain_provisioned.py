@@ -51,25 +51,30 @@ def test_the_pollers_move_as_the_controller_decides_and_read_back_as_its_caps(cl
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
     d, _ = c.drain(mapping)
-    # From the 20 batches the 2 pollers carry (above the 16 the consumer ran at before the
-    # event), and the slow start's probe at 20 × 1.75 = 35 -> 3 pollers; the owner's 600 the ceiling.
-    assert (d.last.action, d.state.cap) == (dc.START, 35)
-    assert any("starting from" in r for r in d.last.reasons) and any("up to 600" in r for r in d.last.reasons)
-    assert pollers(clients, mapping) == {"MinimumPollers": 2, "MaximumPollers": 3}
+    # From the 20 batches the 2 pollers carry (above 16 and a step): still 2 pollers, the
+    # owner's 600 the ceiling.
+    assert (d.last.action, d.state.cap) == (dc.START, 20)
+    assert any("up to 600" in r for r in d.last.reasons), d.last.reasons
+    assert pollers(clients, mapping) == {"MinimumPollers": 2, "MaximumPollers": 2}
 
-    c.at(4)   # back to 20 until the probe's minute is published: 2 pollers
+    c.at(4)   # minute 3, wholly at 20, is not published yet
     d, _ = c.drain(mapping)
     assert (d.last.action, d.state.cap) == (dc.HOLD, 20)
-    assert pollers(clients, mapping)["MaximumPollers"] == 2
 
+    # Minute 3 at 20 paid: the slow start probes 20 × 1.75 = 35 -> 3 pollers.
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
     c.at(6)
     d, _ = c.drain(mapping)
-    assert (d.last.action, d.state.cap) == (dc.RAISE, 62)   # 35 kept, the next probe 35 × 1.75
-    assert pollers(clients, mapping)["MaximumPollers"] == 6
+    assert (d.last.action, d.state.cap) == (dc.RAISE, 35), d.last.reasons
+    assert pollers(clients, mapping)["MaximumPollers"] == 3
+
+    c.at(7)   # back to 20 until the probe's minute is published: 2 pollers
+    d, _ = c.drain(mapping)
+    assert (d.last.action, d.state.cap) == (dc.HOLD, 20)
+    assert pollers(clients, mapping)["MaximumPollers"] == 2
     # Every cap the drain wrote read back as itself: never taken for one someone else set.
     assert not any("has shown" in r for r in d.last.reasons), d.last.reasons
-    assert [cap for _, cap in d.state.history][-3:] == [35, 20, 62]
+    assert [cap for _, cap in d.state.history][-3:] == [20, 35, 20]
 
 
 def test_caught_up_the_owners_pollers_come_back_exactly(clients, ledger_table, consumer):
@@ -78,7 +83,7 @@ def test_caught_up_the_owners_pollers_come_back_exactly(clients, ledger_table, c
     c.at(0)
     cloud.put(minute(0), age=30, visible=500, sent=1200, deleted=1500, errors=0, latency=0.1)
     c.at(3)
-    assert pollers(clients, mapping)["MaximumPollers"] == 3
+    assert pollers(clients, mapping)["MaximumPollers"] == 2
     for m in range(4, 14):
         cloud.put(minute(m - 2), age=3, visible=40, sent=1200, deleted=1200, errors=0, latency=0.1)
         c.at(m, "recovering")
@@ -102,9 +107,13 @@ def test_holdfast_stage_shows_the_pollers_each_cap_is_written_as(clients, ledger
     c.at(0)
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
+    cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
+    c.at(6)
     capsys.readouterr()
     assert main(["--json", "stage"]) == 0
     [row] = json.loads(capsys.readouterr().out)["drain"]
-    assert (row["action"], row["cap"], row["pollers"], row["ceiling"]) == (dc.START, 35, 3, 600)
+    assert (row["action"], row["cap"], row["pollers"], row["ceiling"]) == (dc.RAISE, 35, 3, 600)
     assert main(["stage"]) == 0
-    assert "35 (3 pollers)" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    # The table wraps a cell to its column's width: "35 (3 pollers)", over lines.
+    assert "35 (3" in text and "pollers)" in text, text
