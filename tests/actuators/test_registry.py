@@ -208,6 +208,7 @@ def test_doctor_simulates_every_write_each_actuator_declares_and_the_policy_gran
 
     assert requests("asg") == sorted((a, sorted(c.items())) for a, c in [
         ("autoscaling:SuspendProcesses", tagged), ("autoscaling:ResumeProcesses", tagged),
+        ("autoscaling:SetInstanceHealth", tagged),   # the capacity stage's reset of instances healthy now
         ("autoscaling:CreateOrUpdateTags", {**tagged, "aws:TagKeys": readiness.TAG_KEYS}),
         ("autoscaling:DeleteTags", {**tagged, "aws:TagKeys": readiness.TAG_KEYS})])
     assert requests("scalable-target") == sorted((a, sorted(c.items())) for a, c in [
