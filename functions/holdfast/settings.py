@@ -631,14 +631,15 @@ class Settings:
     drain_stall_minutes: int = setting(
         30,
         integer(5, 1440),
-        "A drain whose oldest-message age has not fallen for this long while behind is reported stalled (SNS, "
-        "`holdfast stage`, the DrainStalled metric): it keeps the cap last judged safe and stops holding the "
-        "later stages until an operator acts or the evidence clears."
+        "A drain whose oldest-message age has not fallen for this long while behind is reported stalled (its reason in "
+        "`holdfast stage`): it keeps the cap its controller judges safe and stops holding the later stages "
+        "until an operator acts or the evidence clears."
     )
     drain_stall_forecast_factor: float = setting(
         3.0,
         number(1.5, 20.0),
-        "A drain still behind after this many times its forecast (made when it started) is reported stalled."
+        "A drain still behind after this many times its forecast (made once it has run drain_stall_minutes, on "
+        "the throughput measured then) is reported stalled."
     )
     drain_pre_event_minutes: int = setting(
         30,
