@@ -589,17 +589,16 @@ class Settings:
     drain_duration_warning_ratio: float = setting(
         1.08,
         number(1.01, 3),
-        "Built-in evidence, no alarm needed: the consumer's time per message (Duration's sum ÷ the queue's "
-        "NumberOfMessagesReceived, so full batches are not read as slow ones) at this ratio to its pre-event "
-        "median is a warning: raises stop, and a warning on a second datapoint at the same cap steps "
-        "back. Past a downstream's knee the ratio is concurrency ÷ knee: 1.08 is 8 % past it. Widened to 1 + 3 × "
-        "the baseline's own spread for a noisier consumer."
+        "Where the pre-event baseline ends: a minute whose time per message (Duration's sum ÷ the queue's "
+        "NumberOfMessagesReceived) is at this ratio to the window's lower quartile starts the consumer's own "
+        "first anomaly, and the baseline ends before it. During the drain the time per message is never judged "
+        "against the baseline: how goodput answers the cap is (docs/drain.md)."
     )
     drain_duration_critical_ratio: float = setting(
         1.2,
         number(1.02, 5),
-        "... and at this ratio critical (above the warning): the cap is cut to the concurrency that carried "
-        "the minute's goodput at the baseline time per message (the knee when the downstream is saturated)."
+        "Kept above drain_duration_warning_ratio for settings written for earlier versions; the drain no longer "
+        "reads it."
     )
     drain_timeout_warning_share: float = setting(
         0.5,
