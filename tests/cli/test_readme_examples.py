@@ -97,8 +97,9 @@ def test_the_readme_examples_and_quick_start_run_against_make_serve(tmp_path):
         assert "ReplaceUnhealthy suspended" in said["holdfast plan"]
         assert "held by hand:" in said["holdfast status"]
         assert '"resources": []' in said["holdfast --json status"]      # resume --now put everything back
-        # async-destinations among them, and region-switch (not checked: the local endpoint has no Region switch)
-        assert "11 checks, 0 failed" in said["holdfast doctor"]
+        # async-destinations, concurrency and retained-ledgers among them, and region-switch (not checked: the
+        # local endpoint has no Region switch)
+        assert "13 checks, 0 failed" in said["holdfast doctor"]
         drilled = said["holdfast drill --yes"]
         assert drilled.startswith("drill PASSED") and "restore:" in drilled
         # The sample's target group has no target-health datapoints: the routing gate passed on
