@@ -146,27 +146,28 @@ def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer
     c.at(4)   # the probe has had minute 3: back to 18 until minute 3 is published
     assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 18)
 
-    # Minute 3, measured wholly at 32, read once complete (two minutes after it): at
-    # baseline, so 32 is kept and the next probe is 32 × 1.75 = 56.
+    # Minute 3, measured wholly at 32, read once whole (its invocations ended, the
+    # function's 3 s timeout after it, and published two minutes after that): at baseline,
+    # so 32 is kept and the next probe is 32 × 1.75 = 56.
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
-    c.at(6)
+    c.at(6.1)
     d, _ = c.drain(mapping)
     assert (d.last.action, c.cap(mapping), d.state.probe_from) == (dc.RAISE, 56, 32)
 
-    c.at(7)   # back to 32; no datapoint of the probe's minute yet
+    c.at(8.1)   # the probe's minute (7, the first whole one after its write) had: back to 32
     d, _ = c.drain(mapping)
     assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 32)
     assert any("waiting for the probe's minute" in r for r in d.last.reasons)
 
-    cloud.put(minute(6), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
+    cloud.put(minute(7), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
     cloud.alarm("ALARM")
-    c.at(9)
+    c.at(10.1)
     d, _ = c.drain(mapping)
     # The probe's minute alarmed: the slow start ends at 56 × 0.7 = 39, from the cap the
     # datapoint measured (above the 32 in force, below the probe).
     assert (d.last.action, c.cap(mapping)) == (dc.CUT, 39)
     assert d.state.additive and d.state.probe_at is None          # after a cut, raises are additive
-    c.at(10)
+    c.at(11)
     assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 39)   # never twice for one datapoint
 
 
@@ -287,7 +288,7 @@ def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledge
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1500, errors=0, latency=0.1)
-    c.at(6)
+    c.at(6.1)   # minute 3 whole: the 3 s timeout and the lag after it
     c.clock.set(minute(8))
     capsys.readouterr()
     assert main(["--json", "stage"]) == 0
@@ -310,10 +311,10 @@ def test_batch_item_failures_keep_the_mapping_at_the_floor_though_errors_are_zer
     c = Controller(clients, ledger_table)
     c.at(0)
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=0, received=1200, errors=0, latency=0.1)
-    c.at(3)
+    c.at(3.1)   # minute 0 whole
     d, _ = c.drain(mapping)
     assert (d.last.action, c.cap(mapping)) == (dc.WAIT, 2)
     assert any("100.0% of 1,200 messages received not deleted" in r for r in d.last.reasons), d.last.reasons
     cloud.put(minute(1), age=660, visible=12_500, sent=1200, deleted=1200, errors=0, latency=0.1)   # back
-    c.at(4)
+    c.at(4.1)
     assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.START, 32)   # 18 and its probe
