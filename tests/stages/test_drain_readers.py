@@ -192,3 +192,18 @@ def test_the_redrive_policy_says_whether_the_queue_has_a_dead_letter_queue():
     assert drain_inputs.redrive(Sqs(None), queue) == (False, None)
     has, note = drain_inputs.redrive(Sqs("not json"), queue)
     assert has is None and "not JSON" in note
+
+
+def test_plan_warns_of_mappings_that_share_a_function_or_a_queue():
+    fn = f"arn:aws:lambda:us-east-1:{HERE}:function:consumer"
+    q = lambda name: f"arn:aws:sqs:us-east-1:{HERE}:{name}"
+    arn = lambda u: f"arn:aws:lambda:us-east-1:{HERE}:event-source-mapping:{u}"
+    listed = {arn("u1"): drain_inputs.Listed(arn("u1"), "u1", fn, q("a"), 10),
+              arn("u2"): drain_inputs.Listed(arn("u2"), "u2", fn, q("b"), None),
+              arn("u3"): drain_inputs.Listed(arn("u3"), "u3", f"{fn}-other", q("b"), None, event_counts=True),
+              arn("u4"): drain_inputs.Listed(arn("u4"), "u4", f"{fn}-alone", q("c"), None)}
+    got = drain_inputs.sharing(listed, [arn("u1")])
+    assert len(got) == 1 and "share the function consumer (u1, u2)" in got[0] and "EventCount for u1, u2" in got[0]
+    got = drain_inputs.sharing(listed, [arn("u2")])
+    assert any("share the queue b (u2, u3)" in w and "EventCount for u2" in w for w in got) and len(got) == 2
+    assert drain_inputs.sharing(listed, [arn("u4")]) == []

@@ -213,6 +213,31 @@ def mappings(clients) -> dict[str, Listed]:
     return out
 
 
+def sharing(listed: Mapping[str, Listed], selected: Iterable[str]) -> list[str]:
+    """What `holdfast plan` warns of: selected mappings whose function or queue other
+    mappings share, without their own metrics (MetricsConfig EventCount). Their drain reads
+    shared figures apportioned by cap (holdfast.core.drain.share), and one function's caps
+    together stay within what it carried before the event plus a step."""
+    selected = [a for a in selected if a in listed]
+    out = []
+    for kind, key, what in (("function", lambda m: function_name(m.function_arn), "Duration and concurrency"),
+                            ("queue", lambda m: m.queue_arn, "received and deleted counts")):
+        groups: dict[str, list[Listed]] = {}
+        for m in listed.values():
+            groups.setdefault(key(m), []).append(m)
+        for name, members in sorted(groups.items()):
+            if len(members) < 2 or not any(m.arn in selected for m in members):
+                continue
+            without = [m.uuid for m in members if not m.event_counts]
+            if kind == "queue" and not without:
+                continue   # each reads its own received and deleted
+            out.append(f"{len(members)} mappings share the {kind} {_name(name)} ({', '.join(m.uuid for m in members)}): "
+                       f"the drain apportions its {what} by cap"
+                       + (f"; turn on MetricsConfig EventCount for {', '.join(without)} to give each its own counts"
+                          if without else ""))
+    return out
+
+
 def _split(value: str | None) -> tuple[str, ...]:
     return tuple(v for v in (value or "").split(" ") if v)
 
