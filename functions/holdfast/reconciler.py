@@ -603,7 +603,8 @@ def control(t: _Tick, plan: Plan, result: TickResult, kind: str, guard: "_Sticky
         t.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
         result.complete = False
         return
-    result.stalled = len(decided.stalled)
+    stalled = decided.stalled
+    result.stalled = len(stalled)
     announce_stalls(t, plan, decided)
     moving = decided.moving()
     outcomes, complete = [], True
@@ -618,7 +619,7 @@ def control(t: _Tick, plan: Plan, result: TickResult, kind: str, guard: "_Sticky
           written=sum(1 for o in outcomes if o.action in WRITES))
     if failed or not complete:
         result.complete = False
-    elif decided.finished and all(o.action in CONTROLLED_DONE or (o.arn in decided.stalled and o.action in SUCCEEDED)
+    elif decided.finished and all(o.action in CONTROLLED_DONE or (o.arn in stalled and o.action in SUCCEEDED)
                                   for o in outcomes):
         mark(t, plan, result, kind)   # every mapping back at its owner's value, or reported stalled
 
