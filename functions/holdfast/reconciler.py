@@ -123,9 +123,9 @@ from holdfast.aws import AWS_ERRORS, CALL_HOOK, error_text
 from holdfast.core import announce, policy, progress
 from holdfast.core import release as release_requests
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
-from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, PLANNED, RAISED, REFUSED_STALE, RESTORED,
-                                 SKIPPED, VANISHED, Guard, Outcome)
-from holdfast.core.kinds import kind_of
+from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, FAILED, LEAVE, PLANNED, RAISED, REFUSED_STALE,
+                                 RESTORED, SKIPPED, VANISHED, Guard, Outcome)
+from holdfast.core.kinds import CONTROLLED as CONTROLLED_KINDS, kind_of
 from holdfast.core.policy import CONTROL, ENGAGE, NORMAL, REPLAY, RESTORE, Plan
 from holdfast.core.progress import Marker, held_marker
 from holdfast.engine import Engine, TickEngine, WalkReport
@@ -193,6 +193,9 @@ class TickResult:
     # Resources that failed on `stuck_after_failures` walks and no longer gate their stage;
     # None when this tick did not walk (paused, off, a plan conflict): not known.
     stuck: list[ledger_failures.Failure] | None = None
+    # Drains reported stalled (they keep their cap and no longer gate the stages); None:
+    # this tick did not drive the drain.
+    stalled: int | None = None
 
     def count(self, *actions: str) -> int:
         return sum(1 for o in self.outcomes if o.action in actions)
@@ -610,7 +613,7 @@ def relax_walk(t: _Tick, plan: Plan, result: TickResult, work: _Todo, now) -> No
         if kind == capacity_stage.KIND and plan.stage == policy.CAPACITY:
             waves(t, plan, result, guard)
             continue
-        report = t.engine.relax(kinds=(kind,), target_for=None, guard=guard)
+        report = t.engine.relax(kinds=(kind,), target_for=stalled_left(t, plan, kind, result), guard=guard)
         finish_kind(t, plan, result, kind, report, engaging=False)
     if plan.stage == REPLAY and REPLAY not in plan.done and not guard.refused and not t.deadline():
         replay(t, plan, result, guard)
@@ -635,6 +638,9 @@ def control(t: _Tick, plan: Plan, result: TickResult, kind: str, guard: "_Sticky
         t.log("drain inputs unreadable: no cap moves this tick", plan, kind=kind, reasons=[error_text(err)])
         result.complete = False
         return
+    stalled = decided.stalled
+    result.stalled = len(stalled)
+    announce_stalls(t, plan, decided)
     moving = decided.moving()
     outcomes, complete = [], True
     if moving:
@@ -648,8 +654,56 @@ def control(t: _Tick, plan: Plan, result: TickResult, kind: str, guard: "_Sticky
           written=sum(1 for o in outcomes if o.action in WRITES))
     if failed or not complete:
         result.complete = False
-    elif decided.finished and all(o.action in CONTROLLED_DONE for o in outcomes):
-        mark(t, plan, result, kind)   # every mapping back at its owner's value
+    elif decided.finished and all(o.action in CONTROLLED_DONE or (o.arn in stalled and o.action in SUCCEEDED)
+                                  for o in outcomes):
+        mark(t, plan, result, kind)   # every mapping back at its owner's value, or reported stalled
+
+
+def stalled_left(t: _Tick, plan: Plan, kind: str, result: TickResult):
+    """After the drain stage, the restore of a controlled kind leaves alone the mappings
+    whose drain is reported stalled: each keeps the cap last judged safe until an operator
+    acts (`holdfast release ARN`), and, left as it is, it does not hold the stage back.
+    None (restore everything) for other kinds, or when there is no stalled drain."""
+    if kind not in CONTROLLED_KINDS:
+        return None
+    try:
+        left = drain_stage.stalled(t.ledger, plan)
+    except LedgerUnavailable:
+        return None
+    result.stalled = len(left)
+    if not left:
+        return None
+    return lambda resource: LEAVE if resource.arn in left else None
+
+
+def announce_stalls(t: _Tick, plan: Plan, decided) -> None:
+    """Each stall reported once, when the drain's record first says it (the record keeps
+    that it was announced): a failed publish is logged, and the DrainStalled alarm still
+    says it."""
+    for arn in decided.new_stalls:
+        since, why = decided.stalled[arn]
+        t.log("drain stalled", plan, arn=arn, since=since.isoformat() if since else None, reasons=[why])
+        if not t.runtime.topic_arn:
+            continue
+        try:
+            publish_stall(t.runtime, plan, arn, decided.consumers.get(arn), since, why,
+                          decided.steps[arn].cap if arn in decided.steps else None)
+        except AWS_ERRORS as err:
+            t.log("stall notification failed: the DrainStalled alarm still reports it", plan, arn=arn,
+                  reasons=[error_text(err)])
+
+
+@uses("sns:Publish", by=("reconciler",))
+def publish_stall(runtime: Runtime, plan: Plan, arn: str, consumer, since, why: str, cap) -> None:
+    name = f"{consumer.function}<-{consumer.queue}" if consumer is not None else arn.rsplit(":", 1)[-1]
+    message = {"event": "drain-stalled", "mapping": arn, "name": name, "generation": plan.generation,
+               "stage": plan.stage, "stalled_since": since.isoformat() if since else None, "why": why,
+               "cap_kept": cap,
+               "what_to_do": ("the mapping keeps the cap last judged safe and no longer holds the later stages; fix "
+                              f"its cause, or give it back to its owner with `holdfast release {arn}`")}
+    runtime.clients("sns").publish(
+        TopicArn=runtime.topic_arn, Subject=f"Holdfast: drain of {name} stalled"[:100],
+        Message=json.dumps(message, indent=2))
 
 
 def waves(t: _Tick, plan: Plan, result: TickResult, guard: "_Sticky") -> None:
@@ -1052,5 +1106,8 @@ def _emit_metrics(result: TickResult, telemetry: Telemetry) -> None:
     # Resources that keep failing and no longer gate their stage; an alarm watches it.
     if result.stuck is not None:
         metrics.add_metric(name="ResourcesStuck", unit=MetricUnit.Count, value=len(result.stuck))
+    # Drains that cannot finish and no longer gate the stages; an alarm watches it.
+    if result.stalled is not None:
+        metrics.add_metric(name="DrainStalled", unit=MetricUnit.Count, value=result.stalled)
     metrics.add_metric(name="Paused", unit=MetricUnit.Count, value=int("paused" in result.actions))
     metrics.flush_metrics()

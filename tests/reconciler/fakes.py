@@ -404,6 +404,8 @@ class _Waved:
 class _Decided:
     target: Any
     notes: list = field(default_factory=list)
+    stalled: dict = field(default_factory=dict)      # none stalled
+    new_stalls: list = field(default_factory=list)
 
     def target_for(self, _resource):
         return self.target

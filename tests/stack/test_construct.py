@@ -59,8 +59,9 @@ def test_holdfast_sits_beside_the_users_own_resources_under_its_own_ids(foreign)
     # Holdfast's own resources for the CLI (holdfast.core.own), the ledger name's parameter,
     # the expired-events queue's redrive anchor with its TLS-only policy, and the readiness
     # check's function (role, policy, logs, invoke config), schedule (and its permission) and alarm,
-    # and the deletion-time custom resource with its function (logs, invoke config; the reconciler's role)
-    assert len(holdfast_ids) == 49 and all(k.startswith("Holdfast") for k in holdfast_ids)
+    # the deletion-time custom resource with its function (logs, invoke config; the reconciler's role),
+    # and the stalled-drain alarm
+    assert len(holdfast_ids) == 50 and all(k.startswith("Holdfast") for k in holdfast_ids)
     assert holdfast_ids <= set(t.to_json()["Resources"])
     # The user's consumer still has exactly its own permissions on its own queue.
     consumer = _role_statements(t, "ConsumerServiceRole")
@@ -181,11 +182,12 @@ def test_the_stack_keeps_the_logical_ids_it_had_before_the_construct(synthesized
     ids = set(synthesized.template.to_json()["Resources"])
     assert LOGICAL_IDS_BEFORE_THE_CONSTRUCT <= ids
     # added since (nothing replaced): the queue's, the settings', the own resources' and the ledger
-    # name's parameters, the alarm on stuck resources, the expired-events queue's redrive anchor
+    # name's parameters, the alarms on stuck resources and stalled drains, the expired-events queue's redrive anchor
     # and its TLS-only policy, the readiness check (its function, role, policy, logs, invoke
     # config, schedule, permission, alarm)
     assert ids - LOGICAL_IDS_BEFORE_THE_CONSTRUCT == {
         "ExpiredQueueArnParameterD32586A0", "SettingsParameter5C8DE5DF", "MonitoringResourcesStuck3F2B8E47",
+        "MonitoringDrainStalledC71D7A7D",
         "OwnResourcesParameterFB2F9564", "LedgerTableParameter552DD71F",
         "QueuesRedriveAnchorB2E3A4BC", "QueuesRedriveAnchorPolicy566EF1CB",
         "ControllersReadiness3090B04E", "ControllersReadinessEventInvokeConfigDC5D0998", "ControllersReadinessLogs01F9C829",

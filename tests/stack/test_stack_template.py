@@ -245,12 +245,14 @@ def test_alarms_cover_errors_and_throttles_of_both_controllers_the_dead_letters_
     alarms = synthesized.resources("AWS::CloudWatch::Alarm").values()
     watched = {(a["Properties"]["MetricName"], a["Properties"]["Namespace"]) for a in alarms}
     assert watched == {("Errors", "AWS/Lambda"), ("Throttles", "AWS/Lambda"), ("ApproximateNumberOfMessagesVisible", "AWS/SQS"),
-                       ("ResourcesStuck", "Holdfast"), ("ReadinessChecksFailed", "Holdfast")}
-    assert len(alarms) == 7
+                       ("ResourcesStuck", "Holdfast"), ("ReadinessChecksFailed", "Holdfast"), ("DrainStalled", "Holdfast")}
+    assert len(alarms) == 8
     # the reconciler emits ResourcesStuck with Powertools' service dimension (holdfast.reconciler._emit_metrics)
     (stuck,) = [a["Properties"] for a in alarms if a["Properties"]["MetricName"] == "ResourcesStuck"]
     assert stuck["Dimensions"] == [{"Name": "service", "Value": "holdfast-reconciler"}]
     assert stuck["Threshold"] == 1 and stuck["TreatMissingData"] == "ignore"
+    (stalled,) = [a["Properties"] for a in alarms if a["Properties"]["MetricName"] == "DrainStalled"]
+    assert stalled["Dimensions"] == [{"Name": "service", "Value": "holdfast-reconciler"}] and stalled["Threshold"] == 1
     topic_id = next(iter(synthesized.resources("AWS::SNS::Topic")))
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]

@@ -63,7 +63,7 @@ def test_the_pollers_move_as_the_controller_decides_and_read_back_as_its_caps(cl
     assert pollers(clients, mapping)["MaximumPollers"] == 2
 
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
-    c.at(6)
+    c.at(6.1)   # minute 3 is whole: its invocations ended and were published
     d, _ = c.drain(mapping)
     assert (d.last.action, d.state.cap) == (dc.RAISE, 35)   # the slow start's probe, 20 × 1.75 -> 3 pollers
     assert pollers(clients, mapping)["MaximumPollers"] == 3

@@ -12,6 +12,7 @@ AWS/ namespace, and so does the fixtures' patch), the downstream's with PutMetri
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core import drain as dc
-from holdfast.core.model import RAISED, REFUSED_STALE
+from holdfast.core.model import REFUSED_STALE
 from holdfast.core.policy import DRAIN, HOLD, Plan
 from holdfast.ledger import drain as records
 from holdfast.ledger import plan as ledger_plan
@@ -146,28 +147,29 @@ def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer
     c.at(4)   # minute 3, wholly at 18, is not published yet
     assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 18)
 
-    # Minute 3 at 18 delivered ten times what minute 0 did at the floor (2): the raise paid,
-    # and the slow start probes 18 × 1.75 = 32 for one minute.
+    # Minute 3 at 18, read once whole (its invocations ended, the function's 3 s timeout after
+    # it, and published two minutes after that), delivered ten times what minute 0 did at the
+    # floor (2): the raise paid, and the slow start probes 18 × 1.75 = 32 for one minute.
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
-    c.at(6)
+    c.at(6.1)
     d, _ = c.drain(mapping)
     assert (d.last.action, c.cap(mapping), d.state.probe_from) == (dc.RAISE, 32, 18), d.last.reasons
-    assert any("the raise paid" in r for r in d.last.reasons)
+    assert any("probing 32" in r for r in d.last.reasons), d.last.reasons
 
-    c.at(7)   # the probe has had minute 6: back to 18 until minute 6 is published
+    c.at(8.1)   # the probe's minute (7, the first whole one after its write) had: back to 18
     d, _ = c.drain(mapping)
     assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 18)
     assert any("waiting for the probe's minute" in r for r in d.last.reasons)
 
-    cloud.put(minute(6), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
+    cloud.put(minute(7), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
     cloud.alarm("ALARM")
-    c.at(9)
+    c.at(10.1)
     d, _ = c.drain(mapping)
     # The probe's minute alarmed: the slow start ends at 32 × 0.7 = 22, from the cap the
     # datapoint measured (above the 18 in force, below the probe).
     assert (d.last.action, c.cap(mapping)) == (dc.CUT, 22), d.last.reasons
     assert d.state.additive and d.state.probe_at is None          # after a cut, raises are additive
-    c.at(10)
+    c.at(11)
     assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 22)   # never twice for one datapoint
 
 
@@ -208,7 +210,7 @@ def test_a_stale_plan_refuses_the_raise(clients, ledger_table, consumer):
 
     events = clients("lambda").meta.events
     events.register("before-call.lambda.TagResource", newer_plan)
-    c.clock.set(minute(6))
+    c.clock.set(minute(6.1))   # minute 3 is whole (its invocations ended and published)
     result = tick(c.runtime, collect=c.script.collect)
     assert "stale" in result.actions and [o.action for o in result.outcomes if o.kind == "esm"] == [REFUSED_STALE]
     assert c.cap(mapping) == 18
@@ -288,7 +290,7 @@ def test_holdfast_stage_shows_each_drain_its_forecast_and_elapsed(clients, ledge
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
     c.at(3)
     cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1500, errors=0, latency=0.1)
-    c.at(6)
+    c.at(6.1)   # minute 3 whole: the 3 s timeout and the lag after it
     c.clock.set(minute(8))
     capsys.readouterr()
     assert main(["--json", "stage"]) == 0
@@ -311,10 +313,99 @@ def test_batch_item_failures_keep_the_mapping_at_the_floor_though_errors_are_zer
     c = Controller(clients, ledger_table)
     c.at(0)
     cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=0, received=1200, errors=0, latency=0.1)
-    c.at(3)
+    c.at(3.1)   # minute 0 whole
     d, _ = c.drain(mapping)
     assert (d.last.action, c.cap(mapping)) == (dc.WAIT, 2)
     assert any("100.0% of 1,200 messages received not deleted" in r for r in d.last.reasons), d.last.reasons
     cloud.put(minute(1), age=660, visible=12_500, sent=1200, deleted=1200, errors=0, latency=0.1)   # back
-    c.at(4)
+    c.at(4.1)
     assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.START, 18)   # one step above 16
+
+
+def stall_from(monkeypatch, at: datetime, why: str):
+    """The controller's stall rule, from `at` on (its own tests are the controller's): the
+    shell is what is tested here — what it does with a drain reported stalled."""
+    real = stage.dc.advance
+
+    def advance(drain, reading, cap, now, *args, **kwargs):
+        step = real(drain, reading, cap, now, *args, **kwargs)
+        if now < at or step.drain.state is None:
+            return step
+        since = drain.stalled_since or now
+        return dc.Step(step.action, step.cap, step.reasons, step.waiting_on,
+                       replace(step.drain, stalled_since=since, stalled_why=why))
+
+    monkeypatch.setattr(stage.dc, "advance", advance)
+
+
+def test_a_stalled_drain_is_reported_once_and_stops_gating_the_stage(clients, ledger_table, consumer, monkeypatch,
+                                                                      capsys):
+    import json
+
+    from holdfast.cli import main
+
+    mapping, cloud = consumer
+    sns, sqs = clients("sns"), clients("sqs")
+    topic = sns.create_topic(Name="holdfast")["TopicArn"]
+    inbox = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=inbox_arn, Attributes={"RawMessageDelivery": "true"})
+    c = Controller(clients, ledger_table)
+    c.runtime = Runtime(clients, SETTINGS, ledger_table, c.clock, controller_id="solo", topic_arn=topic)
+    monkeypatch.setattr("holdfast.cli.context.SystemClock", lambda: c.clock)
+    stall_from(monkeypatch, minute(8), "the oldest message's age has not fallen for 30 min")
+    c.at(0)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    c.at(3.1)
+    assert c.cap(mapping) == 18   # the start, one step above the pre-event 16
+    done = ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done
+    assert "esm" not in done                      # a drain under way holds the stage
+
+    def stalls() -> list[dict]:
+        got = sqs.receive_message(QueueUrl=inbox, MaxNumberOfMessages=10).get("Messages", [])
+        bodies = [json.loads(m["Body"]) for m in got]
+        return [b for b in bodies if b.get("event") == "drain-stalled"]
+
+    stalls()                                        # the stage announcements so far
+    first = c.at(8.1)
+    d, item = c.drain(mapping)
+    assert d.stalled_since == minute(8.1) and item.doc["stall_announced"] == minute(8.1).isoformat()
+    [said] = stalls()
+    assert said["mapping"] == mapping["EventSourceMappingArn"] and "has not fallen" in said["why"]
+    assert said["cap_kept"] == c.cap(mapping) and "holdfast release" in said["what_to_do"]
+    # It no longer holds the stage back: the controlled kind is done, with the mapping capped.
+    assert "esm" in ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).done
+    assert c.cap(mapping) is not None and first.stalled == 1
+    c.at(9.1)
+    assert stalls() == []                           # once per stall
+    capsys.readouterr()
+    assert main(["--json", "stage"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["drain"]
+    assert row["stalled_since"] == minute(8.1).isoformat() and "has not fallen" in row["stalled_why"]
+    assert main(["stage"]) == 0
+    assert "stalled   consumer<-orders since" in capsys.readouterr().out
+
+
+def test_two_mappings_of_one_function_stay_within_its_share_together(clients, ledger_table, consumer):
+    """One function (16 concurrent before the event, for both queues together) reads two
+    queues. Alone, each drain would start at 18 and probe 32 — 64 for a function that
+    carried 16. Together they stay within 16 plus the search's step, and each reads half
+    the function's Duration and concurrency."""
+    mapping, cloud = consumer
+    fn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:consumer"
+    second = make_mapping(clients, fn, "refunds", enabled=False)
+    refunds = Cloud(clients, queue="refunds")
+    for m in range(-30, 0):
+        refunds.put(minute(m), age=2, visible=40, sent=1200, deleted=1200, ms_per_message=None)
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    for d, _ in (c.drain(mapping), c.drain(second)):
+        assert d.facts.share == 0.5 and d.facts.pre_event_concurrency == 8   # half of the function's 16
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    refunds.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, ms_per_message=None)
+    c.at(3.1)
+    (a, _), (b, _) = c.drain(mapping), c.drain(second)
+    step = max(a.state.step, b.state.step)
+    assert c.cap(mapping) + c.cap(second) <= 16 + step
+    assert a.state.cap == c.cap(mapping) and b.state.cap == c.cap(second)   # the records say what is in force
+    assert any("together stay within" in r for r in a.last.reasons + b.last.reasons)

@@ -21,7 +21,8 @@
                     "pause": {...} | null, "advance_requested": bool,
                     "next": {"would_change": bool, "stage": ..., "reasons": [...], "gates": [...]},
                     "drain": [{"arn", "name", "action", "cap", "ceiling", "started_at", "elapsed_minutes",
-                               "forecast_minutes", "forecast", "measured_minutes", "reasons", "waiting_on"}],
+                               "forecast_minutes", "forecast", "measured_minutes", "reasons", "waiting_on",
+                               "stalled_since", "stalled_why"}],
                     "replay": [{"source", "kind", "status", "moved", "rate", "attempts", "reason"}],
                     "capacity": {"waves", "groups", "total_groups", "marked", "reset", "to_replace",
                                  "stepped_back", "waves_detail", "stepped_back_groups"} | null,
@@ -238,6 +239,8 @@ def drains(ctx: Context, plan: policy.Plan, now) -> list[dict]:
             "measured_minutes": _minutes(d.measured.seconds) if d.measured else None,
             "reasons": list(last.reasons) if last else [],
             "waiting_on": list(last.waiting_on) if last else [],
+            "stalled_since": d.stalled_since.isoformat() if d.stalled_since else None,
+            "stalled_why": d.stalled_why,
         })
     return out
 
@@ -295,7 +298,9 @@ def _drain_text(rows: list[dict]) -> list[str]:
           _num(r["forecast_minutes"]), _num(r["measured_minutes"]), (r["reasons"] or ["-"])[-1][:100]] for r in rows],
         inset=2,
     )
-    return [head] + ["  " + line for line in body.splitlines()]
+    stalled = [f"  stalled   {r['name']} since {r['stalled_since'] or '-'} (keeps cap {_num(r['cap'])}, no longer "
+               f"holds the stages): {r['stalled_why']}" for r in rows if r.get("stalled_why")]
+    return [head] + ["  " + line for line in body.splitlines()] + stalled
 
 
 def _replay_text(rows: list[dict]) -> list[str]:

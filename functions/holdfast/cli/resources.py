@@ -48,7 +48,8 @@ from typing import Any, Mapping
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from holdfast import engine
-from holdfast.core.kinds import kind_of
+from holdfast.core.kinds import CONTROLLED, kind_of
+from holdfast.observation import drain_inputs
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, PLANNED, RESTORED, SKIPPED, VANISHED, Outcome
 from holdfast.iam import uses
 from holdfast.core.errors import LedgerUnavailable
@@ -139,7 +140,23 @@ def plan(ctx: Context, args) -> int:
     queue = ctx.use_expired_queue()
     ctx.use_own_resources()
     report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(dry_run=True)
+    _warn_shared_mappings(ctx, report)
     return _finish(ctx, "plan", report, reachable, queue=queue)
+
+
+def _warn_shared_mappings(ctx: Context, report) -> None:
+    """Selected event source mappings that share their function or queue: the drain reads
+    shared figures for them (holdfast.observation.drain_inputs.sharing)."""
+    selected = [o.arn for o in report.outcomes if o.kind in CONTROLLED]
+    if not selected:
+        return
+    try:
+        listed = drain_inputs.mappings(ctx.clients)
+    except (ClientError, ConnectionError, HTTPClientError) as err:
+        ctx.warn(f"whether mappings share a function or a queue is unknown: {err}")
+        return
+    for line in drain_inputs.sharing(listed, selected):
+        ctx.warn(f"drain: {line}")
 
 
 def engage(ctx: Context, args) -> int:

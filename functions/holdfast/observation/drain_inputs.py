@@ -55,12 +55,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import error_code, error_text
 from holdfast.core import drain as dc
 from holdfast.core import pollers
+from holdfast.core.drain import share as dc_share
+from holdfast.core.drain.inputs import whole_minute
 from holdfast.iam import uses
 from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 
 logger = logging.getLogger(__name__)
 
 MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+MISSING_FUNCTION = ("ResourceNotFoundException",)
+DENIED = ("AccessDenied", "AccessDeniedException", "AWS.SimpleQueueService.AccessDenied")
 TAG_ALARMS = "holdfast:downstream-alarms"
 TAG_WARNINGS = "holdfast:downstream-warnings"
 EVERY = "*"
@@ -84,8 +88,17 @@ FUNCTION_METRICS = {
     "duration": ("AWS/Lambda", "Duration", "Sum"),
     "duration_high": ("AWS/Lambda", "Duration", "p90"),
 }
+# A mapping's own metrics (MetricsConfig EventCount; Lambda developer guide, "Types of
+# metrics for Lambda functions", event source mapping metrics), by EventSourceMappingUUID:
+# events read from the queue and events deleted from it after the function processed them,
+# in place of the queue's NumberOfMessagesReceived/Deleted, which every reader shares.
+MAPPING_METRICS = {
+    "received": ("AWS/Lambda", "PolledEventCount", "Sum"),
+    "deleted": ("AWS/Lambda", "DeletedEventCount", "Sum"),
+}
 # The built-in downstream evidence of a minute: read together, judged on one minute.
 MINUTE_METRICS = ("received", "deleted", "duration", "duration_high", "invocations", "errors")
+JUDGED_METRICS = MINUTE_METRICS + ("concurrency",)
 
 
 def _name(arn: str) -> str:
@@ -109,6 +122,16 @@ class Listed:
     cap: int | None      # concurrent batches: MaximumConcurrency, or the batches a provisioned one's pollers carry
     state: str | None = None
     pollers: int | None = None   # a provisioned mapping's MaximumPollers (holdfast.core.pollers); None: not provisioned
+    # The mapping publishes its own metrics (MetricsConfig with EventCount).
+    event_counts: bool = False
+
+    @property
+    def account(self) -> str:
+        return _account(self.arn)
+
+    @property
+    def queue_account(self) -> str:
+        return _account(self.queue_arn)
 
 
 @dataclass(frozen=True)
@@ -124,6 +147,11 @@ class Consumer:
     warnings: tuple[str, ...] = ()      # an ALARM stops raises
     notes: tuple[str, ...] = ()         # what could not be read, for the operator
     timeout: float | None = None        # the function's timeout, seconds
+    has_dlq: bool | None = None         # the queue has a redrive policy (None: unread)
+    # Why its evidence can never be read, known when the drain began (a queue in another
+    # account); None: it can.
+    unreachable: str | None = None
+    event_counts: bool = False          # the mapping publishes its own metrics (refreshed every tick)
 
     @property
     def function(self) -> str:
@@ -136,13 +164,33 @@ class Consumer:
     def to_dict(self) -> dict[str, Any]:
         return {"arn": self.arn, "uuid": self.uuid, "function_arn": self.function_arn, "queue_arn": self.queue_arn,
                 "reserved": self.reserved, "alarms": list(self.alarms), "warnings": list(self.warnings),
-                "notes": list(self.notes), "timeout": self.timeout}
+                "notes": list(self.notes), "timeout": self.timeout, "has_dlq": self.has_dlq,
+                "unreachable": self.unreachable, "event_counts": self.event_counts}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> "Consumer":
         return cls(raw["arn"], raw["uuid"], raw["function_arn"], raw["queue_arn"], raw.get("reserved"),
                    tuple(raw.get("alarms", ())), tuple(raw.get("warnings", ())), tuple(raw.get("notes", ())),
-                   raw.get("timeout"))
+                   raw.get("timeout"), raw.get("has_dlq"), raw.get("unreachable"), bool(raw.get("event_counts", False)))
+
+
+def _account(arn: str) -> str:
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 5 else ""
+
+
+def other_account(m: "Listed") -> str | None:
+    """Why a mapping's queue cannot be read from here, when it is another account's: its
+    metrics are published in that account, and Holdfast's policy reads queues of its own
+    account only. None: the queue is this account's."""
+    if m.queue_account and m.account and m.queue_account != m.account:
+        return (f"the queue {_name(m.queue_arn)} is in account {m.queue_account}, not {m.account}: its metrics are "
+                "published there and Holdfast may not read it, so this drain cannot be judged here")
+    return None
+
+
+def _event_counts(m: Mapping[str, Any]) -> bool:
+    return "EventCount" in ((m.get("MetricsConfig") or {}).get("Metrics") or [])
 
 
 def _mapping_arn(m: Mapping[str, Any]) -> str:
@@ -166,7 +214,33 @@ def mappings(clients) -> dict[str, Listed]:
             if pollers.provisioned(m.get("ProvisionedPollerConfig")):
                 most = pollers.config(m["ProvisionedPollerConfig"])[pollers.MAX_KEY]
             cap = pollers.cap_of(most) if most is not None else (m.get("ScalingConfig") or {}).get("MaximumConcurrency")
-            out[arn] = Listed(arn, m["UUID"], m["FunctionArn"], m["EventSourceArn"], cap, m.get("State"), most)
+            out[arn] = Listed(arn, m["UUID"], m["FunctionArn"], m["EventSourceArn"], cap, m.get("State"),
+                              pollers=most, event_counts=_event_counts(m))
+    return out
+
+
+def sharing(listed: Mapping[str, Listed], selected: Iterable[str]) -> list[str]:
+    """What `holdfast plan` warns of: selected mappings whose function or queue other
+    mappings share, without their own metrics (MetricsConfig EventCount). Their drain reads
+    shared figures apportioned by cap (holdfast.core.drain.share), and one function's caps
+    together stay within what it carried before the event plus a step."""
+    selected = [a for a in selected if a in listed]
+    out = []
+    for kind, key, what in (("function", lambda m: function_name(m.function_arn), "Duration and concurrency"),
+                            ("queue", lambda m: m.queue_arn, "received and deleted counts")):
+        groups: dict[str, list[Listed]] = {}
+        for m in listed.values():
+            groups.setdefault(key(m), []).append(m)
+        for name, members in sorted(groups.items()):
+            if len(members) < 2 or not any(m.arn in selected for m in members):
+                continue
+            without = [m.uuid for m in members if not m.event_counts]
+            if kind == "queue" and not without:
+                continue   # each reads its own received and deleted
+            out.append(f"{len(members)} mappings share the {kind} {_name(name)} ({', '.join(m.uuid for m in members)}): "
+                       f"the drain apportions its {what} by cap"
+                       + (f"; turn on MetricsConfig EventCount for {', '.join(without)} to give each its own counts"
+                          if without else ""))
     return out
 
 
@@ -190,19 +264,32 @@ def named_alarms(settings, m: Listed, tags: Mapping[str, str]) -> tuple[tuple[st
     return tuple(alarms), tuple(warnings)
 
 
+def function_gone(function_arn: str) -> str:
+    return (f"the function {function_name(function_arn)} no longer exists (GetFunction: ResourceNotFoundException): "
+            "nothing consumes this queue, so this drain cannot finish")
+
+
 @uses("lambda:GetFunction", "lambda:ListTags", by=("reconciler", "cli"))
 def consumer(clients, settings, m: Listed) -> Consumer:
-    """The consumer facts of one mapping: reserved concurrency and the alarms named for it.
-    A read that fails is a note, never an exception: the drain goes on without it."""
+    """The consumer facts of one mapping: reserved concurrency, timeout, whether its queue
+    has a redrive policy, and the alarms named for it. A read that fails is a note, never
+    an exception: the drain goes on without it."""
     client = clients("lambda")
-    notes, tags, reserved, timeout = [], {}, None, None
+    notes, tags, reserved, timeout, unreachable = [], {}, None, None, other_account(m)
     try:
         got = client.get_function(FunctionName=m.function_arn)
         reserved = (got.get("Concurrency") or {}).get("ReservedConcurrentExecutions")
         timeout = (got.get("Configuration") or {}).get("Timeout")
     except (ClientError, BotoCoreError) as err:
+        if isinstance(err, ClientError) and error_code(err) in MISSING_FUNCTION:
+            unreachable = unreachable or function_gone(m.function_arn)
         notes.append(f"reserved concurrency and timeout unreadable ({error_text(err)}): the drain's ceiling is "
                      f"Lambda's, and Duration is not judged against the timeout")
+    has_dlq = None
+    if other_account(m) is None:
+        has_dlq, note = redrive(clients, m.queue_arn)
+        if note:
+            notes.append(note)
     for arn in (unqualified(m.function_arn), m.arn):
         try:
             tags.update(client.list_tags(Resource=arn).get("Tags", {}))
@@ -210,7 +297,27 @@ def consumer(clients, settings, m: Listed) -> Consumer:
             notes.append(f"tags of {arn} unreadable ({error_text(err)}): alarms named by tag there are not known")
     alarms, warnings = named_alarms(settings, m, tags)
     return Consumer(m.arn, m.uuid, m.function_arn, m.queue_arn, reserved, alarms, warnings, tuple(notes),
-                    float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None)
+                    float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None,
+                    has_dlq, unreachable, m.event_counts)
+
+
+@uses("sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
+def redrive(clients, queue_arn: str) -> tuple[bool | None, str | None]:
+    """(whether the queue has a dead-letter queue, from its RedrivePolicy; a note when it
+    could not be read). A backlog its consumer can never process drains only through one."""
+    parts = queue_arn.split(":")
+    sqs = clients("sqs")
+    try:
+        url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"]).get("Attributes", {})
+    except (ClientError, BotoCoreError, IndexError, KeyError) as err:
+        why = error_text(err) if isinstance(err, (ClientError, BotoCoreError)) else f"malformed queue ARN {queue_arn}"
+        return None, f"the queue's redrive policy unreadable ({why}): whether it has a dead-letter queue is unknown"
+    try:
+        target = json.loads(attrs.get("RedrivePolicy") or "{}").get("deadLetterTargetArn")
+    except (ValueError, AttributeError):
+        return None, "the queue's redrive policy is not JSON: whether it has a dead-letter queue is unknown"
+    return bool(target), None
 
 
 def unqualified(function_arn: str) -> str:
@@ -270,19 +377,36 @@ def _function_dims(function_arn: str) -> list[dict]:
     return [{"Name": "FunctionName", "Value": function_name(function_arn)}]
 
 
+def _mapping_dims(uuid: str) -> list[dict]:
+    return [{"Name": "EventSourceMappingUUID", "Value": uuid}]
+
+
+def _add_queue_metrics(batch: "_Batch", c: Consumer, metrics: Iterable[str]) -> None:
+    """The queue's metrics of `c`; received and deleted from the mapping's own metrics when
+    it publishes them."""
+    for metric in metrics:
+        if c.event_counts and metric in MAPPING_METRICS:
+            ns, name, stat = MAPPING_METRICS[metric]
+            batch.add(c.arn, metric, ns, name, stat, _mapping_dims(c.uuid))
+        else:
+            ns, name, stat = QUEUE_METRICS[metric]
+            batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
+
+
 def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str, minutes: int,
-              owner_caps: Mapping[str, int | None]) -> dict[str, dc.Facts]:
+              owner_caps: Mapping[str, int | None],
+              shares: Mapping[str, dc_share.Shares] | None = None) -> dict[str, dc.Facts]:
     """Each mapping's facts from before the event (holdfast.core.drain.baseline):
     the minutes of the `minutes` before the earliest of `until` (`why` names it: the first
     impairment signal or the plan's engagement) and the consumer's own first anomaly, read
     over twice that so the anomaly can be found; medians, so a storm in part of the window
-    moves no figure."""
+    moves no figure. A mapping that shares its function or its queue (`shares`,
+    holdfast.core.drain.share) has the shared sums apportioned to it, minute by minute."""
     consumers = list(consumers)
+    shares = shares or {}
     batch = _Batch(until - timedelta(minutes=2 * minutes), until)
     for c in consumers:
-        for metric in ("age", "visible", "sent", "deleted", "received"):
-            ns, name, stat = QUEUE_METRICS[metric]
-            batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
+        _add_queue_metrics(batch, c, ("age", "visible", "sent", "deleted", "received"))
         for metric in ("errors", "invocations", "concurrency", "duration", "duration_high"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
@@ -294,10 +418,12 @@ def pre_event(clients, consumers: Iterable[Consumer], until: datetime, why: str,
                        "duration", "duration_high"):
             for p in data[(c.arn, metric)]:
                 by_minute.setdefault(p.at, {})[metric] = p.value
-        series = [dc.Minute(at, **values) for at, values in sorted(by_minute.items())]
+        share = shares.get(c.arn, dc_share.Shares())
+        series = [dc_share.apportion_minute(dc.Minute(at, **values), share, own_counts=c.event_counts)
+                  for at, values in sorted(by_minute.items())]
         fields = dc.baseline(series, until, why, minutes)
         out[c.arn] = dc.Facts(reserved_concurrency=c.reserved, owner_cap=owner_caps.get(c.arn),
-                              timeout_seconds=c.timeout, **fields)
+                              timeout_seconds=c.timeout, has_dlq=c.has_dlq, share=share.least, **fields)
     return out
 
 
@@ -373,38 +499,66 @@ def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> date
 # ---- this tick's readings ---------------------------------------------------------------
 
 
+# Lambda stamps Duration, Invocations, Errors, Throttles and ConcurrentExecutions at an
+# invocation's start: their minute is whole once the function's timeout has passed too. SQS
+# stamps its counts when they happen (a receive, a delete, a sample of the age): theirs is
+# whole once published. The judged minute mixes both, so it waits for the timeout.
+INVOCATION_STAMPED = frozenset({"errors", "throttles", "invocations", "duration", "duration_high", "concurrency"})
+
+
+def _whole(c: Consumer, metric: str, now: datetime):
+    """The rule (holdfast.core.drain.inputs.whole_minute) for one metric of `c`."""
+    timeout = c.timeout if metric in INVOCATION_STAMPED else None
+    lag = COMPLETE_AFTER.total_seconds()
+    return lambda at: whole_minute(at, timeout, now, lag, PERIOD)
+
+
 def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_seconds: float,
              live_for: Iterable[str] | None = None, minutes: Mapping[str, datetime] | None = None) -> dict[str, dc.Reading]:
     """Each consumer's Reading: its queue and function metrics and its downstream alarms.
     For the consumers in `live_for` (all when None) whose queue has no fresh age datapoint,
     the queue's depth is read live (GetQueueAttributes). `minutes`: consumer ARN -> the
-    minute its own evidence is to be judged on, when published (a slow-start probe's)."""
+    minute its own evidence is to be judged on, when published (a slow-start probe's).
+
+    Every datapoint read is of a whole minute (`_whole`): the newest minute a Reading holds
+    is the newest whole one. A mapping that publishes its own metrics has its received and
+    deleted from them (`per_mapping`). `unreachable` says why a mapping's evidence can never
+    be read: its queue is another account's, the live read was denied, or its function is
+    gone (GetFunction, asked only of a drain whose function shows no Invocations)."""
     minutes = minutes or {}
     live_for = None if live_for is None else set(live_for)
     consumers = list(consumers)
     names = {n for c in consumers for n in c.alarms + c.warnings}
     infos = describe(clients, names)
-    lookback = timedelta(seconds=stale_seconds + 2 * PERIOD)
+    longest = max((c.timeout or 0.0 for c in consumers), default=0.0)
+    lookback = timedelta(seconds=stale_seconds + 2 * PERIOD + longest)
     end = complete_until(now)
     batch = _Batch(end - lookback, end)
     for c in consumers:
-        for metric, (ns, name, stat) in QUEUE_METRICS.items():
-            batch.add(c.arn, metric, ns, name, stat, _queue_dims(c.queue_arn))
-        for metric in ("errors", "throttles", "invocations", "duration", "duration_high"):
+        _add_queue_metrics(batch, c, QUEUE_METRICS)
+        for metric in ("errors", "throttles", "invocations", "duration", "duration_high", "concurrency"):
             ns, name, stat = FUNCTION_METRICS[metric]
             batch.add(c.arn, metric, ns, name, stat, _function_dims(c.function_arn))
     for info in infos.values():
         if info.metric is not None:
             m = info.metric
             batch.add("alarm:" + info.name, "metric", m["Namespace"], m["MetricName"], m["Stat"], m["Dimensions"], m["Period"])
-    data = batch.run(clients)
+    raw = batch.run(clients)
+    by_arn = {c.arn: c for c in consumers}
+    data = {(owner, metric): ([p for p in points if _whole(by_arn[owner], metric, now)(p.at)]
+                              if owner in by_arn else points) for (owner, metric), points in raw.items()}
     newest = lambda owner, metric: (data.get((owner, metric)) or [None])[0]
+    gone = _functions_gone(clients, [c for c in consumers if (live_for is None or c.arn in live_for)
+                                     and c.unreachable is None and not data.get((c.arn, "invocations"))])
     out = {}
     for c in consumers:
         age = newest(c.arn, "age")
+        unreachable = c.unreachable or _other_account(c) or gone.get(function_name(c.function_arn))
         live, missing = None, False
-        if (live_for is None or c.arn in live_for) and (age is None or age.at + timedelta(seconds=PERIOD + stale_seconds) < now):
-            live, missing = visible_now(clients, c.queue_arn)
+        if (unreachable is None and (live_for is None or c.arn in live_for)
+                and (age is None or age.at + timedelta(seconds=PERIOD + stale_seconds) < now)):
+            live, missing, denied = visible_now(clients, c.queue_arn)
+            unreachable = unreachable or denied
         downstream = []
         for name, severity in [(n, dc.CRITICAL) for n in c.alarms] + [(n, dc.WARNING) for n in c.warnings]:
             info = infos.get(name, AlarmInfo(name, None))
@@ -414,8 +568,30 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
         out[c.arn] = dc.Reading(
             oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), throttles=newest(c.arn, "throttles"),
             downstream=tuple(downstream), sent=newest(c.arn, "sent"), visible_now=live, queue_missing=missing,
+            unreachable=unreachable, per_mapping=c.event_counts and judged["received"] is not None,
             **judged,
         )
+    return out
+
+
+def _other_account(c: Consumer) -> str | None:
+    return other_account(Listed(c.arn, c.uuid, c.function_arn, c.queue_arn, None))
+
+
+@uses("lambda:GetFunction", by=("reconciler", "cli"))
+def _functions_gone(clients, consumers: list[Consumer]) -> dict[str, str]:
+    """function name -> why its drain cannot finish, for the functions of `consumers` that
+    no longer exist (one GetFunction each, outside Lambda's control-plane budget). A read
+    that fails otherwise says nothing: the function may well be there."""
+    out: dict[str, str] = {}
+    for arn in sorted({unqualified(c.function_arn) for c in consumers}):
+        try:
+            clients("lambda").get_function(FunctionName=arn)
+        except ClientError as err:
+            if error_code(err) in MISSING_FUNCTION:
+                out[function_name(arn)] = function_gone(arn)
+        except BotoCoreError:
+            pass
     return out
 
 
@@ -425,8 +601,8 @@ def _judged_minute(data: Mapping[tuple[str, str], list[dc.Datapoint]], owner: st
     it has both NumberOfMessagesReceived and Duration, else the newest minute with both (SQS
     and Lambda publish on their own schedules; judging one minute's receives by another's
     Duration would misread both), else the newest with receives. None where a metric has no
-    datapoint for that minute."""
-    points = {metric: {p.at: p for p in data.get((owner, metric), [])} for metric in MINUTE_METRICS}
+    datapoint for that minute. `data` holds whole minutes only (see `readings`)."""
+    points = {metric: {p.at: p for p in data.get((owner, metric), [])} for metric in JUDGED_METRICS}
     received = sorted(points["received"], reverse=True)
     both = [t for t in received if t in points["duration"]]
     if wanted is not None and wanted in both:
@@ -434,27 +610,30 @@ def _judged_minute(data: Mapping[tuple[str, str], list[dc.Datapoint]], owner: st
     minute = both[0] if both else received[0] if received else None
     if minute is None:
         newest = lambda metric: (data.get((owner, metric)) or [None])[0]
-        return {metric: newest(metric) for metric in MINUTE_METRICS}
-    return {metric: points[metric].get(minute) for metric in MINUTE_METRICS}
+        return {metric: newest(metric) for metric in JUDGED_METRICS}
+    return {metric: points[metric].get(minute) for metric in JUDGED_METRICS}
 
 
 @uses("sqs:GetQueueUrl", "sqs:GetQueueAttributes", by=("reconciler", "cli"))
-def visible_now(clients, queue_arn: str) -> tuple[int | None, bool]:
-    """(the queue's ApproximateNumberOfMessages, live; whether the queue is gone). The count
-    is None when it cannot be read."""
+def visible_now(clients, queue_arn: str) -> tuple[int | None, bool, str | None]:
+    """(the queue's ApproximateNumberOfMessages, live; whether the queue is gone; why it
+    may not be read, when the read was denied). The count is None when it cannot be read."""
     parts = queue_arn.split(":")
     sqs = clients("sqs")
     try:
         url = sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
         attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"]), False
+        return int(attrs["ApproximateNumberOfMessages"]), False, None
     except ClientError as err:
         if error_code(err) in MISSING_QUEUE:
-            return None, True
+            return None, True, None
+        if error_code(err) in DENIED:
+            return None, False, (f"reading the queue {parts[5]} was denied ({error_text(err)}): its depth cannot be "
+                                 "known, so this drain cannot be judged caught up")
         logger.warning("queue %s unreadable: %s", queue_arn, error_text(err))
     except (BotoCoreError, KeyError, ValueError, IndexError) as err:
         logger.warning("queue %s unreadable: %s", queue_arn, err)
-    return None, False
+    return None, False, None
 
 
 def queue_ages(clients, queue_arns: Iterable[str], now: datetime, *, since: datetime, pre_event_minutes: int,

@@ -4,7 +4,9 @@ Alarms fire on any error or throttle of either controller, on any message in the
 dead-letter queue, and on any resource the reconciler reports stuck (metric
 Holdfast/ResourcesStuck: a resource whose engage or restore failed on
 `stuck_after_failures` walks and no longer holds its stage back; `holdfast status`
-lists each with the command that fixes it). A single reconciler error is worth knowing about even though the
+lists each with the command that fixes it), and on any drain reported stalled (metric
+Holdfast/DrainStalled: a mapping whose drain cannot finish keeps its cap and no longer
+holds the later stages; `holdfast stage` says why and since when). A single reconciler error is worth knowing about even though the
 next tick retries: a controller that errors every tick is the failure that matters,
 and it starts with one.
 """
@@ -77,6 +79,13 @@ class Monitoring(Construct):
         self._alarm("ResourcesStuck", stuck, "Holdfast: resources stuck (failing on every walk); see `holdfast status`",
                     notify, missing=cloudwatch.TreatMissingData.IGNORE)
         widgets.append(cloudwatch.GraphWidget(title="Reconciler: resources stuck", left=[stuck], width=8))
+        stalled = cloudwatch.Metric(namespace=NAMESPACE, metric_name="DrainStalled",
+                                    dimensions_map={"service": RECONCILER_SERVICE}, period=Duration.minutes(5),
+                                    statistic="Maximum")
+        # Emitted by the ticks that drive the drain; between them the state is kept.
+        self._alarm("DrainStalled", stalled, "Holdfast: a drain cannot finish (stalled, it keeps its cap); see "
+                    "`holdfast stage`", notify, missing=cloudwatch.TreatMissingData.IGNORE)
+        widgets.append(cloudwatch.GraphWidget(title="Reconciler: drains stalled", left=[stalled], width=8))
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[widgets])
 
     def _alarm(self, construct_id: str, metric: cloudwatch.Metric, description: str, notify,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from holdfast.core.drain.constants import (
@@ -26,6 +26,18 @@ class Datapoint:
     def __post_init__(self):
         if not isinstance(self.value, (int, float)) or isinstance(self.value, bool) or not math.isfinite(self.value):
             raise ValueError(f"datapoint value must be a finite number, got {self.value!r}")
+
+
+def whole_minute(at: datetime, timeout_seconds: float | None, now: datetime, lag_seconds: float,
+                 period_seconds: int = 60) -> bool:
+    """Whether the minute that starts at `at` may be judged at `now`: every invocation that
+    started in it has ended (Lambda stamps Duration, Invocations and Errors at an
+    invocation's start, so a minute whose invocations still run reads fast and failure-free)
+    and been published (`lag_seconds`: CloudWatch's newest one-minute datapoints for Lambda
+    and SQS are incomplete for 1–3 minutes). The function's timeout bounds the first; an
+    unknown timeout counts as none, the minute then waits for the lag alone."""
+    timeout = timeout_seconds if isinstance(timeout_seconds, (int, float)) and timeout_seconds > 0 else 0.0
+    return at + timedelta(seconds=period_seconds + timeout + lag_seconds) <= now
 
 
 @dataclass(frozen=True)

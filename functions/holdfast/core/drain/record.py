@@ -188,9 +188,9 @@ def advance(drain: Drain, reading: Reading, current_cap: int | None, now: dateti
         arriving = None if sent is None or sent.at < drain.since else sent.value / constants.period_seconds
         d = start(drain.facts, begin, now, constants, arriving_per_second=arriving)
         judged = consumer_health(drain.facts, reading, now, constants)
-        if judged.complete and judged.at is not None:
-            # The minute that said the dependency is back, measured at the cap engaging left
-            # (the floor): what the first probe's goodput is judged against.
+        if judged.complete and judged.at is not None and judged.at >= drain.since:
+            # The minute that said the dependency is back, measured during the hold at the cap
+            # engaging left (the floor): what the first raise's goodput is judged against.
             first = Measure(judged.at, begin, judged.deleted, judged.seconds_per_message, judged.failure_share or 0.0)
             d = replace(d, state=replace(d.state, measures=(first,)))
         per_batch = per_batch_rate(drain.facts.deleted_per_second, drain.facts.pre_event_concurrency)
