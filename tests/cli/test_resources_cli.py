@@ -146,7 +146,7 @@ def _main(capsys, *args: str) -> tuple[int, str, str]:
         (("resume",), "resume --now"),
         (("--selector", "no-equals-sign", "plan"), "holdfast.selector"),
         (("release", "arn:aws:s3:::a-bucket"), "not a resource kind Holdfast manages"),
-        (("release", "not-an-arn"), "not an ARN"),
+        (("release", "not-an-arn"), "is named 'not-an-arn'"),   # a name, not an ARN: looked up, none engaged
         (("release", "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0:autoScalingGroupName/gone"), "does not exist"),
         (("engage",), "holdfast ledger-init"),
     ],
