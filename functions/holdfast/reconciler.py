@@ -210,7 +210,7 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
     `engage_seconds`: how long this tick may keep walking while it engages (the Lambda
     handler passes its remaining time less a margin). None: the tick budget
     (`settings.tick_budget_seconds`) for everything, and no claim on the engage walk."""
-    settings, clock = runtime.settings, runtime.clock
+    settings = runtime.settings
     if settings.mode == "off":
         if runtime.telemetry.decisions:
             logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})

@@ -300,7 +300,7 @@ class TaggedActuator(ABC):
             retired = self._retired.pop(outcome.arn, None)
         if retired is not None:
             outcome.notes["recreated"] = {
-                "why": (f"deleted and created again at this ARN since Holdfast engaged it: the record of the one before is "
+                "why": ("deleted and created again at this ARN since Holdfast engaged it: the record of the one before is "
                         "retired, never restored onto this one, which is engaged as any other"),
                 "retired": {"original": dict(retired.original), "applied": dict(retired.applied)}}
         return outcome

@@ -12,7 +12,7 @@ import getpass
 from urllib.parse import urlparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 

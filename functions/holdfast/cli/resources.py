@@ -51,7 +51,6 @@ from holdfast import engine
 from holdfast.core.kinds import CONTROLLED, kind_of
 from holdfast.observation import drain_inputs
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, PLANNED, RESTORED, SKIPPED, VANISHED, Outcome
-from holdfast.iam import uses
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core import policy
 from holdfast.ledger import control as ledger_control

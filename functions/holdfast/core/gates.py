@@ -28,7 +28,7 @@ forever. Evidence that could not be read closes the gate until a tick reads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from holdfast.core.evidence import DrainEvidence, RoutingEvidence, name_of, rises, total, within

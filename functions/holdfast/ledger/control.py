@@ -313,7 +313,7 @@ def request_advance(ledger: "Ledger", generation: int, *, by: str, now: datetime
         if condition_failed(err):
             raise PlanConflict(f"plan generation {generation} is no longer current") from err
         if contended(err):
-            raise Contention(f"the plan is busy (another controller's transaction): try again") from err
+            raise Contention("the plan is busy (another controller's transaction): try again") from err
         raise LedgerUnavailable(f"cannot record the advance in {ledger.table}: {failure_kind(err)}") from err
 
 

@@ -79,7 +79,7 @@ def seen(ledger: "Ledger", generation: int, marker: str) -> set[str]:
 def walked(ledger: "Ledger", generation: int, marker: str, *, now: datetime, finished: bool,
            prints: set[str]) -> None:
     """Add what a walk of `marker` saw; `finished`: it reached the end (sets `at`)."""
-    sets, values = [f"#ttl = :ttl"], {":ttl": {"N": str(int((now + timedelta(days=TTL_DAYS)).timestamp()))}}
+    sets, values = ["#ttl = :ttl"], {":ttl": {"N": str(int((now + timedelta(days=TTL_DAYS)).timestamp()))}}
     names = {"#ttl": TTL_ATTRIBUTE}
     if finished:
         sets.append("#at = :at")

@@ -24,14 +24,13 @@ fallback matters most in the hour when every API is slow:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
 from botocore.config import Config
 
 from holdfast.iam import uses
-from holdfast.core.signals import Signal, activity_signal, iso, parse_time
+from holdfast.core.signals import activity_signal, iso, parse_time
 
 PER_GROUP_MAX = 10
 MAX_PAGES = 20

@@ -500,10 +500,6 @@ class Tick:
         return self.state.in_force_since
 
     @property
-    def newest(self) -> Measure | None:
-        return self.state.measures[-1] if self.state.measures else None
-
-    @property
     def need(self) -> int | None:
         return arrivals_need(self.reading, self.state.measures)
 
