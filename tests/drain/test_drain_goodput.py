@@ -113,6 +113,66 @@ def test_a_hold_below_what_the_arrivals_need_raises_towards_the_need():
     assert d.action == RAISE and d.cap > 12 and any("below what the arrivals need" in r for r in d.reasons), d.reasons
 
 
+# ---- the owner's limit: crossed once, not every half hour ----------------------------
+
+
+SLO, WARN = "db-latency-slo", "db-latency-warning"
+
+
+def test_a_limit_found_again_on_its_re_probe_is_remembered_twice_as_long_each_time():
+    state = raised(20, 24, since=4, measures=[measure(2, 20, 1500, 800)], alarmed_cap=26, alarmed_at=m(-40))
+    # The memory of 26 (30 min) ran out; the re-probe's minute at 24 alarms again.
+    d = dc.decide(state, FACTS, reading(5, deleted=1700, ms=800, downstream=(dc.Alarm(SLO, dc.ALARM, m(5)),)), m(8))
+    assert d.action == CUT and d.state.alarmed_cap == 24 and d.state.plateaus == 1, d.reasons
+    assert dc.remembered_for(d.state, dc.DEFAULTS) == 2 * dc.DEFAULTS.remember_alarm_seconds
+    # ... at most `remember_doublings` times.
+    many = replace(d.state, plateaus=10)
+    assert dc.remembered_for(many, dc.DEFAULTS) == 2 ** dc.DEFAULTS.remember_doublings * dc.DEFAULTS.remember_alarm_seconds
+    # A first cut (no limit found before) is remembered for the plain period.
+    first = dc.decide(replace(state, alarmed_cap=None, alarmed_at=None), FACTS,
+                      reading(5, deleted=1700, ms=800, downstream=(dc.Alarm(SLO, dc.ALARM, m(5)),)), m(8))
+    assert first.state.plateaus == 0
+
+
+def test_the_owners_warning_in_alarm_at_the_cap_in_force_keeps_a_spent_limit_from_being_probed_again():
+    # 28 went past the owner's SLO 40 minutes ago (its memory spent); the drain holds 27,
+    # measured paid. The warning is in ALARM on a minute at 27: the database is still
+    # near the owner's limit there, so 28 is not tried again.
+    measures = [measure(2, 25, 1500, 800), measure(5, 27, 1620, 800)]
+    state = raised(25, 27, since=4, measures=measures, alarmed_cap=28, alarmed_at=m(-40))
+    warned = (dc.Alarm(SLO, dc.OK, m(5)), dc.Alarm(WARN, dc.ALARM, m(5), dc.WARNING))
+    d = dc.decide(state, FACTS, reading(5, deleted=1620, ms=800, downstream=warned), m(8))
+    assert d.action == HOLD and d.cap == 27, d.reasons
+    # The warning back to OK at 27: the database has room again, the limit is probed once more.
+    calm = (dc.Alarm(SLO, dc.OK, m(5)), dc.Alarm(WARN, dc.OK, m(5), dc.WARNING))
+    again = dc.decide(state, FACTS, reading(5, deleted=1620, ms=800, downstream=calm), m(8))
+    assert again.action == RAISE and again.cap > 27, again.reasons
+
+
+def _probing(downstream, *, alarmed_cap=None):
+    # A slow-start-ended drain at 20 that probed 23 over minute 10 and is back at 20.
+    state = dc.CapState(cap=20, step=2, history=((m(0), 20), (m(9.5), 23), (m(11), 20)), prior_cap=2, additive=True,
+                        probe_at=m(9.5), probe_from=20, alarmed_cap=alarmed_cap,
+                        alarmed_at=None if alarmed_cap is None else m(-60),
+                        measures=(measure(5, 20, 1500, 800), measure(10, 23, 1720, 810)))
+    return dc.decide(state, FACTS, reading(10, deleted=1720, ms=810, downstream=downstream), m(14))
+
+
+def test_a_probe_the_owners_critical_alarm_judged_ok_is_judged_by_goodput_though_their_warning_is_in_alarm():
+    d = _probing((dc.Alarm(SLO, dc.OK, m(10)), dc.Alarm(WARN, dc.ALARM, m(10), dc.WARNING)))
+    assert d.action == RAISE and d.cap > 23 and d.state.probe_from == 23, d.reasons
+
+
+def test_a_probe_warned_before_the_owners_critical_alarm_judged_its_minute_keeps_nothing_above_where_it_started():
+    d = _probing((dc.Alarm(SLO, dc.OK, m(9)), dc.Alarm(WARN, dc.ALARM, m(10), dc.WARNING)))
+    assert d.cap == 20 and d.state.probe_at is None, d.reasons
+
+
+def test_a_warned_probe_ends_below_a_limit_found_before_even_when_its_memory_is_spent():
+    d = _probing((dc.Alarm(WARN, dc.ALARM, m(10), dc.WARNING),), alarmed_cap=21)
+    assert d.cap == 20 and d.state.probe_at is None, d.reasons
+
+
 # ---- stalls ------------------------------------------------------------------------
 
 

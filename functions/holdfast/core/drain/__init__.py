@@ -63,6 +63,7 @@ from holdfast.core.drain.controller import (  # noqa: F401
     probe_minute,
     raise_to,
     reference,
+    remembered_for,
     start,
     step_share,
 )

@@ -62,6 +62,10 @@ class Constants:
     # so AIMD does not walk back into the same alarm every few minutes; after it, one probe:
     # the downstream may have scaled.
     remember_alarm_seconds: float = 1800.0
+    # ... doubled each time the re-probe finds the same limit again, at most this many times
+    # (30 min, then 1, 2 and 4 h): a limit that stays put is crossed four times in a drain
+    # of hours, not every half hour.
+    remember_doublings: int = 3
     # Errors count as above their pre-event level when their share of Invocations is more
     # than this above the pre-event share (a percentage point: noise in a small sample of
     # a low error rate does not stop a drain; a failing dependency is far above it).
@@ -137,6 +141,8 @@ class Constants:
             (self.stale_seconds > 0, "stale_seconds must be > 0"),
             (self.history_seconds >= self.stale_seconds, "history_seconds must be ≥ stale_seconds"),
             (self.remember_alarm_seconds >= 0, "remember_alarm_seconds must be ≥ 0"),
+            (isinstance(self.remember_doublings, int) and 0 <= self.remember_doublings <= 10,
+             "remember_doublings must be an integer from 0 to 10"),
             (self.raise_interval_seconds > 0, "raise_interval_seconds must be > 0"),
             (0 <= self.error_share_slack <= 1, "error_share_slack must be in [0, 1]"),
             (1 < self.slow_start_factor <= 4, "slow_start_factor must be in (1, 4]"),

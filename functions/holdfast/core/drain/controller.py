@@ -35,6 +35,7 @@ from holdfast.core.drain.constants import (
     INSUFFICIENT_DATA,
     LAMBDA_MAX_CONCURRENCY,
     LAMBDA_MIN_CAP,
+    OK,
     RAISE,
     RESTORE,
     START,
@@ -98,8 +99,8 @@ class CapState:
     # Every whole minute measured wholly at one cap in the last `history_seconds`, oldest
     # first: how goodput answered each cap (`paid`).
     measures: tuple["Measure", ...] = ()
-    # Plateaus found again at the remembered cap in a row: each doubles how long it is
-    # remembered (once), so a knee that stays put is not crossed every half hour.
+    # Limits found again at the remembered cap: each doubles how long it is remembered
+    # (`remembered_for`), so a knee that stays put is not crossed every half hour.
     plateaus: int = 0
 
     def __post_init__(self):
@@ -519,8 +520,21 @@ class Tick:
         return at is not None and (self.state.acted_through is None or at > self.state.acted_through)
 
     def remembered_below(self) -> int | None:
+        """The highest cap a raise may set while a cap that alarmed or did not pay is
+        remembered (None: nothing is). Past its time it is still remembered while the
+        owner's warning alarm is in ALARM on a datapoint measured at the cap in force: the
+        downstream is still near the owner's limit there, so it has not grown."""
         s = self.state
-        return None if s.alarmed_cap is None or _forgotten(s, self.now, self.c) else s.alarmed_cap - 1
+        if s.alarmed_cap is None:
+            return None
+        if not _forgotten(s, self.now, self.c) or self.warned_here():
+            return s.alarmed_cap - 1
+        return None
+
+    def warned_here(self) -> bool:
+        """The owner's warning alarm in ALARM on a datapoint measured wholly at the cap in force."""
+        return any(a.severity == WARNING and a.state == ALARM and a.measured_at is not None
+                   and a.measured_at >= self.since for a in self.reading.downstream)
 
     def out(self, action, cap, reasons, *, waiting=(), restore=False, **changes) -> CapDecision:
         state, now, c = self.state, self.now, self.c
@@ -614,7 +628,11 @@ def _critical(k: Tick) -> CapDecision | None:
     remembered = _remembered(state, then, k.now, c)
     said = f"{names} critical on the datapoint of {stamp}, measured at cap {then}"
     after = f"raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
-    common = dict(acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=k.now, additive=True)
+    # A limit found again once the memory of the last one ran out (the re-probe crossed it
+    # again): remembered twice as long.
+    refound = state.alarmed_cap is not None and _forgotten(state, k.now, c)
+    common = dict(acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=k.now, additive=True,
+                  plateaus=state.plateaus + 1 if refound else state.plateaus)
     if target < k.cap:
         return k.out(CUT, target, k.clamp + [f"{said}: cut to {target} ({how}); {after}"], **common)
     if state.probe_at is not None and newest >= probe_minute(state.probe_at, c) and then > k.cap and not k.clamp:
@@ -708,7 +726,13 @@ def _warned(k: Tick) -> CapDecision | None:
     if state.probe_at is not None:
         minute = probe_minute(state.probe_at, c)
         on_probe = ([] if not (health.level == WARNING and health.at == minute) else ["the consumer's own evidence"])
-        on_probe += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
+        # The owner's warning on the probe's minute counts only where their critical alarm
+        # has not judged that minute OK: once it has, the probe is within the owner's limit
+        # and the goodput judges it (`_probe`).
+        judged_ok = [a for a in k.counted if a.severity == CRITICAL and a.state == OK
+                     and a.measured_at is not None and a.measured_at >= minute]
+        if not judged_ok:
+            on_probe += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
         if on_probe:
             # The knee is between the cap the probe started from and the probe: the slow
             # start ends at the concurrency that carried the probe's goodput at the lower
@@ -717,8 +741,16 @@ def _warned(k: Tick) -> CapDecision | None:
             measured = [m for m in state.measures if m.at == minute and m.cap == state.probe_cap]
             lower = reference(state.measures, state.probe_cap, k.facts)
             knee = paid(lower, measured, k.facts, c).knee if measured and lower else None
-            if knee is not None:
+            # The owner's critical alarm, named and not yet measured on the probe's minute,
+            # judges the probe: until then nothing above the cap it started from is kept.
+            unjudged = [a.name for a in k.counted if a.severity == CRITICAL
+                        and (a.measured_at is None or a.measured_at < minute)]
+            if knee is not None and not unjudged:
                 new = max(new, min(state.probe_cap - 1, knee))
+            if state.alarmed_cap is not None and state.alarmed_cap <= state.probe_cap:
+                # A cap that alarmed before, memory spent or not, lies within the probe: the
+                # slow start ends below it.
+                new = max(state.probe_from, min(new, state.alarmed_cap - 1))
             new = max(k.low, min(new, k.top))
             return k.out(HOLD if new == cap else RAISE if new > cap else CUT, new, k.holds + k.notes + [
                 f"a warning ({', '.join(on_probe)}) measured at or after the probe's minute at cap {state.probe_cap}: "
@@ -980,8 +1012,9 @@ def _remembered(state: CapState, then: int, now: datetime, c: Constants) -> int:
 
 def remembered_for(state: CapState, c: Constants) -> float:
     """How long a cap that alarmed or did not pay is remembered: `remember_alarm_seconds`,
-    doubled once it did not pay twice in a row."""
-    return c.remember_alarm_seconds * 2 ** min(state.plateaus, 1)
+    doubled each time it was found again on its re-probe (at most `remember_doublings`
+    times), so a knee that stays put is crossed a few times in a drain, not every half hour."""
+    return c.remember_alarm_seconds * 2 ** min(state.plateaus, c.remember_doublings)
 
 
 def _forgotten(state: CapState, now: datetime, c: Constants) -> bool:
