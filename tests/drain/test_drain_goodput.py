@@ -3,6 +3,7 @@ rungs of `decide`, and the stall), as tables of decisions on the pure code."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -111,6 +112,25 @@ def test_a_hold_below_what_the_arrivals_need_raises_towards_the_need():
     state = raised(10, 12, since=4, measures=[measure(2, 10, 600, 800)])
     d = dc.decide(state, FACTS, reading(5, deleted=600, ms=800, sent=1200), m(8))
     assert d.action == RAISE and d.cap > 12 and any("below what the arrivals need" in r for r in d.reasons), d.reasons
+
+
+def _slow_start_probe(probe_ms):
+    # In slow start at 16 (measured at 800 ms a message), probing 28 over minute 10.
+    state = dc.CapState(cap=16, step=2, history=((m(0), 16), (m(9.5), 28), (m(11), 16)), prior_cap=2,
+                        probe_at=m(9.5), probe_from=16, measures=(measure(5, 16, 1200, 800),))
+    return dc.decide(state, FACTS, reading(10, deleted=2000, ms=probe_ms), m(14))
+
+
+def test_a_paid_probe_whose_messages_take_an_eighth_longer_than_the_fastest_ends_the_slow_start():
+    # 16 -> 28 delivered 1,200 -> 2,000 a minute (paid) but each message took 1,000 ms
+    # against 800: the downstream queues; the next raise is additive, not × 1.75 (49).
+    slowed = _slow_start_probe(1000)
+    assert slowed.action == RAISE and slowed.state.probe_from == 28 and slowed.state.additive, slowed.reasons
+    assert slowed.cap < math.ceil(28 * dc.DEFAULTS.slow_start_factor)
+    assert any("slow start ends" in r for r in slowed.reasons)
+    # The same goodput at the same speed: the slow start goes on (× 1.75).
+    flat = _slow_start_probe(800)
+    assert flat.cap == math.ceil(28 * dc.DEFAULTS.slow_start_factor) and not flat.state.additive, flat.reasons
 
 
 # ---- the owner's limit: crossed once, not every half hour ----------------------------

@@ -65,6 +65,7 @@ from holdfast.core.drain.controller import (  # noqa: F401
     reference,
     remembered_for,
     start,
+    slow_start_exit,
     step_share,
 )
 from holdfast.core.drain.evidence import (  # noqa: F401

@@ -87,6 +87,11 @@ class Constants:
     # 1.5 found a knee 4× the pre-event load one probe later (0.02 of the ratio to the
     # lower bound), 2.0 reaches 0.9 s.
     slow_start_factor: float = 1.75
+    # A paid probe whose time per message is more than this share above the drain's fastest
+    # minute ends the slow start (TCP's HyStart++ leaves slow start on a round trip 1/8
+    # above its minimum, before any loss): a downstream that queues is near its capacity,
+    # and one more × 1.75 probe can tip it, the more so when another consumer shares it.
+    slow_start_exit_rise: float = 0.125
     # Time per message (Duration's sum ÷ NumberOfMessagesReceived, so a full batch is not
     # read as a slow one) against its baseline: a warning stops raises (and, persisting,
     # steps back), critical cuts. Past a knee the ratio is concurrency ÷ knee, so 1.08 is
@@ -146,6 +151,7 @@ class Constants:
             (self.raise_interval_seconds > 0, "raise_interval_seconds must be > 0"),
             (0 <= self.error_share_slack <= 1, "error_share_slack must be in [0, 1]"),
             (1 < self.slow_start_factor <= 4, "slow_start_factor must be in (1, 4]"),
+            (0 < self.slow_start_exit_rise <= 1, "slow_start_exit_rise must be in (0, 1]"),
             (1 < self.duration_warning_ratio < self.duration_critical_ratio, "duration ratios must be 1 < warning < critical"),
             (0 < self.timeout_warning_share < self.timeout_critical_share <= 1, "timeout shares must be 0 < warning < critical ≤ 1"),
             (0 < self.failure_critical_slack <= 1, "failure_critical_slack must be in (0, 1]"),

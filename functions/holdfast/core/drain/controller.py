@@ -443,6 +443,12 @@ def paid(lower: list[Measure], higher: list[Measure], facts: Facts, constants: C
     return Verdict(UNSURE, f"{said}: unsure (the same speed: a queue too short to fill the cap, or noise)", knee)
 
 
+def slow_start_exit(facts: Facts, constants: Constants = DEFAULTS) -> float:
+    """How far above the drain's fastest minute a paid probe's time per message ends the slow
+    start: `slow_start_exit_rise`, and 3 × the noise for a noisy consumer."""
+    return max(constants.slow_start_exit_rise, 3 * noise(facts))
+
+
 def step_share(facts: Facts, constants: Constants = DEFAULTS) -> float:
     """An additive raise's least share of the cap: `raise_share_of_cap`, and wide enough
     (3 × the noise) that the goodput's answer shows beyond a noisy consumer's spread."""
@@ -860,6 +866,16 @@ def _probe(k: Tick) -> CapDecision | None:
     if verdict.outcome == PAID:
         if state.alarmed_cap is not None and tried >= state.alarmed_cap:
             k.state = state = replace(state, plateaus=0)   # past the cap that did not pay: the downstream grew
+        fastest = min(m.seconds_per_message for m in state.measures)
+        rise = slow_start_exit(k.facts, c)
+        if not state.additive and measured[-1].seconds_per_message > fastest * (1 + rise):
+            # Paid, but each message takes longer than the fastest minute of the drain: the
+            # downstream is queueing, its capacity near. The slow start ends here (TCP's
+            # HyStart on a rising round trip); the search goes on in additive steps.
+            k.notes.append(f"the probe at {tried} paid with each message {measured[-1].seconds_per_message * 1000:,.0f} "
+                           f"ms, more than {rise:.0%} over the drain's fastest {fastest * 1000:,.0f} ms: the slow "
+                           f"start ends, raises go on in additive steps")
+            k.state = state = replace(state, additive=True)
         nxt = min(raise_to(tried, state.step, state.additive, k.top, c), below if below is not None else k.top)
         if state.additive:
             nxt = min(k.top, max(nxt, tried + math.floor(step_share(k.facts, c) * tried)),
