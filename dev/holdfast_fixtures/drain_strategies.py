@@ -115,12 +115,20 @@ def reading(model: RecoveryModel, *, alarms: bool = True, wanted=None) -> dc.Rea
     consumer's own evidence is of `wanted` (a probe's minute) once it is published with
     receives and Duration, as holdfast.observation.drain_inputs.readings picks it."""
     newest = complete_minute(model)
+    # The judged minute's metrics are whole minutes only, as the shell reads them
+    # (holdfast.core.drain.inputs.whole_minute): Lambda stamps an invocation's metrics at
+    # its start, so their minute waits for the function's timeout as well as the lag.
+    timeout = model.scenario.consumer.timeout_seconds or 0.0
+    whole = min(newest, int(model.t - COMPLETE_AFTER.total_seconds() - timeout) // 60 - 1)
     m = None if wanted is None else int(seconds(wanted)) // 60
-    use = (m is not None and m <= newest and m in model.published_minutes(m, m)
+    use = (m is not None and m <= whole and m in model.published_minutes(m, m)
            and model.minute_value(m, "received") is not None and model.minute_value(m, "duration") is not None)
 
     def point(metric):
-        dp = model.minute_value(m, metric) if use and metric in MINUTE_METRICS else model.datapoint(metric, newest_minute=newest)
+        if use and metric in MINUTE_METRICS:
+            dp = model.minute_value(m, metric)
+        else:
+            dp = model.datapoint(metric, newest_minute=whole if metric in MINUTE_METRICS else newest)
         return None if dp is None else dc.Datapoint(dp.at, dp.value)
 
     return dc.Reading(

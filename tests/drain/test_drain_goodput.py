@@ -133,6 +133,30 @@ def test_a_paid_probe_whose_messages_take_an_eighth_longer_than_the_fastest_ends
     assert flat.cap == math.ceil(28 * dc.DEFAULTS.slow_start_factor) and not flat.state.additive, flat.reasons
 
 
+def test_invocations_longer_than_a_minute_raise_in_additive_steps_never_by_the_slow_starts_factor():
+    # 10 messages of 30 s a batch: each invocation runs 5 minutes, so a "one-minute" probe
+    # holds its batches on the downstream for five. The slow start is off.
+    long = replace(FACTS, seconds_per_message=30.0, timeout_seconds=900.0, arrival_per_second=2.0)
+    state = dc.CapState(cap=60, step=8, history=((m(0), 60),), prior_cap=2, measures=(measure(-5, 30, 60, 30000),))
+    # The queue's own metrics are of minute 17; the judged minute waits for the timeout.
+    r = replace(reading(1, deleted=120, ms=30000, sent=120.0), invocations=dp(1, 12.0), oldest_age=dp(17, 9000.0),
+                visible=dp(17, 20_000.0))
+    d = dc.decide(state, long, r, m(20))
+    assert d.action == RAISE and d.state.additive and d.cap < math.ceil(60 * dc.DEFAULTS.slow_start_factor), d.reasons
+    assert any("no slow start" in n for n in d.reasons)
+    # The same consumer with invocations of 30 s (one message a batch) keeps its slow start.
+    short = dc.decide(state, long, replace(r, invocations=dp(1, 120.0)), m(20))
+    assert short.cap == math.ceil(60 * dc.DEFAULTS.slow_start_factor) and not short.state.additive, short.reasons
+
+
+def test_a_long_consumers_judged_minute_is_not_stale_while_it_waits_for_its_timeout():
+    # A 15-minute timeout: the judged minute is read 18 minutes after it began, and judged.
+    long = replace(FACTS, seconds_per_message=30.0, timeout_seconds=900.0)
+    health = dc.consumer_health(long, reading(0, deleted=120, ms=30000), m(19))
+    assert health.level != dc.UNKNOWN, health.reasons
+    assert dc.consumer_health(FACTS, reading(0, deleted=120, ms=800), m(19)).level == dc.UNKNOWN
+
+
 # ---- the owner's limit: crossed once, not every half hour ----------------------------
 
 

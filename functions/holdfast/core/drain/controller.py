@@ -591,10 +591,27 @@ def _tick(state: CapState, facts: Facts, reading: Reading, now: datetime, c: Con
             kept = tuple(m for m in state.measures if m.at > horizon)
             state = replace(state, measures=kept + (Measure(health.at, measured, health.deleted,
                                                             health.seconds_per_message, health.failure_share or 0.0),))
+    notes = []
+    invocation = mean_invocation(reading, health.at)
+    if not state.additive and invocation is not None and invocation > c.period_seconds:
+        # A probe's batches run as long as an invocation, not one minute: × slow_start_factor
+        # would hold the downstream past its knee for minutes before its minute is judged.
+        state = replace(state, additive=True)
+        notes.append(f"invocations last {invocation / 60:.1f} min, longer than the minute a probe is judged on: "
+                     f"raises in additive steps, no slow start")
     cap, clamp = state.cap, []
     if cap > top:
         clamp, cap = [f"cap {cap} is above the {top_why} ({top}): lowered to it"], top
-    return Tick(state, facts, reading, now, c, top, top_why, _floor(facts, c), health, cap, clamp, probing)
+    return Tick(state, facts, reading, now, c, top, top_why, _floor(facts, c), health, cap, clamp, probing, notes)
+
+
+def mean_invocation(reading: Reading, at: datetime | None) -> float | None:
+    """The mean invocation's seconds in the judged minute (Duration's sum ÷ Invocations), or
+    None when that minute has either missing."""
+    duration, invocations = reading.duration, reading.invocations
+    if at is None or duration is None or invocations is None or duration.at != at or invocations.at != at:
+        return None
+    return duration.value / 1000.0 / invocations.value if invocations.value > 0 else None
 
 
 def _restored(k: Tick) -> CapDecision | None:

@@ -73,7 +73,9 @@ def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Co
     received = reading.received
     if received is None:
         return Health(None, UNKNOWN, ("no NumberOfMessagesReceived datapoint: the consumer's downstream cannot be judged",))
-    if received.at + period + timedelta(seconds=c.stale_seconds) < now:
+    # A judged minute waits for its invocations to end (the function's timeout) before it is
+    # read at all (`inputs.whole_minute`): it is stale only that much later.
+    if received.at + period + timedelta(seconds=c.stale_seconds + (facts.timeout_seconds or 0.0)) < now:
         return Health(None, UNKNOWN, (f"NumberOfMessagesReceived is stale (from {received.at.isoformat()}): "
                                       f"the consumer's downstream cannot be judged",))
     at = received.at
