@@ -157,6 +157,28 @@ def test_a_long_consumers_judged_minute_is_not_stale_while_it_waits_for_its_time
     assert dc.consumer_health(FACTS, reading(0, deleted=120, ms=800), m(19)).level == dc.UNKNOWN
 
 
+def test_a_noisy_consumers_one_slow_minute_at_a_cap_that_has_not_moved_is_not_a_downstream_that_slowed():
+    # Minute-to-minute spread 8 %: one minute 20 % slower and 17 % emptier than the first at
+    # the same cap is within what two single minutes of this consumer differ by.
+    noisy = replace(FACTS, spread=0.08)
+    measures = [measure(2, 16, 1000, 800), measure(5, 19, 1425, 800)]
+    state = raised(16, 19, since=4, measures=measures)
+    held = dc.decide(state, noisy, reading(6, deleted=1180, ms=960), m(9))
+    assert held.action != CUT, held.reasons
+    # Two slower minutes against two at the first speed: now it has moved.
+    state2 = raised(16, 19, since=4, measures=measures + [measure(6, 19, 1425, 800), measure(7, 19, 1150, 990)])
+    cut = dc.decide(state2, noisy, reading(8, deleted=1160, ms=990), m(11))
+    assert cut.action == CUT and cut.cap < 19 and any("slowed" in r for r in cut.reasons), cut.reasons
+
+
+def test_a_plateau_found_again_within_its_memory_narrows_it_and_one_found_after_it_doubles_it():
+    state = raised(20, 24, since=4, measures=[measure(2, 20, 1500, 800)], alarmed_cap=28, alarmed_at=m(-5))
+    within = dc.decide(state, FACTS, reading(5, deleted=1500, ms=960), m(8))
+    assert within.action == CUT and within.state.alarmed_cap == 24 and within.state.plateaus == 0, within.reasons
+    after = dc.decide(replace(state, alarmed_at=m(-40)), FACTS, reading(5, deleted=1500, ms=960), m(8))
+    assert after.action == CUT and after.state.plateaus == 1, after.reasons
+
+
 # ---- the owner's limit: crossed once, not every half hour ----------------------------
 
 

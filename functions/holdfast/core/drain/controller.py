@@ -651,11 +651,8 @@ def _critical(k: Tick) -> CapDecision | None:
     remembered = _remembered(state, then, k.now, c)
     said = f"{names} critical on the datapoint of {stamp}, measured at cap {then}"
     after = f"raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
-    # A limit found again once the memory of the last one ran out (the re-probe crossed it
-    # again): remembered twice as long.
-    refound = state.alarmed_cap is not None and _forgotten(state, k.now, c)
     common = dict(acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=k.now, additive=True,
-                  plateaus=state.plateaus + 1 if refound else state.plateaus)
+                  plateaus=_found(state, k.now, c))
     if target < k.cap:
         return k.out(CUT, target, k.clamp + [f"{said}: cut to {target} ({how}); {after}"], **common)
     if state.probe_at is not None and newest >= probe_minute(state.probe_at, c) and then > k.cap and not k.clamp:
@@ -909,7 +906,7 @@ def _probe(k: Tick) -> CapDecision | None:
     new = max(k.low, min(new, k.top))
     changes = dict(caught_up_since=None, additive=True, probe_at=None, probe_from=None)
     if verdict.outcome == PLATEAU:
-        changes.update(alarmed_cap=tried, alarmed_at=k.now, plateaus=state.plateaus + 1)
+        changes.update(alarmed_cap=tried, alarmed_at=k.now, plateaus=_found(state, k.now, c))
     return k.out(RAISE if new > k.cap else HOLD, new, k.notes + [k.behind, f"the probe: {verdict.reason}: the slow "
                                                                           f"start ends at {new}"], **changes)
 
@@ -924,8 +921,13 @@ def _slowed(k: Tick) -> CapDecision | None:
     here = [m for m in k.state.measures if m.cap == cap and m.at >= k.since]
     if len(here) < 2 or k.state.probe_at is not None:
         return None
-    first, newest = here[0], here[-1]
-    n = noise(k.facts)
+    # The earlier half of the minutes at this cap against the later half: a mean of k
+    # minutes spreads 1/√k as far as one minute, so the bar is 2 × the noise × √(2/k) —
+    # a single minute each (k = 1) must differ by 2.8 × the noise, a noisy consumer's
+    # minute-to-minute spread is not read as a downstream that moved.
+    half = len(here) // 2
+    first, newest = _mean_measure(here[:half]), _mean_measure(here[half:])
+    n = noise(k.facts) * math.sqrt(2 / half)
     if (k.state.alarmed_cap is not None and newest.seconds_per_message < first.seconds_per_message * (1 - 2 * n)
             and newest.deleted >= first.deleted * (1 - n)):
         # Faster at the same cap: the downstream grew (a replica added, a neighbour gone).
@@ -949,6 +951,12 @@ def _slowed(k: Tick) -> CapDecision | None:
                                                  f"at the first minute's speed; raises stop below {cap} for "
                                                  f"{k.c.remember_alarm_seconds / 60:g} min"],
                  caught_up_since=None, alarmed_cap=cap, alarmed_at=k.now, additive=True)
+
+
+def _mean_measure(measures: list[Measure]) -> Measure:
+    """The mean of several minutes measured at one cap, as one (at: the newest's)."""
+    return Measure(measures[-1].at, measures[-1].cap, _mean(measures, "deleted"), _mean(measures, "seconds_per_message"),
+                   _mean(measures, "failure_share"))
 
 
 def _judged(k: Tick) -> CapDecision | None:
@@ -985,7 +993,8 @@ def _judged(k: Tick) -> CapDecision | None:
                      alarmed_cap=cap, alarmed_at=k.now, additive=True)
     return k.out(CUT, back, k.notes + [k.behind, f"{verdict.reason}: back to {back}; raises stop below {cap} for "
                                                  f"{c.remember_alarm_seconds / 60:g} min"],
-                 caught_up_since=None, alarmed_cap=cap, alarmed_at=k.now, additive=True)
+                 caught_up_since=None, alarmed_cap=cap, alarmed_at=k.now, additive=True,
+                 plateaus=_found(state, k.now, c))
 
 
 def _raise(k: Tick) -> CapDecision:
@@ -1048,6 +1057,13 @@ def remembered_for(state: CapState, c: Constants) -> float:
     doubled each time it was found again on its re-probe (at most `remember_doublings`
     times), so a knee that stays put is crossed a few times in a drain, not every half hour."""
     return c.remember_alarm_seconds * 2 ** min(state.plateaus, c.remember_doublings)
+
+
+def _found(state: CapState, now: datetime, c: Constants) -> int:
+    """`plateaus` after a limit is found (a plateau, or the owner's critical alarm): one more
+    when the memory of an earlier one had run out (its re-probe crossed it again), else as
+    it was (a limit found again within the memory narrows it, it is not a re-probe)."""
+    return state.plateaus + 1 if state.alarmed_cap is not None and _forgotten(state, now, c) else state.plateaus
 
 
 def _forgotten(state: CapState, now: datetime, c: Constants) -> bool:
