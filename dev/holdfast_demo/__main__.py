@@ -340,6 +340,22 @@ def stack_resources(clients: Clients) -> tuple[str, str]:
     return queue, topic
 
 
+def region_switch_step(runtime: Runtime, account: str) -> str:
+    """The engage step an ARC Region switch plan runs in the Region it leaves
+    (holdfast.region_switch; holdfast_cdk.RegionSwitchSteps builds it), invoked on this
+    Region with the payload and metadata Region switch sends, in mode recommend: what it
+    would write, and nothing written, so the replay below runs on Holdfast's own evidence."""
+    from holdfast import region_switch
+
+    region = runtime.clients.region
+    event = {"holdfast": {"step": "engage", "region": region, "account": account, "mode": "recommend"},
+             "InvokedBy": "arc-region-switch", "PlanArn": f"arn:aws:arc-region-switch::{account}:plan/demo-evacuate:abc123",
+             "ExecutionId": "demo-execution-1", "StepName": "holdfast-engage"}
+    result = region_switch.run(runtime, event, f"arn:aws:lambda:{region}:{account}:function:holdfast-region-switch")
+    return (f"Region switch engage step invoked on {region} (the deactivating Region), mode recommend: "
+            f"{result['status']}: {result['detail']}.")
+
+
 def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> int:
     from holdfast.clock import FakeClock
     from holdfast.ledger.resources import ResourceLedger
@@ -391,6 +407,7 @@ def run(*, out_dir: Path, fast: bool, small: bool, out: TextIO = sys.stdout) -> 
         runtime = Runtime(clients=holdfast, settings=settings, table=DEFAULT_TABLE, clock=FakeClock(scenario.START),
                           controller_id=CONTROLLER, topic_arn=topic, expired_queue_arn=expired_queue, telemetry=QUIET)
         replay = Replay(runtime=runtime, watcher=watcher, fleet=fleet, steps=steps, the_world=the_world, fast=fast, out=out)
+        say(region_switch_step(runtime, account))
         replay_started = time.monotonic()
         # SQS message moves (the replay stage), which moto lacks, emulated on the replay's clock.
         from holdfast_fixtures.message_moves import MessageMoves

@@ -16,7 +16,7 @@ from holdfast.core.model import ENGAGED, SKIPPED
 from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests.actuators.fleet import make_function, make_mapping
+from tests.actuators.fleet import SELECTOR, make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()
@@ -61,9 +61,73 @@ def test_with_the_ledger_every_cap_lands_before_any_record_tag_and_both_copies_a
     assert all(o.recorded_in == ["tag", "ledger"] for o in report.outcomes)
     on_tags, in_ledger = _records(clients, ledger_table)
     assert on_tags == in_ledger and set(in_ledger) == {m["EventSourceMappingArn"] for m in made}
-    # Three Lambda calls before a mapping's cap became two: its tags (selection) and the cap.
+    # Their functions' tag selects them: one Lambda call before each cap (the cap), and each
+    # mapping's tags are read in the second pass, just before its record tag.
     assert Counter(op for op, _ in calls.order[:max(caps) + 1]) == {
-        "ListEventSourceMappings": 1, "ListTags": 4, "GetFunction": 4, "UpdateEventSourceMapping": 4}
+        "ListEventSourceMappings": 1, "GetFunction": 4, "UpdateEventSourceMapping": 4}
+    for uuid in {target.rsplit(":", 1)[-1] for op, target in calls.order if op == "TagResource"}:
+        tag = next(i for i, (op, target) in enumerate(calls.order) if op == "TagResource" and target.endswith(uuid))
+        read = [i for i, (op, target) in enumerate(calls.order[:tag]) if op == "ListTags" and target.endswith(uuid)]
+        assert len(read) == 1 and max(caps) < read[0] < tag, calls.order
+
+
+def test_a_mapping_only_its_own_tag_selects_has_its_tags_read_before_its_cap(clients, ledger_table):
+    """Its selection is on its tags alone: never capped before they are read."""
+    fn = make_function(clients, "owner-fn", selected=False)
+    mapping = make_mapping(clients, fn, "own-q", tags=SELECTOR)
+    make_mapping(clients, make_function(clients, "other-fn", selected=False), "other-q")   # not selected
+    calls = Calls(clients("lambda"))
+    report = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",), writers=1)
+    assert [(o.arn, o.action) for o in report.outcomes] == [(mapping["EventSourceMappingArn"], ENGAGED)]
+    [cap] = calls.of("UpdateEventSourceMapping")
+    assert ("ListTags", mapping["EventSourceMappingArn"]) in calls.order[:cap], calls.order
+
+
+def test_a_record_only_its_tag_held_is_read_after_the_cap_and_the_owners_change_is_reported_and_kept(
+        clients, ledger_table):
+    """Engaged while the ledger was unreachable (the record on its tag only), the owner then
+    set a cap of 500. A walk with the ledger caps it before reading its tags; the second
+    pass finds the tag's record: the owner's 500 is reported as drift, both copies hold it
+    as the original, and a full restore puts back the owner's 500."""
+    [mapping] = _mappings(clients, [None])
+    arn = mapping["EventSourceMappingArn"]
+    first = walks.engage_all(clients, SETTINGS, "no-such-table", kinds=("esm",))
+    assert [o.recorded_in for o in first.outcomes] == [["tag"]]
+    clients("lambda").update_event_source_mapping(UUID=mapping["UUID"], ScalingConfig={"MaximumConcurrency": 500})
+
+    calls = Calls(clients("lambda"))
+    second = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",), writers=1)
+    [outcome] = second.outcomes
+    [cap] = calls.of("UpdateEventSourceMapping")
+    assert not [c for c in calls.order[:cap] if c[0] == "ListTags"], calls.order   # capped before its tags
+    assert outcome.drift == {"MaximumConcurrency": {"original": None, "applied": SETTINGS.esm_floor, "current": 500}}
+    assert "owner" in outcome.notes["drift"]["why"] and outcome.recorded_in == ["tag", "ledger"]
+    on_tags, in_ledger = _records(clients, ledger_table)
+    assert on_tags == in_ledger and in_ledger[arn][0] == {"MaximumConcurrency": 500}
+
+    walks.relax_all(clients, SETTINGS, ledger_table, kinds=("esm",))
+    now = clients("lambda").get_event_source_mapping(UUID=mapping["UUID"])
+    assert (now.get("ScalingConfig") or {}).get("MaximumConcurrency") == 500
+
+
+def test_with_the_ledger_failing_before_a_cap_whose_tags_were_not_read_nothing_is_written(clients, ledger_table):
+    """The ledger answered the walk's Query, then refused the write-ahead: the tag-first
+    order would need the mapping's tags, which were not read: left for the next walk."""
+    from botocore.exceptions import ClientError
+
+    [mapping] = _mappings(clients, [None])
+
+    def refuse(model, **_):
+        if model.name in ("PutItem", "UpdateItem", "TransactWriteItems"):
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, model.name)
+
+    clients("dynamodb").meta.events.register("before-call", refuse)
+    calls = Calls(clients("lambda"))
+    [outcome] = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",)).outcomes
+    assert outcome.action == "failed" and "next walk" in outcome.error
+    assert not calls.of("UpdateEventSourceMapping") and not calls.of("TagResource")
+    current = clients("lambda").get_event_source_mapping(UUID=mapping["UUID"])
+    assert not (current.get("ScalingConfig") or {}).get("MaximumConcurrency")
 
 
 def test_the_ledger_record_is_written_before_the_cap_it_covers(clients, ledger_table):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast.core.order import ENGAGE, HARM_CEILING, TAGS, Step, lane_steps, position
+from holdfast.core.order import ENGAGE, HARM_CEILING, TAGS, Step, lane_steps, per_call, position
 
 ESM = "arn:aws:lambda:us-east-1:123456789012:event-source-mapping:"
 
@@ -52,3 +52,23 @@ LANES = [
 @pytest.mark.parametrize("kinds, defers, steps", LANES)
 def test_a_lanes_deferred_tags_come_after_every_engage_of_the_lane(kinds, defers, steps):
     assert lane_steps(kinds, defers) == steps
+
+
+@pytest.mark.parametrize("harm, calls, most, expected", [
+    (2003, 1, 1, 2003),     # a kind whose resources all cost one call keeps its harm
+    (2003, 1, 2, 4006),     # a mapping its function's tag selects: its cap is the one call
+    (2003, 2, 2, 2003),     # one only its own tag selects: ListTags, then the cap
+    (1001, 2, 2, 1001),
+    (0, 1, 2, 0),
+    (7, 5, 2, 7),           # calls are clamped to 1..most
+    (7, 0, 2, 14),
+])
+def test_harm_per_call_before_the_change(harm, calls, most, expected):
+    assert per_call(harm, calls, most) == expected
+
+
+def test_an_uncapped_mapping_needing_two_calls_comes_after_a_capped_one_needing_one_of_more_harm_per_call():
+    """Smith's rule: 2003 harm over two calls (1001.5 a call) after 1003 over one, before 999 over one."""
+    ranked = sorted([("own-uncapped", per_call(2003, 2, 2)), ("fn-cap-501", per_call(1003, 1, 2)),
+                     ("fn-cap-499", per_call(999, 1, 2))], key=lambda x: position(x[1], x[0]))
+    assert [name for name, _ in ranked] == ["fn-cap-501", "own-uncapped", "fn-cap-499"]

@@ -114,3 +114,12 @@ def test_the_accounts_automation_removed_no_capacity_and_would_have_without_hold
     assert without["peak_consumer_concurrency"] > 2 * with_holdfast["peak_consumer_concurrency"]
     # Without Holdfast the consumers surge the minute Lambda's SQS polling comes back.
     assert datetime.fromisoformat(without["peak_consumer_concurrency_at"]) == scenario.POLLING_RESTORED
+
+
+def test_the_region_switch_engage_step_is_invoked_on_the_deactivating_region_and_reports(replay):
+    """The engage step a Region switch plan runs in the Region it leaves, in mode recommend:
+    what it would write, nothing written (the replay then runs on Holdfast's own evidence)."""
+    code, printed, _ = replay
+    line = next(line for line in printed.splitlines() if line.startswith("Region switch engage step"))
+    assert "(the deactivating Region), mode recommend: reported: mode recommend: would hold" in line, line
+    assert "plan/demo-evacuate:abc123" in line and "nothing written" in line

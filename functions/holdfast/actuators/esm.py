@@ -31,12 +31,26 @@ for SQS event source mappings"):
   whatever its function reserves: `already`, without the read.)
 
 Selected by the mapping's own tag or its function's. Mappings carry their own tags
-(by their own ARN; they do not inherit the function's), read with ListTags for each SQS
-mapping an engage walks: the record on the mapping is only there (an engage while the
-ledger was unreachable wrote it nowhere else), and Holdfast has found no AWS reference
-that the Tagging API's GetResources indexes mappings (moto does not). A relax skips the
-ListTags of a mapping the ledger holds a record for: the ledger's record is the
-engagement, and the untag is sent whether or not the tag is still there.
+(by their own ARN; they do not inherit the function's), read with ListTags: the record
+on the mapping may be only there (an engage while the ledger was unreachable wrote it
+nowhere else), and Holdfast has found no AWS reference that the Tagging API's
+GetResources indexes mappings (the Lambda developer guide's "Using tags on event source
+mappings" names only the Lambda API; moto does not). A mapping selected by its own tag
+needs that ListTags before its cap. One its function's tag selects does not, for its
+selection: during an engage walk whose tags come in the second pass (TAGS_LATER), with
+the ledger answering and holding no record of it, and its cap about to be lowered, it
+is capped through the ledger's record before its tags are read (`tags_unread`), one
+Lambda call instead of two, and its ListTags is made in the second pass, just before its
+record tag (`write_deferred`). There a record tag the ledger did not know is reconciled:
+the value the cap found was the owner's (Holdfast's own writes after an engagement all
+go through the ledger first), so the owner's change while engaged is what a restore puts
+back, and it is reported as drift; a value the tag's record shows as Holdfast's own
+(only if the ledger lost the record) keeps the tag unwritten and says so. With the
+ledger failing before such a cap, the mapping is left for the next walk (FAILED), never
+tagged without its tags read. Such a mapping's place in the walk is its harm per Lambda
+call before its cap (`calls_before_cap`, core.order.per_call). A relax skips the ListTags
+of a mapping the ledger holds a record for: the ledger's record is the engagement, and
+the untag is sent whether or not the tag is still there.
 """
 
 from __future__ import annotations
@@ -48,15 +62,17 @@ import threading
 
 from holdfast.core import pollers, restore
 from holdfast.core.errors import Vanished
+from holdfast.aws import error_text
 from holdfast.core import kinds
 from holdfast.iam import uses
 from holdfast.core.model import SKIPPED, Candidate, Outcome, Record, Resource
-from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource, pages, unreadable
+from holdfast.actuators.tagged import TAGS_LATER, LambdaTagged, TaggedActuator, make_resource, pages, unreadable
 from holdfast.aws import AWS_ERRORS
 from holdfast.core.audit import AuditResult, Progress
 from holdfast.actuators.selection import selected, tagged
 
 KEY = "MaximumConcurrency"
+TAGS_UNREAD = "tags_unread"   # Resource.ref: read without its own tags, for a cap before them
 
 
 def _service(arn: str) -> str | None:
@@ -78,6 +94,8 @@ class EsmActuator(LambdaTagged, TaggedActuator):
     # A mapping's write-ahead tag would spend a Lambda call before its cap: while the ledger
     # answers, its record comes first and the tag in the walk's second pass (actuators.tagged).
     defers_tag = True
+    # Lambda calls before a cap: 1 or 2 (calls_before_cap); the walk orders by harm per call.
+    most_calls_before_cap = 2
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -149,8 +167,27 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         harm = 2 * (1001 if cap is None else int(cap))
         return harm if mapping.get("State") in ("Disabled", "Disabling") else harm + 1
 
+    def calls_before_cap(self, candidate: Candidate) -> int:
+        """Lambda calls an engage spends on the mapping before its cap: one (the cap) when its
+        function's tag selects it, two (ListTags, then the cap) when only its own tag can."""
+        return 1 if candidate.selected else 2
+
+    def _cap_before_tags(self, candidate: Candidate) -> bool:
+        """Whether this engage may cap the mapping before reading its tags (module doc)."""
+        return (TAGS_LATER.get() and candidate.selected and self.ledger.cached(candidate.arn) is None
+                and self.ledger.available)
+
+    def tags_unread(self, resource: Resource) -> bool:
+        return bool(resource.ref.get(TAGS_UNREAD))
+
     @uses("lambda:ListTags", by=("reconciler", "cli", "readonly", "readiness"))
     def read(self, candidate: Candidate) -> Resource | None:
+        if self._cap_before_tags(candidate):
+            resource = self._resource(candidate.listed, {})
+            if self.posture(resource.current):
+                return replace(resource, confirmed=False, ref={**resource.ref, TAGS_UNREAD: True})
+            # Nothing to write (already at the floor, or held harder by its reserved
+            # concurrency): its tags are read now, so a record on them is kept as ever.
         client = self.clients("lambda")
         try:
             tags = client.list_tags(Resource=candidate.arn)["Tags"]
@@ -256,6 +293,61 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             outcome.notes["reserved"] = {"why": (f"the owner's cap {cap} is above the function's reserved concurrency "
                                                  f"{reserved}: it only produces throttles; it is restored as it was")}
         return outcome
+
+    def write_deferred(self, items: list) -> list[Outcome]:
+        """The second pass (actuators.tagged), with the tags of a mapping capped before them
+        read first (ListTags): a record tag the ledger did not know is reconciled (module doc)."""
+        ready = []
+        for resource, record, outcome in items:
+            if self.tags_unread(resource):
+                try:
+                    resource = self.confirm(resource)
+                except (Vanished, *AWS_ERRORS) as err:
+                    why = "it vanished" if isinstance(err, Vanished) else error_text(err)
+                    outcome.notes["tag"] = {
+                        "why": f"capped through the ledger's record; its tags could not be read yet ({why})",
+                        "fix": "the next walk reads them and writes its record tag (the ledger's record restores it meanwhile)"}
+                    continue
+                if not self._reconcile(resource, record, outcome):
+                    continue
+            ready.append((resource, record, outcome))
+        super().write_deferred(ready)
+        return [outcome for _, _, outcome in items]
+
+    def _reconcile(self, resource: Resource, record: Record, outcome: Outcome) -> bool:
+        """A record tag found after the cap (an engagement while the ledger was unreachable)
+        against the ledger's record just written: whether the record tag is to be written.
+        Holdfast's writes after an engagement all claim the ledger first (serial_writes), so
+        a value the tag's record does not show as Holdfast's was the owner's, set while
+        engaged: the ledger's record (that value as the original) is what a restore puts
+        back, the owner's change kept, and it is reported as drift. A value the tag shows as
+        Holdfast's own means the ledger lost the record: the tag, the older record, is kept
+        as it is, and the outcome says so."""
+        found = resource.record
+        if found is None:
+            return True
+        differ = restore.conflicts(found.original, record.original)
+        if not differ:
+            return True
+        ours = [k for k in differ if record.original.get(k) in restore.holdfast_values(found.applied.get(k))]
+        if ours:
+            outcome.notes["record"] = {
+                "why": (f"its tag holds an earlier engagement's record (original {dict(found.original)}) that the "
+                        f"ledger did not, and the value the cap found ({ {k: record.original.get(k) for k in ours} }) "
+                        "was Holdfast's own: the tag is kept as it is; the ledger's record holds that value as the "
+                        "original"),
+                "fix": (f"check the mapping's original; `holdfast release {resource.arn}` restores the ledger's "
+                        "record's original")}
+            return False
+        for k in differ:
+            outcome.drift[k] = {"original": found.original.get(k), "applied": found.applied.get(k),
+                                "current": record.original.get(k)}
+        outcome.notes["drift"] = {
+            "why": ("its tag held the record of an engagement made while the ledger was unreachable, and the owner "
+                    "had changed it since; it was capped again before that record was read (its tags are read after "
+                    "the caps): the owner's value is what a restore puts back"),
+        }
+        return True
 
     def _provisioned_note(self) -> dict[str, str]:
         floor = self._floor_pollers()

@@ -470,6 +470,9 @@ class TaggedActuator(ABC):
         rest = []
         for item in staged:
             i, resource, new, changes, outcome = item
+            if not self.ledger.available and self.tags_unread(resource):
+                results[i] = self._tags_unread_left(resource)
+                continue
             if not self.ledger.available:
                 rest.append(item)
                 continue
@@ -478,6 +481,9 @@ class TaggedActuator(ABC):
                 # released by hand during this hold is left as released (no tag written yet).
                 outcome.ledger_written = self._write_ahead(resource, new, False)
                 if not outcome.ledger_written:
+                    if self.tags_unread(resource):
+                        results[i] = self._tags_unread_left(resource)
+                        continue
                     rest.append(item)   # the ledger failed just now: the tag comes first instead
                     continue
                 outcome.recorded_in = ["ledger"]
@@ -493,6 +499,19 @@ class TaggedActuator(ABC):
             except (Vanished, Conflict, ClientError, BotoCoreError) as err:
                 results[i] = self._engage_error(resource, outcome, err)
         return rest
+
+    def tags_unread(self, resource: Resource) -> bool:
+        """Whether `resource` was read without its own tags, for a cap before them (a kind
+        that selects some resources without their tags: actuators.esm); such a resource is
+        engaged only through the ledger's record, and its tags are read in the second pass."""
+        return False
+
+    def _tags_unread_left(self, resource: Resource) -> Outcome:
+        """A resource read without its tags when the ledger stopped answering: the tag-first
+        order needs its tags (a record on them is kept), so it is left for the next walk."""
+        return Outcome(self.kind, resource.arn, FAILED, error=(
+            "left unchanged: the ledger stopped answering before its write-ahead, and its tags were not read "
+            "(a cap before its tags goes through the ledger's record only); the next walk reads them and engages it"))
 
     def take_deferred(self) -> list[tuple[Resource, Record, Outcome]]:
         """The resources engaged through the ledger's record whose tags are still to write

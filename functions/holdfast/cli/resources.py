@@ -366,7 +366,7 @@ def status(ctx: Context, args) -> int:
     stuck = _stuck(ctx) if ledger_available else []
     hand = held(ctx, len(rows)) if ledger_available else None
     ready = _readiness(ctx) if ledger_available else None
-    releases, unread, marks = _release_requests(ctx) if ledger_available else ([], [], [])
+    releases, unread, marks, evacuations = _release_requests(ctx) if ledger_available else ([], [], [], [])
     ctx.emit(
         {
             "command": "status",
@@ -378,6 +378,7 @@ def status(ctx: Context, args) -> int:
             "readiness": ready,
             "release_requests": releases,
             "released": marks,
+            "evacuations": evacuations,
             "control_problems": unread,
             "api_calls_by_operation": dict(ctx.clients.calls),
         },
@@ -385,6 +386,7 @@ def status(ctx: Context, args) -> int:
         + "".join(f"\n{release_line(r)}" for r in releases)
         + "".join(f"\n{m['arn']} released by {m['by']} at {m['at']}: left released in the hold that began at "
                   f"{m['began']}" for m in marks)
+        + "".join(f"\n{evacuation_line(e)}" for e in evacuations)
         + "".join(f"\ncontrol item not read as written: {p}" for p in unread) + "\n" + readiness_line(ready),
     )
     if not ctx.json:
@@ -403,18 +405,28 @@ def _readiness(ctx: Context) -> dict[str, Any] | None:
         return None
 
 
-def _release_requests(ctx: Context) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+def _release_requests(ctx: Context) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]],
+                                             list[dict[str, Any]]]:
     """The release requests an operator wrote through the org operator role
     (`release --all-accounts`), pending or done with their outcome; what of the other
-    control items could not be read as written; and the resources released by hand, each
-    with the hold it stays released in."""
+    control items could not be read as written; the resources released by hand, each
+    with the hold it stays released in; and the evacuation holds, each Region switch plan
+    whose engage step holds this Region (who, when, which execution) until its
+    post-recovery step lifts it (holdfast.region_switch)."""
     try:
         control = ledger_control.read_control(ctx.ledger())
     except LedgerUnavailable as err:
-        ctx.warn(f"release requests unknown: {err}")
-        return [], [], []
+        ctx.warn(f"release requests and evacuation holds unknown: {err}")
+        return [], [], [], []
     return ([r.to_dict() for r in control.releases], list(control.problems),
-            [dict(arn=m.arn, began=m.began, by=m.by, at=m.at) for m in control.released])
+            [dict(arn=m.arn, began=m.began, by=m.by, at=m.at) for m in control.released],
+            [dict(plan_arn=e.plan_arn, execution_id=e.execution_id, by=e.by, at=e.at) for e in control.evacuations])
+
+
+def evacuation_line(e: dict[str, Any]) -> str:
+    return (f"evacuation hold: Region switch plan {e['plan_arn']} (execution {e.get('execution_id') or '-'}) holds "
+            f"this Region since {e.get('at') or '-'}, written by {e.get('by') or 'its engage step'}; the plan's "
+            "post-recovery step lifts it, `holdfast advance` by hand")
 
 
 def release_line(r: dict[str, Any]) -> str:

@@ -7,6 +7,11 @@ calls is the order in which harm goes away. Two decisions:
 - `position(harm, arn)`: a resource's place within its kind, as a string that sorts in
   the order of the walk: the most harm first (each actuator's `harm`, judged from the bulk
   listing alone), ties by ARN. Positions are also the walk's cursor (holdfast.engine).
+- `per_call(harm, calls, most)`: where the resources of one kind cost different numbers of
+  calls of the one budget before their change lands, the harm each call removes (Smith's
+  rule: the order that removes the most harm soonest serves the highest harm per unit of
+  time first), scaled by the kind's `most` so that it stays a whole number and a kind
+  whose resources all cost the same keeps its harm as it is.
 - `lane_steps(kinds, defers_tag)`: the steps of one service's lane: every kind's engage in
   the order given (the most dangerous first: SQS mappings, which flood a dependency, before
   async configs), then the second pass of the record tags a kind deferred
@@ -30,6 +35,13 @@ def position(harm: int, arn: str) -> str:
     then by ARN, as a string that sorts in that order (harm is clamped to 0..HARM_CEILING-1)."""
     harm = max(0, min(int(harm), HARM_CEILING - 1))
     return f"{HARM_CEILING - harm:013d} {arn}"
+
+
+def per_call(harm: int, calls: int, most: int = 1) -> int:
+    """`harm` per call of `calls` (1..most) before the change lands, as a whole number on
+    the scale of `most` calls: harm * most // calls."""
+    calls = max(1, min(int(calls), int(most)))
+    return int(harm) * int(most) // calls
 
 
 @dataclass(frozen=True)
