@@ -437,7 +437,11 @@ def paid(lower: list[Measure], higher: list[Measure], facts: Facts, constants: C
             f"proportion), {s_lo * 1000:,.0f} -> {s_hi * 1000:,.0f} ms per message")
     if gain >= c.pay_share:
         return Verdict(PAID, f"{said}: the raise paid", knee)
-    if s_hi > s_lo * (1 + noise(facts)) or f_hi > f_lo + c.error_share_slack:
+    # The bar for "slower": the noise of the difference of two means of one-minute figures
+    # (each spreads `noise` ÷ √minutes), so a noisy consumer's single minute at the higher
+    # cap is not read as a knee; a quiet one's (noise 1 %) is judged as before.
+    bar = noise(facts) * max(1.0, math.sqrt(1 / len(lower) + 1 / len(higher)) * 1.5)
+    if s_hi > s_lo * (1 + bar) or f_hi > f_lo + c.error_share_slack:
         return Verdict(PLATEAU, f"{said}: the raise did not pay, the time per message or the failures rose (past the "
                                 f"downstream's useful capacity)", knee)
     return Verdict(UNSURE, f"{said}: unsure (the same speed: a queue too short to fill the cap, or noise)", knee)

@@ -46,10 +46,15 @@ class Health:
     failures_critical: bool = False         # critical on failures (not on time alone): the one reason to go below the arrivals
 
 
+# The standard deviation of a normal sample is 1.4826 × its median absolute deviation: the
+# baseline's spread (MAD ÷ median) read as one minute's standard deviation.
+MAD_TO_SD = 1.4826
+
+
 def noise(facts: Facts) -> float:
-    """How far one minute's time per message (and so its goodput) may be from another's and
-    still read as the same: the baseline's own spread, and at least 1 %."""
-    return max(facts.spread, 0.01)
+    """How far one minute's time per message (and so its goodput) spreads from another's,
+    as a share: the baseline's spread read as a standard deviation, and at least 1 %."""
+    return max(MAD_TO_SD * facts.spread, 0.01)
 
 
 def consumer_health(facts: Facts, reading: Reading, now: datetime, constants: Constants = DEFAULTS) -> Health:
