@@ -63,6 +63,9 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
    walks, so a walk that takes the whole tick never keeps them waiting, each is claimed,
    checked and acted on once, as `holdfast release` would, and its outcome recorded on it
    (`release`, holdfast.core.release); this tick's walks leave what it released alone.
+   A restore that may not write yet (`refused-stale`: the mapping's last cap write may
+   still land, or its record moved on since this tick read it) is not an outcome: the
+   request is requested again and the next tick acts on it (core.release.waits).
 
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
@@ -104,7 +107,9 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
   the restore, before the outcome: the takeover finds it restored and records
   `restored-unconfirmed`; the mark is already there, so no re-walk engages it again. A
   walk that read the marks before the mark landed is refused at its write-ahead
-  (conditions.NOT_RELEASED_IN), and takes its record tag off again.
+  (conditions.NOT_RELEASED_IN), and takes its record tag off again. A request whose
+  restore meets a cap write still in flight writes nothing and is requested again
+  (ledger.control.postpone_release), its mark kept: the next tick restores it.
 """
 
 from __future__ import annotations
@@ -846,6 +851,15 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                 action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:
             action = release_requests.REFUSED
+        if release_requests.waits(action):
+            # Not the request's answer: the restore may not write yet. Requested again, the
+            # next tick acts on it; its mark stays, so the walks leave the resource alone meanwhile.
+            why = f"waiting for the next tick: {why}"
+            ledger_control.postpone_release(t.ledger, request, detail=why, controller_id=me)
+            result.actions.append(f"release:{release_requests.WAITING}")
+            t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
+                  outcome=release_requests.WAITING, reasons=[why])
+            continue
         ledger_control.finish_release(t.ledger, request, outcome=action, detail=why, controller_id=me,
                                       now=t.runtime.clock.now())
         result.actions.append(f"release:{action}")
