@@ -96,7 +96,9 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
   read timeout) is waited for: the next tick leaves the mapping alone (refused-stale)
   while its last write is not seen and younger than LEASE_SECONDS, and keeps that
   write's target in the applied set until it is seen, so a late cap is never read as
-  the owner's, nor left on a mapping whose record a restore forgot.
+  the owner's, nor left on a mapping whose record a restore forgot. Killed after AWS
+  answered the write, before its claim is settled: a write applied shows on the mapping,
+  so nothing waits for it; one AWS refused holds the mapping back LEASE_SECONDS at most.
 - after a walk, before `mark_done`: the next tick walks the kind again; no writes.
 - the ledger unreachable: engaging still proceeds when the verdict is impaired
   (tag-only write-ahead); nothing is relaxed, since no plan can be confirmed.
