@@ -63,6 +63,9 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
    walks, so a walk that takes the whole tick never keeps them waiting, each is claimed,
    checked and acted on once, as `holdfast release` would, and its outcome recorded on it
    (`release`, holdfast.core.release); this tick's walks leave what it released alone.
+   A restore that may not write yet (`refused-stale`: the mapping's last cap write may
+   still land, or its record moved on since this tick read it) is not an outcome: the
+   request is requested again and the next tick acts on it (core.release.waits).
 
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
@@ -93,7 +96,9 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
   read timeout) is waited for: the next tick leaves the mapping alone (refused-stale)
   while its last write is not seen and younger than LEASE_SECONDS, and keeps that
   write's target in the applied set until it is seen, so a late cap is never read as
-  the owner's, nor left on a mapping whose record a restore forgot.
+  the owner's, nor left on a mapping whose record a restore forgot. Killed after AWS
+  answered the write, before its claim is settled: a write applied shows on the mapping,
+  so nothing waits for it; one AWS refused holds the mapping back LEASE_SECONDS at most.
 - after a walk, before `mark_done`: the next tick walks the kind again; no writes.
 - the ledger unreachable: engaging still proceeds when the verdict is impaired
   (tag-only write-ahead); nothing is relaxed, since no plan can be confirmed.
@@ -104,7 +109,9 @@ Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
   the restore, before the outcome: the takeover finds it restored and records
   `restored-unconfirmed`; the mark is already there, so no re-walk engages it again. A
   walk that read the marks before the mark landed is refused at its write-ahead
-  (conditions.NOT_RELEASED_IN), and takes its record tag off again.
+  (conditions.NOT_RELEASED_IN), and takes its record tag off again. A request whose
+  restore meets a cap write still in flight writes nothing and is requested again
+  (ledger.control.postpone_release), its mark kept: the next tick restores it.
 """
 
 from __future__ import annotations
@@ -846,6 +853,15 @@ def release(t: _Tick, plan: Plan, control: ledger_control.Control, result: TickR
                 action, why = FAILED, f"not released: {error_text(err) if isinstance(err, AWS_ERRORS) else err}"
         else:
             action = release_requests.REFUSED
+        if release_requests.waits(action):
+            # Not the request's answer: the restore may not write yet. Requested again, the
+            # next tick acts on it; its mark stays, so the walks leave the resource alone meanwhile.
+            why = f"waiting for the next tick: {why}"
+            ledger_control.postpone_release(t.ledger, request, detail=why, controller_id=me)
+            result.actions.append(f"release:{release_requests.WAITING}")
+            t.log("release request", plan, arn=request.arn, requested_by=request.by, requested_at=request.at,
+                  outcome=release_requests.WAITING, reasons=[why])
+            continue
         ledger_control.finish_release(t.ledger, request, outcome=action, detail=why, controller_id=me,
                                       now=t.runtime.clock.now())
         result.actions.append(f"release:{action}")

@@ -71,6 +71,8 @@ _TABLE = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
 _TAG_VALUE = re.compile(r"^[\w.:/=+\-@ ]{0,256}$")
+# An IAM role ARN (IAM's role name and path characters).
+_ROLE_ARN = re.compile(r"^arn:(aws|aws-cn|aws-us-gov):iam::(\d{12}):role/([\w+=,.@/-]{1,512})$")
 
 
 class SettingsError(ValueError):
@@ -256,6 +258,17 @@ def _ou(key: str, ou: str) -> None:
         raise SettingsError(key, ou, "each must be an OU id such as ou-ab12-cd345678, or a root id such as r-ab12")
 
 
+def _role_arn(key: str, arn: str) -> None:
+    if not _ROLE_ARN.match(arn):
+        raise SettingsError(key, arn, "each must be an IAM role ARN such as arn:aws:iam::111122223333:role/oncall")
+
+
+def _principal_tag(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    return _selector(key, value)
+
+
 def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise SettingsError(key, value, "must be true or false")
@@ -388,6 +401,8 @@ HEALTH_SERVICE = Rule("AWS Health service code (capitals)", _health_service)
 HOST = Rule("host name", _host)
 ZONE = Rule("zone name or ID", _zone)
 OU = Rule("OU or root id", _ou)
+ROLE_ARN = Rule("IAM role ARN", _role_arn)
+PRINCIPAL_TAG = Rule("principal tag `KEY=VALUE` or null", _principal_tag)
 REGION = Rule("region", _region)
 # The services an API probe can call (holdfast.core.signals.PROBE_API_CALLS).
 PROBE_API_SERVICES = tuple(PROBE_API_CALLS)
@@ -840,6 +855,20 @@ class Settings:
         "Organization: the management or delegated-administrator account (12 digits) that deploys the "
         "StackSet and may assume `HoldfastReadOnly` in every account."
     )
+    org_admin_principals: tuple[str, ...] = setting(
+        (),
+        str_list(ROLE_ARN, allowed="must be a list of IAM role ARNs of org_admin_account"),
+        "Organization: the roles of `org_admin_account` that may assume `HoldfastReadOnly` and `HoldfastOperator` "
+        "in every account. Empty (and no `org_admin_principal_tag`): only `HoldfastAdmin`, a role of Holdfast's own "
+        "that the `HoldfastOrg` stack creates in the admin account; grant your people `sts:AssumeRole` on it."
+    )
+    org_admin_principal_tag: str | None = setting(
+        None,
+        PRINCIPAL_TAG,
+        "Organization: instead of naming roles, the principals of `org_admin_account` carrying this principal tag "
+        "(`KEY=VALUE`, matched as `aws:PrincipalTag/KEY`) may assume `HoldfastReadOnly` and `HoldfastOperator`. "
+        "Not together with `org_admin_principals`."
+    )
     org_id: str | None = setting(
         None,
         pattern(_ORG_ID, "must be an organization id such as o-a1b2c3d4e5, or null", summary="organization id"),
@@ -1017,7 +1046,8 @@ def _check_whole(s: Settings) -> None:
         object.__setattr__(s, "health_services", ("EC2",) + s.health_services)
 
 
-ORG_KEYS = ("org_regions", "org_admin_account", "org_id", "org_game_day_stop_alarms")
+ORG_KEYS = ("org_regions", "org_admin_account", "org_id", "org_game_day_stop_alarms", "org_admin_principals",
+            "org_admin_principal_tag")
 
 
 def _check_org(s: Settings) -> None:
@@ -1037,6 +1067,19 @@ def _check_org(s: Settings) -> None:
     for key, what in (("org_admin_account", "the account that deploys the StackSet"), ("org_id", "the organization's id (o-…)")):
         if getattr(s, key) is None:
             raise SettingsError(key, None, f"required when org_organizational_unit_ids is set: {what}")
+    # The member roles trust the admin account's principals only: a role of another account
+    # named here would widen who may assume them.
+    for arn in s.org_admin_principals:
+        if _ROLE_ARN.match(arn).group(2) != s.org_admin_account:
+            raise SettingsError("org_admin_principals", list(s.org_admin_principals),
+                                f"each must be a role of org_admin_account ({s.org_admin_account}); {arn} is not")
+        if _ROLE_ARN.match(arn).group(1) != KNOWN_REGIONS[s.org_regions[0]]:
+            raise SettingsError("org_admin_principals", list(s.org_admin_principals),
+                                f"each must be in the partition of org_regions ({KNOWN_REGIONS[s.org_regions[0]]}); "
+                                f"{arn} is not")
+    if s.org_admin_principals and s.org_admin_principal_tag is not None:
+        raise SettingsError("org_admin_principal_tag", s.org_admin_principal_tag,
+                            "must be null when org_admin_principals names roles: one or the other")
     override_settings(s)
 
 

@@ -154,6 +154,7 @@ class Holdfast(Construct):
             settings_parameter_name=f"{self.parameter_prefix}/{SETTINGS_PARAMETER}",
         )
         self.notifications.grant_publish(self.controllers.reconciler)
+        self.queues.grant_replay(self.controllers.reconciler)
 
         self.signals = Signals(
             self,

@@ -22,7 +22,8 @@ What the admin deploys (`app.py` builds them when `org_organizational_unit_ids` 
   environment-agnostic (every `${AWS::AccountId}`/`${AWS::Region}` resolved in each
   stack instance): the Holdfast stack, with its code in the bucket of its own region,
   no CDK bootstrap check (member accounts are not bootstrapped), and the
-  `HoldfastReadOnly` role the admin account may assume for
+  `HoldfastReadOnly` role the admin account's `HoldfastAdmin` role (or the principals
+  `org_admin_principals` / `org_admin_principal_tag` name) may assume for
   `holdfast status --all-accounts`. IAM is global, so the role is created in the first
   region of `org_regions` only (a template condition). The template goes to the admin
   account's bootstrap bucket as a file asset and the StackSet reads it from there
@@ -63,6 +64,9 @@ STACK_SET_NAME = "Holdfast"
 MEMBER_STACK_NAME = "Holdfast"
 READ_ONLY_ROLE_NAME = "HoldfastReadOnly"
 OPERATOR_ROLE_NAME = "HoldfastOperator"
+# Holdfast's own role in the admin account: the one principal the member roles trust when
+# the settings name none (org_admin_principals, org_admin_principal_tag).
+ADMIN_ROLE_NAME = "HoldfastAdmin"
 CODE_BUCKET_PREFIX = "holdfast-code"
 ORG_STACK = "HoldfastOrg"
 CODE_STACK = "HoldfastOrgCode"
@@ -80,20 +84,41 @@ def _require_org(settings: Settings) -> None:
         )
 
 
+def admin_principal(settings: Settings, partition: str) -> iam.IPrincipal:
+    """Who may assume the member accounts' `HoldfastReadOnly` and `HoldfastOperator`: the
+    roles `org_admin_principals` names; or the admin account's principals carrying the tag
+    `org_admin_principal_tag` (`aws:PrincipalTag/KEY`); or else Holdfast's own
+    `HoldfastAdmin` role in the admin account (HoldfastOrgStack creates it, before the
+    StackSet: IAM refuses a trust policy naming a role that does not exist). Never the whole
+    admin account, whose every principal with sts:AssumeRole on `*` could otherwise assume them."""
+    if settings.org_admin_principals:
+        return iam.CompositePrincipal(*(iam.ArnPrincipal(arn) for arn in settings.org_admin_principals))
+    if settings.org_admin_principal_tag is not None:
+        key, value = settings.org_admin_principal_tag.split("=", 1)
+        return iam.AccountPrincipal(settings.org_admin_account).with_conditions(
+            {"StringEquals": {f"aws:PrincipalTag/{key}": value}})
+    return iam.ArnPrincipal(admin_role_arn(settings.org_admin_account, partition))
+
+
+def admin_role_arn(admin_account: str, partition: str) -> str:
+    return f"arn:{partition}:iam::{admin_account}:role/{ADMIN_ROLE_NAME}"
+
+
 class ReadOnlyAccess(Construct):
     """`HoldfastReadOnly`: reads the ledger in every region and the configuration of the
-    resources `holdfast plan` looks at, assumable by the admin account (policies/readonly.json).
+    resources `holdfast plan` looks at, assumable by `admin_principal` only (policies/readonly.json).
     Its name is fixed because the admin account assumes it by name in every account; IAM
     deletes it with its stack (it is not retained), and only the member stack of the first
     region creates it. The ledger tables are named by CloudFormation: it reads tables tagged
     as Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, principal: iam.IPrincipal,
+                 condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
         # The ledger tables are named by CloudFormation: the role reads tables tagged as
         # Holdfast's ledger, and learns their names from /holdfast/<stack>/ledger-table.
         self.role = _admin_role(
-            self, role="readonly", name=READ_ONLY_ROLE_NAME, admin_account=admin_account, condition=condition,
+            self, role="readonly", name=READ_ONLY_ROLE_NAME, principal=principal, condition=condition,
             description="Holdfast: read-only view of this account's ledgers for the organization's admin account",
             wildcards=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}, "Resource::*"],
             reason="Read-only: the ledger table and Holdfast's parameters in every region the StackSet deploys "
@@ -104,18 +129,19 @@ class ReadOnlyAccess(Construct):
 
 
 class OperatorAccess(Construct):
-    """`HoldfastOperator`: writes Holdfast's operator control items only, assumable by the
-    admin account (policies/operator.json). Every statement carries a
+    """`HoldfastOperator`: writes Holdfast's operator control items only, assumable by
+    `admin_principal` only (policies/operator.json). Every statement carries a
     `dynamodb:LeadingKeys` condition: the kill switch and the engage and advance requests
     (partition `CONTROL`), a look at the plan (`PLAN`) to name the generation a request is
     for; never the resources, the plan itself, nor any record of the ledger. What the
     requests do, the reconciler does on its next tick, with its own role."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, admin_account: str, condition: CfnCondition | None = None) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, principal: iam.IPrincipal,
+                 condition: CfnCondition | None = None) -> None:
         super().__init__(scope, construct_id)
         # As the read-only role: tables tagged as Holdfast's ledger, names from SSM.
         self.role = _admin_role(
-            self, role="operator", name=OPERATOR_ROLE_NAME, admin_account=admin_account, condition=condition,
+            self, role="operator", name=OPERATOR_ROLE_NAME, principal=principal, condition=condition,
             description="Holdfast: the organization's admin account may pause, unpause, engage or advance Holdfast "
             "here through its control items; never a resource directly",
             wildcards=[{"regex": "/^Resource::arn:<AWS::Partition>:(dynamodb|ssm):\\*:.*$/"}],
@@ -125,14 +151,15 @@ class OperatorAccess(Construct):
         )
 
 
-def _admin_role(scope: Construct, *, role: str, name: str, admin_account: str, condition: CfnCondition | None,
+def _admin_role(scope: Construct, *, role: str, name: str, principal: iam.IPrincipal, condition: CfnCondition | None,
                 description: str, wildcards: list, reason: str) -> iam.Role:
-    """A role of the organization's admin account in a member account: its policy from
-    policies/<role>.json, created only where `condition` holds, its wildcards acknowledged."""
+    """A role of the organization's admin account in a member account, assumable by
+    `principal` only (admin_principal): its policy from policies/<role>.json, created only
+    where `condition` holds, its wildcards acknowledged."""
     stack = Stack.of(scope)
     document = role_policies.document(role, {"Partition": stack.partition, "Account": stack.account})
     made = iam.Role(scope, "Role", role_name=name, description=description,
-                    assumed_by=iam.AccountPrincipal(admin_account), inline_policies={role: document})
+                    assumed_by=principal, inline_policies={role: document})
     if condition is not None:
         made.node.default_child.cfn_options.condition = condition
     suppressions.add(made, suppressions.NagPackSuppression(id="AwsSolutions-IAM5", applies_to=wildcards, reason=reason))
@@ -163,8 +190,9 @@ class HoldfastMemberStack(HoldfastStack):
                                             parameter_prefix=self.holdfast.parameter_prefix)
         self.role_region = settings.org_regions[0]
         condition = CfnCondition(self, "IsReadOnlyRoleRegion", expression=Fn.condition_equals(Aws.REGION, self.role_region))
-        self.read_only = ReadOnlyAccess(self, "ReadOnly", admin_account=settings.org_admin_account, condition=condition)
-        self.operator = OperatorAccess(self, "Operator", admin_account=settings.org_admin_account, condition=condition)
+        principal = admin_principal(settings, self.partition)
+        self.read_only = ReadOnlyAccess(self, "ReadOnly", principal=principal, condition=condition)
+        self.operator = OperatorAccess(self, "Operator", principal=principal, condition=condition)
 
 
 def synthesize_member_template(settings: Settings, member_settings: Settings | None = None) -> dict:
@@ -272,6 +300,7 @@ class HoldfastOrgStack(Stack):
         every_ou = list(settings.org_organizational_unit_ids) + [
             ou for o in settings.org_overrides for ou in o.organizational_unit_ids]
 
+        self.admin_role = self._admin_role(settings)
         self.member_template = synthesize_member_template(settings)
         self.template_asset = self._template(self, "MemberTemplate", self.member_template)
         self.stack_set = self._stack_set("StackSet", STACK_SET_NAME, self.template_asset,
@@ -294,11 +323,50 @@ class HoldfastOrgStack(Stack):
                 f"Holdfast with the {override.name} settings in the {where}", targets,
                 automatic=not override.accounts)
             self.member_templates[override.name] = template
+        if self.admin_role is not None:
+            # The member roles' trust names it: IAM refuses a trust policy naming a role not yet created.
+            for stack_set in self.stack_sets.values():
+                stack_set.add_dependency(self.admin_role.node.default_child)
+            CfnOutput(self, "AdminRoleArn", value=self.admin_role.role_arn,
+                      description="The one principal that may assume HoldfastReadOnly and HoldfastOperator in every "
+                                  "account: assume it before `holdfast ... --all-accounts`")
         CfnOutput(self, "StackSetName", value=STACK_SET_NAME)
         CfnOutput(self, "ReadOnlyRoleName", value=READ_ONLY_ROLE_NAME,
-                  description=f"Assumable from {settings.org_admin_account} in every account (created in {settings.org_regions[0]})")
+                  description=f"Assumable by {self._who(settings)} in every account (created in {settings.org_regions[0]})")
         CfnOutput(self, "OperatorRoleName", value=OPERATOR_ROLE_NAME,
-                  description=f"Control items only; assumable from {settings.org_admin_account} in every account")
+                  description=f"Control items only; assumable by {self._who(settings)} in every account")
+
+    @staticmethod
+    def _who(settings: Settings) -> str:
+        if settings.org_admin_principals:
+            return ", ".join(settings.org_admin_principals)
+        if settings.org_admin_principal_tag is not None:
+            return f"principals of {settings.org_admin_account} tagged {settings.org_admin_principal_tag}"
+        return f"{ADMIN_ROLE_NAME} of {settings.org_admin_account}"
+
+    def _admin_role(self, settings: Settings) -> iam.Role | None:
+        """`HoldfastAdmin`, when the settings name no principal (admin_principal): assumable
+        by the admin account's principals its own IAM policies allow, and allowed to assume
+        only `HoldfastReadOnly` and `HoldfastOperator` in the organization's accounts."""
+        if settings.org_admin_principals or settings.org_admin_principal_tag is not None:
+            return None
+        role = iam.Role(
+            self, "AdminRole", role_name=ADMIN_ROLE_NAME,
+            description="Holdfast: the admin account's way into every member account's HoldfastReadOnly and "
+                        "HoldfastOperator (holdfast ... --all-accounts); grant sts:AssumeRole on it to who may",
+            assumed_by=iam.AccountPrincipal(settings.org_admin_account),
+            inline_policies={"assume-member-roles": iam.PolicyDocument(statements=[iam.PolicyStatement(
+                sid="MemberRolesOfTheOrganizationOnly",
+                actions=["sts:AssumeRole"],
+                resources=[f"arn:{self.partition}:iam::*:role/{name}" for name in (READ_ONLY_ROLE_NAME, OPERATOR_ROLE_NAME)],
+                conditions={"StringEquals": {"aws:ResourceOrgID": settings.org_id}},
+            )])},
+        )
+        suppressions.add(role, suppressions.NagPackSuppression(
+            id="AwsSolutions-IAM5", applies_to=[{"regex": "/^Resource::arn:<AWS::Partition>:iam::\\*:role/Holdfast(ReadOnly|Operator)$/"}],
+            reason="Holdfast's two member roles by name in every account of the organization (aws:ResourceOrgID): "
+                   "the accounts are not known at synth and join later."))
+        return role
 
     @staticmethod
     def _template(scope: Construct, construct_id: str, template: dict) -> s3_assets.Asset:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests import walks
-from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED, SKIPPED
 from holdfast.ratelimit import TokenBucket
 from holdfast.actuators.nlb import ATTRIBUTES
 from holdfast.core.tags import RECORD_KEYS
@@ -170,6 +170,11 @@ def test_scalable_target_keeps_owner_flags(clients, ledger_table, settings):
     out, _ = run(clients, settings, ledger_table, "scalable-target")
     assert set(out) == {by_service, by_tag}
     assert describe_target(clients, "web")["SuspendedState"] == {**owner, "DynamicScalingInSuspended": True}
+    # Selected by its own tag, its service untagged: Holdfast's role may not UpdateService there
+    # (the condition on ecs:UpdateService), so its register would be refused: skipped, saying why.
+    assert out[by_tag].action == SKIPPED and "does not carry the selector" in out[by_tag].error, out[by_tag]
+    assert "tag-resource" in out[by_tag].notes["selector"]["fix"]
+    assert not (describe_target(clients, "api").get("SuspendedState") or {}).get("DynamicScalingInSuspended")
 
     out, _ = run(clients, settings, ledger_table, "scalable-target", "relax")
     assert {o.action for o in out.values()} == {RESTORED}

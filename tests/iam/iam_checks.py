@@ -63,9 +63,6 @@ UNSCOPABLE_WRITES = {
     "application-autoscaling:TagResource": "as RegisterScalableTarget; limited to Holdfast's tag keys",
     "application-autoscaling:UntagResource": "as application-autoscaling:TagResource",
     "cloudwatch:PutMetricData": "takes no resource; limited by the cloudwatch:namespace condition instead",
-    "ecs:UpdateService": "never called by Holdfast: RegisterScalableTarget requires its caller to hold it "
-    "(and ecs:DescribeServices) on the target's service, and a target selected by its own tag has a "
-    "service that need not carry the selector",
 }
 # Writes confined to Holdfast's own resources by their exact ARN need no tag.
 OWN_RESOURCES = ("${LedgerTableArn}", "${TopicArn}", "${ExpiredQueueArn}", "${ReconcilerFunctionArn}", "${ReconcilerRoleArn}")

@@ -494,3 +494,57 @@ def test_a_request_waits_while_sts_does_not_answer_and_is_acted_on_by_the_next_t
     harness.clock.advance(60)
     assert "release:restored" in harness.tick("A").actions
     assert suspended(harness, "web") == {"HealthCheck"}
+
+
+def test_a_request_whose_restore_meets_a_cap_write_in_flight_waits_a_tick_and_is_then_acted_on(
+        aws_semantics, harness, operator_dynamodb):
+    """A mapping whose last cap write has not shown and may still land (sent under
+    LEASE_SECONDS ago) is left alone by every tick (actuators.tagged._wait_for). That is a
+    wait, not the request's fault: marked done it would never be acted on again, and the
+    resource would stay capped with the operator told it was refused."""
+    from holdfast.aws import Clients
+    from holdfast.core.model import FAILED, RAISED
+    from holdfast.ledger.leases import LEASE_SECONDS
+    from holdfast_fixtures.late_requests import LateRequests
+    from tests.actuators.fleet import make_function, make_mapping
+
+    key = "MaximumConcurrency"
+    mapping = make_mapping(harness.observer, make_function(harness.observer, "consumer"), "q")
+    arn, uuid = mapping["EventSourceMappingArn"], mapping["UUID"]
+
+    def cap():
+        return (harness.observer("lambda").get_event_source_mapping(UUID=uuid).get("ScalingConfig") or {}).get(key)
+
+    Engine(harness.runtime("cli")).engage(kinds=("esm",))
+    # GIVEN a drain tick whose own clients send the cap writes: it raises to 20, then to 30,
+    # and that UpdateEventSourceMapping times out while AWS applies it later
+    drain = Runtime(clients=Clients(region="us-east-1"), settings=SETTINGS, table=harness.table,
+                    clock=harness.clock, controller_id="drain")
+
+    def relax(target):
+        return Engine(drain, kinds=("esm",)).relax(kinds=("esm",), target_for=lambda _r: target).outcomes
+
+    assert [o.action for o in relax({key: 20})] == [RAISED] and cap() == 20
+    with LateRequests(drain.clients("lambda"), "UpdateEventSourceMapping", timeout=True) as late:
+        harness.clock.advance(60)
+        assert [o.action for o in relax({key: 30})] == [FAILED] and cap() == 20
+        # WHEN a release request is acted on 20 s later, while that write may still land
+        request(operator_dynamodb, harness, arn)
+        harness.clock.advance(20)
+        result = harness.tick("A")
+        # THEN nothing is written, and the request is not done: it waits for the next tick
+        assert "release:waiting" in result.actions, result.actions
+        assert not any(a.startswith("release:") and a != "release:waiting" for a in result.actions), result.actions
+        waiting = releases(harness)[arn]
+        assert (waiting.state, waiting.outcome) == (release_requests.REQUESTED, None), waiting
+        assert "may still land" in (waiting.detail or "")
+        assert cap() == 20
+        assert late.land() == 1
+    assert cap() == 30
+    # AND the next tick, the late write seen, restores the owner's value (no cap) and is done
+    harness.clock.advance(LEASE_SECONDS)
+    assert "release:restored" in harness.tick("A").actions
+    done = releases(harness)[arn]
+    assert (done.state, done.outcome) == (release_requests.DONE, "restored"), done
+    assert cap() is None
+    assert ResourceLedger(Ledger(harness.observer("dynamodb"), harness.table)).get(arn) is None

@@ -207,6 +207,25 @@ RULES = {
         {**ORG, "org_admin_account": 111111111111},
         "holdfast.org_admin_account = 111111111111: must be an AWS account id of 12 digits, or null",
     ),
+    "org: an admin principal of another account": (
+        {**ORG, "org_admin_principals": ["arn:aws:iam::222222222222:role/oncall"]},
+        'holdfast.org_admin_principals = ["arn:aws:iam::222222222222:role/oncall"]: each must be a role of '
+        "org_admin_account (111111111111); arn:aws:iam::222222222222:role/oncall is not",
+    ),
+    "org: an admin principal that is no role ARN": (
+        {**ORG, "org_admin_principals": ["arn:aws:iam::111111111111:user/alice"]},
+        'holdfast.org_admin_principals = "arn:aws:iam::111111111111:user/alice": each must be an IAM role ARN such as '
+        "arn:aws:iam::111122223333:role/oncall",
+    ),
+    "org: an admin principal tag without a value": (
+        {**ORG, "org_admin_principal_tag": "oncall"},
+        'holdfast.org_admin_principal_tag = "oncall": must be a tag `KEY=VALUE`, key 1–128 and value 0–256 characters '
+        "of letters, digits, spaces and _ . : / = + - @",
+    ),
+    "org: an admin principal tag beside named principals": (
+        {**ORG, "org_admin_principals": ["arn:aws:iam::111111111111:role/oncall"], "org_admin_principal_tag": "a=b"},
+        'holdfast.org_admin_principal_tag = "a=b": must be null when org_admin_principals names roles: one or the other',
+    ),
     "org: organization id": ({**ORG, "org_id": "ou-ab12"}, 'holdfast.org_id = "ou-ab12": must be an organization id such as o-a1b2c3d4e5, or null'),
     "org: call as": ({**ORG, "org_call_as": "ADMIN"}, 'holdfast.org_call_as = "ADMIN": must be one of SELF, DELEGATED_ADMIN'),
     "org: concurrency": ({**ORG, "org_max_concurrent_percentage": 0}, "holdfast.org_max_concurrent_percentage = 0: must be an integer from 1 to 100"),

@@ -106,14 +106,15 @@ def test_the_member_template_needs_no_cdk_bootstrap_in_member_accounts(org_synth
     assert len(tables) == 1 and tables[0]["DeletionPolicy"] == "Retain"
 
 
-def test_the_read_only_role_is_made_once_per_account_and_trusts_the_admin_account(org_synthesized):
+def test_the_read_only_role_is_made_once_per_account_and_trusts_holdfasts_admin_role(org_synthesized):
     member = org_synthesized.member_template
     assert member["Conditions"] == {"IsReadOnlyRoleRegion": {"Fn::Equals": [{"Ref": "AWS::Region"}, "us-east-1"]}}
     (role,) = [r for r in member["Resources"].values() if r["Type"] == "AWS::IAM::Role" and r["Properties"].get("RoleName") == READ_ONLY_ROLE_NAME]
     assert role["Condition"] == "IsReadOnlyRoleRegion"
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Action"] == "sts:AssumeRole"
-    assert json.dumps(trust["Principal"]).count(f":iam::{ADMIN}:root") == 1
+    assert ":root" not in json.dumps(trust["Principal"])   # not the whole admin account
+    assert json.dumps(trust["Principal"]).count(f":iam::{ADMIN}:role/HoldfastAdmin") == 1
     (policy,) = role["Properties"]["Policies"]
     actions = {a for s in policy["PolicyDocument"]["Statement"]
                for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
@@ -146,6 +147,23 @@ BAD_ORG = {
     "admin account of the wrong shape": (
         {"org_admin_account": "11111111111a"},
         r'holdfast\.org_admin_account = "11111111111a": must be an AWS account id of 12 digits, or null',
+    ),
+    "a principal of another account": (
+        {"org_admin_principals": ["arn:aws:iam::222222222222:role/oncall"]},
+        r'holdfast\.org_admin_principals = \["arn:aws:iam::222222222222:role/oncall"\]: each must be a role of '
+        r'org_admin_account \(111111111111\)',
+    ),
+    "a principal that is not a role ARN": (
+        {"org_admin_principals": ["oncall"]},
+        r'holdfast\.org_admin_principals = "oncall": each must be an IAM role ARN',
+    ),
+    "a principal tag without a value": (
+        {"org_admin_principal_tag": "team"},
+        r'holdfast\.org_admin_principal_tag = "team": must be a tag `KEY=VALUE`',
+    ),
+    "both principals and a principal tag": (
+        {"org_admin_principals": ["arn:aws:iam::111111111111:role/oncall"], "org_admin_principal_tag": "team=sre"},
+        r'holdfast\.org_admin_principal_tag = "team=sre": must be null when org_admin_principals names roles',
     ),
     "OU id of the wrong shape": (
         {"org_organizational_unit_ids": ["ou-abcd"]},

@@ -114,7 +114,7 @@ def test_the_operator_role_may_write_only_the_control_items_by_leading_key(org):
         role = _operator_role(member)
         assert role["Condition"] == "IsReadOnlyRoleRegion"   # IAM is global: one per account
         (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-        assert trust["Action"] == "sts:AssumeRole" and json.dumps(trust["Principal"]).count(f":iam::{ADMIN}:root") == 1
+        assert trust["Action"] == "sts:AssumeRole" and json.dumps(trust["Principal"]).count(f":iam::{ADMIN}:role/HoldfastAdmin") == 1
         (policy,) = role["Properties"]["Policies"]
         statements = policy["PolicyDocument"]["Statement"]
         by_action = {}

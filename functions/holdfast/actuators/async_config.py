@@ -8,6 +8,26 @@ unqualified config ($LATEST's) is the function's ARN, and is engaged whether or 
 exists yet; `arn:...:function:fn:live` is alias `live`'s. A qualifier without a config
 of its own is not one of them.
 
+Which config an alias (or version) without one of its own follows, when invoked
+asynchronously, AWS's documentation does not say. What it does say: each of "a
+function, a version, or an alias" has its own config (Lambda Developer Guide,
+"Configuring error handling settings for Lambda asynchronous invocations",
+https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-configuring.html), and
+"By default, Lambda retries an asynchronous invocation twice if the function returns an
+error. It retains events in a queue for up to six hours" (API reference,
+PutFunctionEventInvokeConfig,
+https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
+Neither page, nor the API reference of Get/Update/ListFunctionEventInvokeConfigs, says
+whether the unqualified config is inherited. Users' reports point to the defaults (an
+alias follows none of the function's config: serverless/serverless#11609, "with
+provisioned concurrency you're creating a function alias, and then all settings apply to
+this alias"; davidgf/serverless-plugin-canary-deployments#149, settings "previously only
+applied to the unqualified ARN instead of the alias"), but they are not AWS's word. The
+safe choice either way is to give such an alias a config of its own while engaged (bounded
+whichever config would otherwise apply; restored by deleting it). Not done yet: such
+aliases are not engaged (listing them is one more Lambda call, ListAliases, per selected
+function on the 15/s budget).
+
 Keys (None = not set, so Lambda's default applies: 21,600 s and 2 retries):
 `config` (whether the qualifier has an event invoke config at all), `max_age`,
 `max_retries`, `on_failure` (the on-failure destination ARN). `OnSuccess` is read

@@ -26,11 +26,17 @@ reference, RegisterScalableTarget):
   record: `holdfast release` finishes it once the capacity is back in range).
 
 Targets are selected by their own tag (ListTagsForResource, one call each: the tagging
-API does not list them) or by their service's tag.
+API does not list them) or by their service's tag. Holdfast's role holds ecs:UpdateService
+only on services carrying the selector (policies/reconciler.json,
+`EcsServicesForRegisterScalableTargetOnlyTagged`: the Service Authorization Reference lists
+aws:ResourceTag/${TagKey} for it on the service), so a target selected by its own tag
+whose service does not carry the selector is `skipped`, saying to tag the service: its
+register would be refused, and an engage its restore could not undo must not be written.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from botocore.exceptions import ClientError
@@ -107,7 +113,9 @@ class ScalableTargetActuator(TaggedActuator):
         except client.exceptions.ResourceNotFoundException:
             return None  # deregistered since the listing
         if candidate.selected or selected(self.settings, tags):
-            return self._resource(candidate.listed, tags)
+            resource = self._resource(candidate.listed, tags)
+            # Whether its ECS service carries the selector (the tagging API's listing said).
+            return replace(resource, ref={**resource.ref, "service_selected": bool(candidate.selected)})
         return None
 
     def listed_current(self, candidate: Candidate) -> Mapping[str, Any]:
@@ -158,17 +166,36 @@ class ScalableTargetActuator(TaggedActuator):
 
     def plan(self, resource: Resource) -> Outcome:
         if self.posture(resource.current):
-            skipped = self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
+            skipped = self._skip_if_service_untagged(resource) or \
+                self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
             if skipped is not None:
                 return skipped
         return super().plan(resource)
 
     def engage(self, resource: Resource) -> Outcome:
         if self.posture(resource.current):
-            skipped = self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
+            skipped = self._skip_if_service_untagged(resource) or \
+                self._skip_if_out_of_bounds(resource, resource.ref.get("bounds") or {})
             if skipped is not None:
                 return skipped
         return super().engage(resource)
+
+    def _skip_if_service_untagged(self, resource: Resource) -> Outcome | None:
+        """A target selected by its own tag whose ECS service does not carry the selector:
+        RegisterScalableTarget needs ecs:UpdateService on the service, which Holdfast's role
+        holds only on services carrying it. Unknown (a target read by ARN): not skipped."""
+        if resource.ref.get("service_selected") is not False or resource.record is not None:
+            return None
+        service = resource.ref["ResourceId"]
+        key, value = self.settings.selector_key, self.settings.selector_value
+        why = (f"its ECS service {service} does not carry the selector {key}={value}: RegisterScalableTarget needs "
+               "ecs:UpdateService on the service, which Holdfast's role holds only on services carrying it")
+        _, cluster, name = service.split("/", 2)
+        return Outcome(self.kind, resource.arn, SKIPPED, error=why, notes={"selector": {
+            "why": why,
+            "fix": (f"tag the service: aws ecs tag-resource --resource-arn <arn of service {name} in cluster {cluster}> "
+                    f"--tags key={key},value={value}"),
+        }})
 
     def relax(self, resource: Resource, target: Mapping[str, Any] | None, guard: Guard) -> Outcome:
         if resource.record is not None or self.ledger.get(resource.arn) is not None:

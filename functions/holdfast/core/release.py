@@ -29,11 +29,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from holdfast.core.kinds import kind_of
+from holdfast.core.model import REFUSED_STALE
 from holdfast.core.policy import NORMAL, Plan
 
 REQUESTED, ACTING, DONE = "requested", "acting", "done"
 # Outcomes besides the restore's own actions (restored, drift-kept, vanished, failed).
 REFUSED, EXPIRED, UNCONFIRMED = "refused", "expired", "restored-unconfirmed"
+# Not an outcome: the restore must wait, and the request is requested again for the next tick.
+WAITING = "waiting"
 STATES = (REQUESTED, ACTING, DONE)
 
 
@@ -104,6 +107,15 @@ def malformed(request: ReleaseRequest) -> bool:
 def expired(request: ReleaseRequest, now: datetime) -> bool:
     return (request.state != DONE and not malformed(request) and not claimed(request, now)
             and request.expires is not None and request.expires <= _epoch(now))
+
+
+def waits(action: str) -> bool:
+    """Whether a restore's outcome means "not yet" rather than an answer to the request:
+    `refused-stale`, a write the restore may not make now (the mapping's last cap write
+    has not shown and may still land, or another controller moved its record since this
+    tick read it). The next tick acts on the request again (it stays requested, until it
+    expires); marked done, it would never be acted on and the resource would stay engaged."""
+    return action == REFUSED_STALE
 
 
 def due(request: ReleaseRequest, now: datetime) -> bool:

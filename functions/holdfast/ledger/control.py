@@ -442,6 +442,30 @@ def finish_release(ledger: "Ledger", request: ReleaseRequest, *, outcome: str, d
 
 
 @uses("dynamodb:UpdateItem", by=("reconciler",))
+def postpone_release(ledger: "Ledger", request: ReleaseRequest, *, detail: str, controller_id: str) -> bool:
+    """Give `request` back to the next tick, not done: this tick's claim on it ends and it
+    is requested again (its `seen_at` kept), with `detail` saying why it waits. Only while
+    this tick still holds its claim; False when the request changed meanwhile. For a restore
+    that must wait (holdfast.core.release.waits), which marked done would never be acted on."""
+    try:
+        ledger.update_item(
+            Key=_release_key(request.arn),
+            UpdateExpression="SET #state = :requested, #detail = :detail REMOVE #until",
+            ConditionExpression="#request = :id AND #state = :acting AND #controller = :me",
+            ExpressionAttributeNames={"#state": "state", "#detail": "detail", "#until": "claim_until",
+                                      "#request": "request", "#controller": "controller"},
+            ExpressionAttributeValues={":requested": {"S": REQUESTED}, ":detail": {"S": detail or "-"},
+                                       ":id": {"S": request.id}, ":acting": {"S": ACTING},
+                                       ":me": {"S": controller_id}},
+        )
+        return True
+    except (ClientError, BotoCoreError) as err:
+        if condition_failed(err):
+            return False
+        raise LedgerUnavailable(f"cannot give the release request back in {ledger.table}: {failure_kind(err)}") from err
+
+
+@uses("dynamodb:UpdateItem", by=("reconciler",))
 def refuse_malformed_release(ledger: "Ledger", request: ReleaseRequest, *, outcome: str, detail: str,
                              controller_id: str, now: datetime) -> bool:
     """Record `outcome` on a request item Holdfast cannot act on (`request.problem`):
