@@ -165,12 +165,13 @@ def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer
     cloud.alarm("ALARM")
     c.at(10.1)
     d, _ = c.drain(mapping)
-    # The probe's minute alarmed: the slow start ends at 32 × 0.7 = 22, from the cap the
-    # datapoint measured (above the 18 in force, below the probe).
-    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 22), d.last.reasons
+    # The probe's minute crossed the owner's limit: the slow start ends at the cap the probe
+    # started from (18, measured within it); nothing between is guessed.
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 18), d.last.reasons
     assert d.state.additive and d.state.probe_at is None          # after a cut, raises are additive
+    assert d.state.alarmed_cap is not None and d.state.alarmed_cap <= 32
     c.at(11)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 22)   # never twice for one datapoint
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 18)   # never twice for one datapoint
 
 
 def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients, ledger_table, consumer):

@@ -632,6 +632,15 @@ def _critical(k: Tick) -> CapDecision | None:
     c, state, health = k.c, k.state, k.health
     critical = [a for a in k.reading.downstream if a.severity == CRITICAL and a.state == ALARM]
     bad = [(a.measured_at, a.name) for a in critical if k.new_datapoint(a.measured_at)]
+    # A datapoint of a critical alarm's metric beyond its threshold is the owner's limit
+    # crossed on that minute, though the alarm (M out of N, or back to OK since) does not say.
+    crossed = [a for a in k.reading.downstream if a.severity == CRITICAL and a.state is not None
+               and any(k.new_datapoint(t) for t in a.breached)]
+    for a in crossed:
+        newest = max(t for t in a.breached if k.new_datapoint(t))
+        if all(name != a.name for _, name in bad):
+            bad.append((newest, a.name))
+            critical.append(a)
     own = health.level == CRITICAL and k.new_datapoint(health.at)
     if own:
         bad.append((health.at, "the consumer's own evidence (" + "; ".join(health.reasons) + ")"))
@@ -661,8 +670,12 @@ def _critical(k: Tick) -> CapDecision | None:
     if target < k.cap:
         return k.out(CUT, target, k.clamp + [f"{said}: cut to {target} ({how}); {after}"], **common)
     if state.probe_at is not None and newest >= probe_minute(state.probe_at, c) and then > k.cap and not k.clamp:
-        # The probe's minute: the knee is between the cap it started from and the probe.
-        new = max(k.cap, min(target, then - 1))
+        # The probe's minute: the knee is between the cap it started from and the probe. Past
+        # the owner's limit, nothing above the cap it started from (measured within it) is
+        # kept: the additive search finds the limit in steps a tenth wide, not a guess.
+        owner = any(name == a.name for _, name in bad for a in critical)
+        new = k.cap if owner else max(k.cap, min(target, then - 1))
+        how = "the cap the probe started from, measured within the owner's limit" if owner else how
         return k.out(CUT, new, [f"{said}, the probe's cap: the slow start ends at {new} ({how}); {after}"], **common)
     return k.out(CUT if k.clamp else HOLD, k.cap, k.clamp + [
         f"{said}: the cut from it ({target}) is already in force (cap {k.cap}); no second cut"
@@ -755,7 +768,7 @@ def _warned(k: Tick) -> CapDecision | None:
         # has not judged that minute OK: once it has, the probe is within the owner's limit
         # and the goodput judges it (`_probe`).
         judged_ok = [a for a in k.counted if a.severity == CRITICAL and a.state == OK
-                     and a.measured_at is not None and a.measured_at >= minute]
+                     and a.measured_at is not None and a.measured_at >= minute and minute not in a.breached]
         if not judged_ok:
             on_probe += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
         if on_probe:
@@ -878,7 +891,10 @@ def _probe(k: Tick) -> CapDecision | None:
         k.notes.append(f"the probe at cap {tried} could not be judged on its own minute: probing again")
         k.state = replace(state, probe_at=None, probe_from=None)
         return None
-    lower = reference(state.measures, tried, k.facts)
+    # Judged against the cap it started from, measured just before it; a cap measured
+    # earlier between the two (a step back) is too close to the probe to tell it apart.
+    started = at_cap(state.measures, state.probe_from) if state.probe_from < tried else []
+    lower = started or reference(state.measures, tried, k.facts)
     verdict = (paid(lower, measured, k.facts, c) if lower else
                Verdict(UNSURE, f"no cap below {tried} measured to judge the probe against"))
     below = k.remembered_below()
