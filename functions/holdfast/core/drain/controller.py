@@ -9,13 +9,14 @@ The rule, written once here and explained in docs/drain.md:
   on whatever the time per message did; flat while the time per message or the failures
   rose, it is past the downstream's useful capacity and steps back (Little's law: to the
   concurrency that carries that goodput at the lower cap's speed).
-- **Latency limits are absolute**: the owner's alarms when named (a critical one cuts, a
-  warning holds), else a share of the function's timeout and of the client's (evidence).
+- **Latency limits are absolute**: the owner's alarms when named (a critical one cuts and
+  is remembered, a warning ends the slow start), else a share of the function's timeout
+  and of the client's (evidence).
 - **Never stall below the arrivals**: no hold or cut goes below what the arrivals need at
   today's speed, nor below what the downstream carried before the event, unless failures
   are critical.
 - **Start** one step above the pre-event concurrency and **slow-start** by one-minute
-  probes; **restore** the owner's original once the oldest message has been back at its
+  probes until the downstream queues (HyStart), then additive steps; **restore** the owner's original once the oldest message has been back at its
   baseline for the restore period.
 """
 
