@@ -85,7 +85,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Protocol
 
-# 2025-10-19 23:48 PDT, the start of the October 2025 us-east-1 event (the README's demo replays it).
+# 2025-10-19 23:48 PDT, the start of the October 2025 us-east-1 event (the demo replays it: docs/demo.md).
 EPOCH = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
 
 LAMBDA_START_BATCHES = 5      # "starts processing five batches at a time"
