@@ -259,6 +259,29 @@ def test_a_queue_without_metrics_is_held_with_its_reasons_never_raised(clients, 
     assert any("no NumberOfMessagesReceived datapoint" in r and "not raising" in r for r in d.last.reasons)
 
 
+def test_a_probes_minute_past_the_alarms_threshold_ends_the_slow_start_though_the_alarm_says_ok(
+        clients, ledger_table, consumer):
+    # The owner's alarm evaluates its newest minute and says OK; its metric's datapoint of
+    # the probe's minute (0.5 s against the 0.25 s threshold) says the probe crossed it.
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    c.at(3)
+    c.at(4)
+    cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
+    c.at(6.1)
+    assert c.cap(mapping) == 32
+    c.at(8.1)
+    cloud.put(minute(7), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
+    cloud.put(minute(8), age=700, visible=10_000, sent=1200, latency=0.1)
+    cloud.alarm("OK")
+    c.at(10.1)
+    d, _ = c.drain(mapping)
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 18), d.last.reasons
+    assert d.state.probe_at is None and any("db-slo critical" in r for r in d.last.reasons), d.last.reasons
+
+
 def test_a_deleted_queue_ends_its_drain_and_a_misnamed_alarm_is_ignored(clients, ledger_table):
     mapping, cloud = make_consumer(clients, pre_event_until=-15)
     clients("lambda").tag_resource(Resource=mapping["FunctionArn"], Tags={"holdfast:downstream-alarms": "db-slo db-typo"})
