@@ -250,6 +250,15 @@ def test_a_minute_beyond_the_owners_critical_threshold_cuts_though_the_alarm_is_
     assert kept.action == RAISE and kept.cap > 23, kept.reasons
 
 
+def test_a_minute_beyond_the_threshold_from_before_the_drain_started_is_not_the_drains():
+    # The database came back slow at minute -2, while the mapping sat at the floor; the drain
+    # started at minute 0 on the consumer's evidence. That minute cuts nothing.
+    state = dc.CapState(cap=21, step=3, history=((m(0), 21),), prior_cap=2)
+    d = dc.decide(state, FACTS, reading(1, deleted=1400, ms=900, downstream=(
+        dc.Alarm(SLO, dc.OK, m(1), breached=(m(-2),)),)), m(4))
+    assert d.action != CUT and d.state.alarmed_cap is None, d.reasons
+
+
 def test_a_probe_past_the_owners_limit_keeps_nothing_above_the_cap_it_started_from():
     # Slow start from 62 probed 109; the owner's SLO alarm is in ALARM on the probe's minute.
     state = dc.CapState(cap=62, step=8, history=((m(0), 62), (m(9.5), 109), (m(11), 62)), prior_cap=2,

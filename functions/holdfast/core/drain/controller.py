@@ -634,10 +634,13 @@ def _critical(k: Tick) -> CapDecision | None:
     bad = [(a.measured_at, a.name) for a in critical if k.new_datapoint(a.measured_at)]
     # A datapoint of a critical alarm's metric beyond its threshold is the owner's limit
     # crossed on that minute, though the alarm (M out of N, or back to OK since) does not say.
+    # Only minutes the drain's own caps measured: one from before its start is the
+    # dependency's recovery at the floor, which the start already waited out.
+    mine = lambda t: k.new_datapoint(t) and t >= state.history[0][0]
     crossed = [a for a in k.reading.downstream if a.severity == CRITICAL and a.state is not None
-               and any(k.new_datapoint(t) for t in a.breached)]
+               and any(mine(t) for t in a.breached)]
     for a in crossed:
-        newest = max(t for t in a.breached if k.new_datapoint(t))
+        newest = max(t for t in a.breached if mine(t))
         if all(name != a.name for _, name in bad):
             bad.append((newest, a.name))
             critical.append(a)
