@@ -30,6 +30,11 @@ knee, nothing while the database is down):
   database that never recovers (the drain must report the mapping stalled), and two
   consumers with different pre-event concurrency on one database, each its own controller.
 
+The controller reads what the shell would: every metric's newest published datapoint of a
+whole minute (the function's timeout plus CloudWatch's lag, holdfast.core.drain.inputs
+.whole_minute), and with the owner's alarms named, each alarm's state, the minute it was
+decided on and the recent minutes its metric crossed its threshold.
+
 Strategies, each driven by Holdfast's real code: the controller
 (holdfast.core.drain.advance, what the reconciler's drain stage runs per mapping)
 at its defaults, with no downstream alarm named — the built-in evidence only — and the
