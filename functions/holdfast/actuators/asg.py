@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from holdfast.core import kinds
 from holdfast.iam import uses
-from holdfast.settings import ASG_PROCESSES
+from holdfast.core.kinds.asg import PROCESSES as ASG_PROCESSES
 from holdfast.core.model import VANISHED, Candidate, Outcome, Resource
 from holdfast.actuators.selection import selected
 from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable

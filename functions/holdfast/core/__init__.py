@@ -5,7 +5,7 @@ No boto3, botocore or Powertools import, no clock read, no environment read
 observed, what was saved, the settings and `now`, and returns plain data:
 
 - model.py       resources, records, outcomes, guards (what actuators exchange)
-- kinds.py       the resource kinds, each declared once with its audit rule
+- kinds/         the resource kinds, each declared once with its audit rule and its words
 - errors.py      Holdfast's errors, each saying whether retrying helps
 - own.py         Holdfast's own resources: never engaged, whatever their tags
 - tags.py        the write-ahead tag codec
