@@ -50,7 +50,7 @@ serve: $(VENV)/.installed
 # The release: dist/holdfast_aws-<version>-py3-none-any.whl and .tar.gz, built from the
 # tree with the pinned build tools (no download), timestamps from the last commit so that
 # the same commit builds the same bytes, checked as the package index checks them, and
-# their SHA-256 printed (a team pins the wheel by it: README, Quick start).
+# their SHA-256 printed (a team pins the wheel by it: README.md, Quick start).
 dist: $(VENV)/.installed
 	rm -rf dist
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) $(PY) -m build --no-isolation --outdir dist .
@@ -65,7 +65,7 @@ bench: $(VENV)/.installed
 	$(PY) -m pytest -m benchmark -s
 
 # Against a real sandbox account; never part of `make test`. Without HOLDFAST_E2E_ACCOUNT,
-# HOLDFAST_E2E_REGION and AWS_PROFILE it prints one line and exits 0 (README: End-to-end run).
+# HOLDFAST_E2E_REGION and AWS_PROFILE it prints one line and exits 0 (docs/testing.md: End-to-end run).
 e2e:
 	@bash tests/e2e/run.sh
 

@@ -137,7 +137,7 @@ class _Builder:
             )["Role"]["Arn"]
             # The owners granted their functions' role the queues of this account, Holdfast's
             # expired-events queue among them (Lambda checks a destination against the
-            # execution role when it is written; README, "What a real account needs").
+            # execution role when it is written; docs/deploy.md, "What a real account needs").
             send = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sqs:SendMessage",
                                                              "Resource": "arn:aws:sqs:*:*:*"}]}
             self.c("iam").put_role_policy(RoleName=name, PolicyName="send-to-queues", PolicyDocument=json.dumps(send))

@@ -136,7 +136,8 @@ def reading(model: RecoveryModel, *, alarms: bool = True, wanted=None) -> dc.Rea
         visible=point("visible"),
         errors=point("errors"),
         throttles=point("throttles"),
-        downstream=tuple(dc.Alarm(a.name, a.state, a.measured_at, a.severity) for a in model.alarms()) if alarms else (),
+        downstream=tuple(dc.Alarm(a.name, a.state, a.measured_at, a.severity, a.breached) for a in model.alarms())
+        if alarms else (),
         sent=point("sent"),
         deleted=point("deleted"),
         invocations=point("invocations"),

@@ -85,7 +85,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Protocol
 
-# 2025-10-19 23:48 PDT, the start of the October 2025 us-east-1 event (the README's demo replays it).
+# 2025-10-19 23:48 PDT, the start of the October 2025 us-east-1 event (the demo replays it: docs/demo.md).
 EPOCH = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
 
 LAMBDA_START_BATCHES = 5      # "starts processing five batches at a time"
@@ -648,6 +648,9 @@ class AlarmState:
     state: str
     measured_at: datetime | None   # the datapoint the state was decided on
     severity: str                  # "warning" or "alarm"
+    # The published minutes of the last ten whose mean latency was beyond the threshold, as
+    # the shell reads them from the alarm's own metric (GetMetricData).
+    breached: tuple[datetime, ...] = ()
 
 
 METRICS = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "latency", "received", "duration",
@@ -931,11 +934,13 @@ class RecoveryModel:
         mean = self.db.mean_latency(m)
         defined = [("db-latency-warning", sc.latency_warning, "warning")] if sc.latency_warning is not None else []
         defined.append(("db-latency-slo", sc.latency_slo, "alarm"))
+        recent = [(k, self.db.mean_latency(k)) for k in range(m - 9, m + 1) if self._published(k)]
         for name, threshold, severity in defined:
+            breached = tuple(at(k * 60) for k, v in recent if v is not None and v > threshold)
             if mean is None:
-                out.append(AlarmState(name, INSUFFICIENT, at(m * 60), severity))
+                out.append(AlarmState(name, INSUFFICIENT, at(m * 60), severity, breached))
             else:
-                out.append(AlarmState(name, ALARM if mean > threshold else OK, at(m * 60), severity))
+                out.append(AlarmState(name, ALARM if mean > threshold else OK, at(m * 60), severity, breached))
         return tuple(out)
 
     def now(self) -> datetime:

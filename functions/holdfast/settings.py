@@ -8,9 +8,10 @@ is allowed, and an unknown key (a typo) is an error, never silently ignored.
 
 Each setting is declared once, `setting(default, rule, doc)`: the rule is both the check
 (run by `__post_init__`, so `Settings(...)` in Python is checked as strictly as JSON
-through `from_mapping`) and the "allowed" column of the README table.
+through `from_mapping`) and the "allowed" column of docs/settings.md.
 
-Pure: no boto3, no clock. `python -m holdfast.settings` prints the README table.
+Pure: no boto3, no clock. `python -m holdfast.settings` prints the settings table;
+dev/settings_page.py writes docs/settings.md around it.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class Rule:
 
     `check(key, value)` returns the value in its canonical form (tuples for lists, float
     for numbers) or raises SettingsError with the rule's message; `summary` is the
-    README table's "allowed" column. Both come from the same arguments, so the range a
+    settings table's "allowed" column (docs/settings.md). Both come from the same arguments, so the range a
     user reads is the range the check enforces.
     """
 
@@ -400,7 +401,7 @@ PROBE_API_SERVICES = tuple(PROBE_API_CALLS)
 
 def setting(default: Any, rule: Rule, doc: str) -> Any:
     """One setting: its default, what it accepts and what it means, in one place. The
-    check (on every construction), the error message and the README row derive from it."""
+    check (on every construction), the error message and the settings page's row derive from it."""
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata={"doc": doc, "rule": rule})
     return field(default=default, metadata={"doc": doc, "rule": rule})
@@ -1136,7 +1137,7 @@ def _check_game_day(s: Settings) -> None:
 
 
 def markdown_table() -> str:
-    """The README's settings table, generated from the dataclass so the two cannot drift."""
+    """The settings table of docs/settings.md, generated from the dataclass so the two cannot drift."""
     rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
     defaults = Settings().to_mapping()
     for f in dataclasses.fields(Settings):
@@ -1145,5 +1146,5 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # pragma: no cover - exercised by the README test
+if __name__ == "__main__":  # pragma: no cover - exercised by the settings page's test
     print(markdown_table())

@@ -1,4 +1,4 @@
-"""The layering the README's "How it works" describes, and what import-linter cannot see.
+"""The layering docs/architecture.md describes, and what import-linter cannot see.
 
 - The contracts in .importlinter hold, and they do fail on the imports that once broke them
   (the stage policy importing the actuators, the detector importing the probes, the

@@ -1,7 +1,9 @@
 """Every reference in the repository's text is one a clone can follow.
 
-A comment, docstring or README line that names a file, a module or a rule points at
+A comment, docstring, README or docs/ line that names a file, a module or a rule points at
 something this tree has: a path that exists, a `holdfast...` dotted name that resolves.
+In the Markdown pages a folder named bare (`handlers/`, `core/drain/`) exists too, and a
+link goes to a page and a heading that exist.
 Nothing cites a document the repository does not ship (a design card, a style guide),
 a numbered invariant or finding of one, or an issue or review by number: what such a
 note stood for is stated where it is used.
@@ -55,8 +57,13 @@ def tracked() -> list[Path]:
     return files
 
 
+def documents() -> list[Path]:
+    """README.md and every page of docs/, read whether git tracks them yet or not."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def lines():
-    for path in tracked():
+    for path in dict.fromkeys([*tracked(), *documents()]):
         if path == Path(__file__):
             continue
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
@@ -108,6 +115,47 @@ def dotted_resolves(ref: str) -> bool:
     return all(name in module_names(module) for name in rest)
 
 
+# A folder named bare in Markdown: `cdk/`, `handlers/`, `core/drain/`, `dev/holdfast_demo/`.
+FOLDER = re.compile(r"`([A-Za-z_.][\w.-]*(?:/[\w.-]+)*/)`")
+# Where a bare folder name may be rooted: the tree, the packages' own folders.
+FOLDER_BASES = (ROOT, ROOT / "functions", ROOT / "functions" / "holdfast", ROOT / "stacks",
+                ROOT / "stacks" / "holdfast_cdk", ROOT / "dev")
+# A Markdown link: [text](target), the target a page of the tree with an optional #heading.
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+@cache
+def made_by_a_command() -> frozenset[str]:
+    """The folders a command makes and git ignores (`out/`, `dist/`): named, never in the tree."""
+    return frozenset(line.strip() for line in (ROOT / ".gitignore").read_text().splitlines()
+                     if line.strip().endswith("/"))
+
+
+def folder_exists(ref: str) -> bool:
+    return ref in made_by_a_command() or any((base / ref.rstrip("/")).is_dir() for base in FOLDER_BASES)
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@cache
+def anchors(page: Path) -> frozenset[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)   # a `#` in a code block is no heading
+    return frozenset(slug(m) for m in re.findall(r"^#+ (.+)$", text, re.M))
+
+
+def link_resolves(page: Path, target: str) -> bool:
+    if re.match(r"[a-z]+:", target):
+        return True                     # https:, mailto:: not a page of the tree
+    name, _, anchor = target.partition("#")
+    dest = (page.parent / name).resolve() if name else page
+    if not dest.exists():
+        return False
+    return not anchor or (dest.suffix != ".md" or anchor in anchors(dest))
+
+
 def test_no_citation_of_what_the_repository_does_not_have():
     found = [f"{path}:{number}: {what}: {line.strip()[:120]}"
              for path, number, line in lines()
@@ -119,6 +167,24 @@ def test_every_path_named_in_the_text_exists():
     missing = [f"{path}:{number}: {ref}" for path, number, line in lines()
                for ref in PATH.findall(line) if not path_exists(ref)]
     assert not missing, "\n".join(missing)
+
+
+def test_every_folder_named_in_the_docs_exists():
+    """README.md's layout once named a `cdk/` folder the tree no longer had."""
+    missing = [f"{path}:{number}: {ref}" for path, number, line in lines() if path.suffix == ".md"
+               for ref in FOLDER.findall(line) if not folder_exists(ref)]
+    assert not missing, "\n".join(missing)
+
+
+def test_every_link_in_the_docs_goes_to_a_page_and_heading_that_exist():
+    broken = [f"{path}:{number}: {target}" for path, number, line in lines() if path.suffix == ".md"
+              for target in LINK.findall(line) if not link_resolves(ROOT / path, target)]
+    assert not broken, "\n".join(broken)
+
+
+def test_every_page_of_the_docs_is_read():
+    read = {ROOT / path for path, _, _ in lines()}
+    assert (ROOT / "README.md") in read and set((ROOT / "docs").glob("*.md")) <= read
 
 
 def test_every_dotted_name_in_the_text_resolves():
@@ -141,3 +207,15 @@ def test_the_checks_catch_what_they_are_for():
     assert dotted_resolves("holdfast.aws.error_code")
     assert dotted_resolves("holdfast.core.kinds")
     assert dotted_resolves("holdfast.esm_floor") and not dotted_resolves("holdfast.no_such_setting")
+    assert FOLDER.findall("| `cdk/` (the construct), `core/drain/` and `x.py`") == ["cdk/", "core/drain/"]
+    assert not folder_exists("cdk/") and not folder_exists("functions/holdfast/no_such/")
+    assert folder_exists("handlers/") and folder_exists("core/drain/") and folder_exists("out/")
+    assert folder_exists("stacks/holdfast_cdk/") and folder_exists("dev/holdfast_demo/")
+    assert slug("A local sandbox: `make serve`") == "a-local-sandbox-make-serve"
+    assert slug("The organization's view: `holdfast status --all-accounts`") == \
+        "the-organizations-view-holdfast-status---all-accounts"
+    readme = ROOT / "README.md"
+    assert link_resolves(readme, "docs/cli.md#a-local-sandbox-make-serve")
+    assert not link_resolves(readme, "docs/cli.md#no-such-heading")
+    assert not link_resolves(readme, "docs/no-such-page.md")
+    assert link_resolves(readme, "https://github.com/cdklabs/cdk-nag")

@@ -1,10 +1,11 @@
-"""The README's CLI examples and its quick start's commands, run as they are written
+"""The CLI page's examples and the README's quick start commands, run as they are written
 against `make serve` (holdfast_demo.serve in a subprocess, on a free port), which must
 start, answer and stop cleanly.
 
-The examples are the lines of the block between `<!-- readme-examples:start -->` and
-`<!-- readme-examples:end -->`; the quick start's commands are its inline `holdfast ...`
-spans. Each runs in bash with the `export` lines the server printed, and must exit 0.
+The examples are the lines of docs/cli.md's block between `<!-- readme-examples:start -->`
+and `<!-- readme-examples:end -->`; the quick start's commands are the inline
+`holdfast ...` spans of README.md's "Quick start". Each runs in bash with the `export`
+lines the server printed, and must exit 0.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+CLI_PAGE = (ROOT / "docs" / "cli.md").read_text()
 BIN = Path(sys.executable).parent
 START_SECONDS = 240   # the server builds its fleet through the APIs first
 
 
 def example_lines() -> list[str]:
-    block = README.split("<!-- readme-examples:start -->", 1)[1].split("<!-- readme-examples:end -->", 1)[0]
+    block = CLI_PAGE.split("<!-- readme-examples:start -->", 1)[1].split("<!-- readme-examples:end -->", 1)[0]
     body = block.split("```", 2)[1]
     return [re.sub(r"\s+#.*$", "", line).strip() for line in body.splitlines() if line.strip()]
 

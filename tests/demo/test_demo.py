@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +32,7 @@ from holdfast_demo import scenario
 from holdfast_demo.__main__ import run
 
 S = Settings()
+DEMO_PAGE = Path(__file__).resolve().parents[2] / "docs" / "demo.md"
 HOLD, CAPACITY_HOLD = timedelta(minutes=S.hold_minutes), timedelta(minutes=S.capacity_hold_minutes)
 
 
@@ -123,3 +126,19 @@ def test_the_region_switch_engage_step_is_invoked_on_the_deactivating_region_and
     line = next(line for line in printed.splitlines() if line.startswith("Region switch engage step"))
     assert "(the deactivating Region), mode recommend: reported: mode recommend: would hold" in line, line
     assert "plan/demo-evacuate:abc123" in line and "nothing written" in line
+
+
+def documented_lift_times() -> dict[str, str]:
+    """docs/demo.md's table of when each stage lifted: {stage: "HH:MM"}."""
+    text = DEMO_PAGE.read_text()
+    block = text.split("<!-- demo-stages:start -->", 1)[1].split("<!-- demo-stages:end -->", 1)[0]
+    return dict(re.findall(r"^\| ([a-z-]+) \| (\d\d:\d\d) \|", block, re.M))
+
+
+def test_the_demo_page_gives_each_stages_lift_time_as_the_replay_does(document):
+    """The times docs/demo.md quotes are this run's: a change that moves a lift fails here
+    until the page says so."""
+    replayed = {stage: lifted(document, stage).strftime("%H:%M") for stage in document["stages"]}
+    assert documented_lift_times() == replayed, (
+        f"docs/demo.md's table of lift times differs from the replay: {replayed}")
+

@@ -239,6 +239,44 @@ def test_a_warned_probe_ends_below_a_limit_found_before_even_when_its_memory_is_
     assert d.cap == 20 and d.state.probe_at is None, d.reasons
 
 
+def test_a_minute_beyond_the_owners_critical_threshold_cuts_though_the_alarm_is_back_to_ok():
+    # The probe's minute (10) crossed the SLO; by the time it is read the alarm evaluates
+    # minute 11 (back at 20) and says OK. Its metric's datapoint of minute 10 still says it.
+    d = _probing((dc.Alarm(SLO, dc.OK, m(11), breached=(m(10),)),))
+    assert d.action == CUT and d.cap == 20 and d.state.alarmed_cap == 23, d.reasons
+    assert d.state.probe_at is None and d.state.acted_through == m(10)
+    # Without the breached minute the same reading keeps the probe (it paid).
+    kept = _probing((dc.Alarm(SLO, dc.OK, m(11)),))
+    assert kept.action == RAISE and kept.cap > 23, kept.reasons
+
+
+def test_a_minute_beyond_the_threshold_from_before_the_drain_started_is_not_the_drains():
+    # The database came back slow at minute -2, while the mapping sat at the floor; the drain
+    # started at minute 0 on the consumer's evidence. That minute cuts nothing.
+    state = dc.CapState(cap=21, step=3, history=((m(0), 21),), prior_cap=2)
+    d = dc.decide(state, FACTS, reading(1, deleted=1400, ms=900, downstream=(
+        dc.Alarm(SLO, dc.OK, m(1), breached=(m(-2),)),)), m(4))
+    assert d.action != CUT and d.state.alarmed_cap is None, d.reasons
+
+
+def test_a_probe_past_the_owners_limit_keeps_nothing_above_the_cap_it_started_from():
+    # Slow start from 62 probed 109; the owner's SLO alarm is in ALARM on the probe's minute.
+    state = dc.CapState(cap=62, step=8, history=((m(0), 62), (m(9.5), 109), (m(11), 62)), prior_cap=2,
+                        probe_at=m(9.5), probe_from=62, measures=(measure(5, 62, 4400, 850),))
+    d = dc.decide(state, FACTS, reading(10, deleted=6000, ms=1100, downstream=(dc.Alarm(SLO, dc.ALARM, m(10)),)), m(14))
+    assert d.action == CUT and d.cap == 62 and d.state.additive, d.reasons
+
+
+def test_a_probe_is_judged_against_the_cap_it_started_from_not_a_step_back_just_below_it():
+    # 67 was measured during an earlier step back; the probe 62 -> 68 is judged against 62.
+    state = dc.CapState(cap=62, step=3, history=((m(0), 62), (m(9.5), 68), (m(11), 62)), prior_cap=2, additive=True,
+                        probe_at=m(9.5), probe_from=62,
+                        measures=(measure(-10, 67, 4580, 878), measure(5, 62, 4382, 849)))
+    d = dc.decide(state, FACTS, reading(10, deleted=4609, ms=884), m(14))
+    assert any("cap 62 -> 68" in r for r in d.reasons), d.reasons
+    assert d.state.probe_from == 68 and d.cap > 68, d.reasons
+
+
 # ---- stalls ------------------------------------------------------------------------
 
 

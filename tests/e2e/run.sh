@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make e2e`: Holdfast against a real sandbox account, end to end, and everything removed
-# afterwards, on failure too. Never part of `make test`. The README's "End-to-end run"
+# afterwards, on failure too. Never part of `make test`. docs/testing.md's "End-to-end run"
 # section says what it needs (permissions, a bootstrapped account) and what it costs.
 #
 #   HOLDFAST_E2E_ACCOUNT=123456789012 HOLDFAST_E2E_REGION=eu-west-1 AWS_PROFILE=sandbox make e2e

@@ -1,7 +1,8 @@
-"""The README's example of a first recommend-mode report is what the code writes: the
-detector's verdict on three launch failures in three zones, one real reconciler tick in
-mode `recommend` against a fleet (the real engine, ledger and SNS), the message the stage
-topic delivers to a queue, and `holdfast plan` beside it. Nothing is written to a resource."""
+"""The deploy page's example of a first recommend-mode report (docs/deploy.md, "Where
+recommend mode reports") is what the code writes: the detector's verdict on three launch
+failures in three zones, one real reconciler tick in mode `recommend` against a fleet (the
+real engine, ledger and SNS), the message the stage topic delivers to a queue, and
+`holdfast plan` beside it. Nothing is written to a resource."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from tests.detection.factory import launch, utc
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 T0 = utc(2025, 10, 20, 6, 48)
 
 
@@ -57,16 +58,16 @@ def first_report() -> tuple[str, str, bool]:
     return json.dumps(json.loads(message["Body"]), indent=2), plan.stdout.rstrip(), snapshot(clients, fleet) == before
 
 
-def readme_block(name: str) -> str:
-    text = README.read_text()
+def page_block(name: str) -> str:
+    text = PAGE.read_text()
     block = text.split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
     return block.split("```", 2)[1].strip("\n")
 
 
-def test_the_readme_shows_the_first_recommend_mode_report_as_the_code_writes_it(aws, aws_semantics, capsys):
+def test_the_deploy_page_shows_the_first_recommend_mode_report_as_the_code_writes_it(aws, aws_semantics, capsys):
     message, plan, unchanged = first_report()
     assert unchanged   # recommend: decided and reported, nothing written to a resource
     doc = json.loads(message)
     assert (doc["mode"], doc["stage"], doc["verdict"], doc["generation"]) == ("recommend", "hold", "impaired", 1)
-    assert readme_block("recommend-topic") == message
-    assert readme_block("recommend-plan") == plan
+    assert page_block("recommend-topic") == message
+    assert page_block("recommend-plan") == plan

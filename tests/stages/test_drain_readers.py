@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from botocore.exceptions import ClientError
 
 from holdfast.core import drain as dc
@@ -207,3 +208,18 @@ def test_plan_warns_of_mappings_that_share_a_function_or_a_queue():
     got = drain_inputs.sharing(listed, [arn("u2")])
     assert any("share the queue b (u2, u3)" in w and "EventCount for u2" in w for w in got) and len(got) == 2
     assert drain_inputs.sharing(listed, [arn("u4")]) == []
+
+
+@pytest.mark.parametrize("comparison, threshold, expected", [
+    ("GreaterThanThreshold", 0.25, [1]),
+    ("GreaterThanOrEqualToThreshold", 0.25, [1, 2]),
+    ("LessThanThreshold", 0.25, [0]),
+    ("LessThanOrEqualToThreshold", 0.25, [0, 2]),
+    # An anomaly band has no static threshold: nothing can be said of a minute.
+    ("LessThanLowerOrGreaterThanUpperThreshold", None, []),
+])
+def test_an_alarms_breached_minutes_follow_its_comparison_operator(comparison, threshold, expected):
+    points = [dc.Datapoint(m(0), 0.1), dc.Datapoint(m(1), 0.5), dc.Datapoint(m(2), 0.25)]
+    info = drain_inputs.AlarmInfo("db-slo", "OK", metric={"Namespace": "App"}, threshold=threshold,
+                                  comparison=comparison)
+    assert drain_inputs.breached(info, points) == tuple(m(k) for k in expected)

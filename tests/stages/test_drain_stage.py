@@ -165,12 +165,13 @@ def test_the_cap_moves_as_the_controller_decides(clients, ledger_table, consumer
     cloud.alarm("ALARM")
     c.at(10.1)
     d, _ = c.drain(mapping)
-    # The probe's minute alarmed: the slow start ends at 32 × 0.7 = 22, from the cap the
-    # datapoint measured (above the 18 in force, below the probe).
-    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 22), d.last.reasons
+    # The probe's minute crossed the owner's limit: the slow start ends at the cap the probe
+    # started from (18, measured within it); nothing between is guessed.
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 18), d.last.reasons
     assert d.state.additive and d.state.probe_at is None          # after a cut, raises are additive
+    assert d.state.alarmed_cap is not None and d.state.alarmed_cap <= 32
     c.at(11)
-    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 22)   # never twice for one datapoint
+    assert (c.drain(mapping)[0].last.action, c.cap(mapping)) == (dc.HOLD, 18)   # never twice for one datapoint
 
 
 def test_caught_up_for_the_restore_period_the_owners_original_comes_back(clients, ledger_table, consumer):
@@ -256,6 +257,29 @@ def test_a_queue_without_metrics_is_held_with_its_reasons_never_raised(clients, 
     assert (d.last.action, c.cap(mapping)) == (dc.HOLD, 18), d.last.reasons
     assert any("1 messages visible (GetQueueAttributes): behind" in r for r in d.last.reasons)
     assert any("no NumberOfMessagesReceived datapoint" in r and "not raising" in r for r in d.last.reasons)
+
+
+def test_a_probes_minute_past_the_alarms_threshold_ends_the_slow_start_though_the_alarm_says_ok(
+        clients, ledger_table, consumer):
+    # The owner's alarm evaluates its newest minute and says OK; its metric's datapoint of
+    # the probe's minute (0.5 s against the 0.25 s threshold) says the probe crossed it.
+    mapping, cloud = consumer
+    c = Controller(clients, ledger_table)
+    c.at(0)
+    cloud.put(minute(0), age=600, visible=12_000, sent=1200, deleted=120, errors=0, latency=0.1)
+    c.at(3)
+    c.at(4)
+    cloud.put(minute(3), age=700, visible=11_000, sent=1200, deleted=1200, errors=0, latency=0.1)
+    c.at(6.1)
+    assert c.cap(mapping) == 32
+    c.at(8.1)
+    cloud.put(minute(7), age=700, visible=10_000, sent=1200, deleted=1300, errors=0, latency=0.5)
+    cloud.put(minute(8), age=700, visible=10_000, sent=1200, latency=0.1)
+    cloud.alarm("OK")
+    c.at(10.1)
+    d, _ = c.drain(mapping)
+    assert (d.last.action, c.cap(mapping)) == (dc.CUT, 18), d.last.reasons
+    assert d.state.probe_at is None and any("db-slo critical" in r for r in d.last.reasons), d.last.reasons
 
 
 def test_a_deleted_queue_ends_its_drain_and_a_misnamed_alarm_is_ignored(clients, ledger_table):

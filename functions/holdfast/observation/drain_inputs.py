@@ -437,6 +437,8 @@ class AlarmInfo:
     transitioned: datetime | None = None
     evaluated: datetime | None = None   # newest of StateReasonData's evaluated datapoints
     metric: dict | None = None          # MetricStat of a single-metric alarm
+    threshold: float | None = None      # a static threshold's value and operator (None:
+    comparison: str | None = None       # a composite, metric-math or anomaly-band alarm)
 
 
 def _utc(t: datetime | None) -> datetime | None:
@@ -476,9 +478,32 @@ def describe(clients, names: Iterable[str]) -> dict[str, AlarmInfo]:
                     metric = {"Namespace": a["Namespace"], "MetricName": a["MetricName"],
                               "Dimensions": a.get("Dimensions", []), "Period": int(a.get("Period") or PERIOD), "Stat": stat}
             transitioned = _utc(a.get("StateTransitionedTimestamp") or a.get("StateUpdatedTimestamp"))
+            threshold = a.get("Threshold") if metric is not None and a.get("ComparisonOperator") in BEYOND else None
             out[a["AlarmName"]] = AlarmInfo(a["AlarmName"], a.get("StateValue"), transitioned,
-                                            _evaluated(a.get("StateReasonData")), metric)
+                                            _evaluated(a.get("StateReasonData")), metric,
+                                            None if threshold is None else float(threshold),
+                                            a.get("ComparisonOperator") if threshold is not None else None)
     return out
+
+
+# A static threshold's ComparisonOperator (CloudWatch API Reference, PutMetricAlarm): whether a
+# datapoint's value is beyond it. The anomaly-detection operators compare with a band, not a
+# Threshold: such an alarm reports no breached minutes.
+BEYOND = {
+    "GreaterThanThreshold": lambda v, t: v > t,
+    "GreaterThanOrEqualToThreshold": lambda v, t: v >= t,
+    "LessThanThreshold": lambda v, t: v < t,
+    "LessThanOrEqualToThreshold": lambda v, t: v <= t,
+}
+
+
+def breached(info: AlarmInfo, points: Iterable[dc.Datapoint]) -> tuple[datetime, ...]:
+    """The minutes of the alarm's own metric whose datapoint is beyond its threshold, newest
+    first (() for an alarm without a static threshold on one metric)."""
+    if info.threshold is None or info.comparison not in BEYOND:
+        return ()
+    beyond = BEYOND[info.comparison]
+    return tuple(p.at for p in points if beyond(p.value, info.threshold))
 
 
 def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> datetime | None:
@@ -563,7 +588,8 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
         for name, severity in [(n, dc.CRITICAL) for n in c.alarms] + [(n, dc.WARNING) for n in c.warnings]:
             info = infos.get(name, AlarmInfo(name, None))
             point = newest("alarm:" + name, "metric")
-            downstream.append(dc.Alarm(name, info.state, measured_at(info, point.at if point else None, now), severity))
+            downstream.append(dc.Alarm(name, info.state, measured_at(info, point.at if point else None, now), severity,
+                                       breached(info, data.get(("alarm:" + name, "metric"), []))))
         judged = _judged_minute(data, c.arn, minutes.get(c.arn))
         out[c.arn] = dc.Reading(
             oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), throttles=newest(c.arn, "throttles"),

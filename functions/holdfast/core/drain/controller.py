@@ -9,13 +9,14 @@ The rule, written once here and explained in docs/drain.md:
   on whatever the time per message did; flat while the time per message or the failures
   rose, it is past the downstream's useful capacity and steps back (Little's law: to the
   concurrency that carries that goodput at the lower cap's speed).
-- **Latency limits are absolute**: the owner's alarms when named (a critical one cuts, a
-  warning holds), else a share of the function's timeout and of the client's (evidence).
+- **Latency limits are absolute**: the owner's alarms when named (a critical one cuts and
+  is remembered, a warning ends the slow start), else a share of the function's timeout
+  and of the client's (evidence).
 - **Never stall below the arrivals**: no hold or cut goes below what the arrivals need at
   today's speed, nor below what the downstream carried before the event, unless failures
   are critical.
 - **Start** one step above the pre-event concurrency and **slow-start** by one-minute
-  probes; **restore** the owner's original once the oldest message has been back at its
+  probes until the downstream queues (HyStart), then additive steps; **restore** the owner's original once the oldest message has been back at its
   baseline for the restore period.
 """
 
@@ -631,6 +632,18 @@ def _critical(k: Tick) -> CapDecision | None:
     c, state, health = k.c, k.state, k.health
     critical = [a for a in k.reading.downstream if a.severity == CRITICAL and a.state == ALARM]
     bad = [(a.measured_at, a.name) for a in critical if k.new_datapoint(a.measured_at)]
+    # A datapoint of a critical alarm's metric beyond its threshold is the owner's limit
+    # crossed on that minute, though the alarm (M out of N, or back to OK since) does not say.
+    # Only minutes the drain's own caps measured: one from before its start is the
+    # dependency's recovery at the floor, which the start already waited out.
+    mine = lambda t: k.new_datapoint(t) and t >= state.history[0][0]
+    crossed = [a for a in k.reading.downstream if a.severity == CRITICAL and a.state is not None
+               and any(mine(t) for t in a.breached)]
+    for a in crossed:
+        newest = max(t for t in a.breached if mine(t))
+        if all(name != a.name for _, name in bad):
+            bad.append((newest, a.name))
+            critical.append(a)
     own = health.level == CRITICAL and k.new_datapoint(health.at)
     if own:
         bad.append((health.at, "the consumer's own evidence (" + "; ".join(health.reasons) + ")"))
@@ -660,8 +673,12 @@ def _critical(k: Tick) -> CapDecision | None:
     if target < k.cap:
         return k.out(CUT, target, k.clamp + [f"{said}: cut to {target} ({how}); {after}"], **common)
     if state.probe_at is not None and newest >= probe_minute(state.probe_at, c) and then > k.cap and not k.clamp:
-        # The probe's minute: the knee is between the cap it started from and the probe.
-        new = max(k.cap, min(target, then - 1))
+        # The probe's minute: the knee is between the cap it started from and the probe. Past
+        # the owner's limit, nothing above the cap it started from (measured within it) is
+        # kept: the additive search finds the limit in steps a tenth wide, not a guess.
+        owner = any(name == a.name for _, name in bad for a in critical)
+        new = k.cap if owner else max(k.cap, min(target, then - 1))
+        how = "the cap the probe started from, measured within the owner's limit" if owner else how
         return k.out(CUT, new, [f"{said}, the probe's cap: the slow start ends at {new} ({how}); {after}"], **common)
     return k.out(CUT if k.clamp else HOLD, k.cap, k.clamp + [
         f"{said}: the cut from it ({target}) is already in force (cap {k.cap}); no second cut"
@@ -754,7 +771,7 @@ def _warned(k: Tick) -> CapDecision | None:
         # has not judged that minute OK: once it has, the probe is within the owner's limit
         # and the goodput judges it (`_probe`).
         judged_ok = [a for a in k.counted if a.severity == CRITICAL and a.state == OK
-                     and a.measured_at is not None and a.measured_at >= minute]
+                     and a.measured_at is not None and a.measured_at >= minute and minute not in a.breached]
         if not judged_ok:
             on_probe += [a.name for a in warnings if a.measured_at is not None and a.measured_at >= minute]
         if on_probe:
@@ -877,7 +894,10 @@ def _probe(k: Tick) -> CapDecision | None:
         k.notes.append(f"the probe at cap {tried} could not be judged on its own minute: probing again")
         k.state = replace(state, probe_at=None, probe_from=None)
         return None
-    lower = reference(state.measures, tried, k.facts)
+    # Judged against the cap it started from, measured just before it; a cap measured
+    # earlier between the two (a step back) is too close to the probe to tell it apart.
+    started = at_cap(state.measures, state.probe_from) if state.probe_from < tried else []
+    lower = started or reference(state.measures, tried, k.facts)
     verdict = (paid(lower, measured, k.facts, c) if lower else
                Verdict(UNSURE, f"no cap below {tried} measured to judge the probe against"))
     below = k.remembered_below()

@@ -49,8 +49,16 @@ class Alarm:
     state: str | None
     measured_at: datetime | None = None
     severity: str = CRITICAL
+    # The minutes (the start of each period) of the recent datapoints of the alarm's own
+    # metric that were beyond its threshold, whatever the alarm's state now: an alarm
+    # evaluated "M out of N", or read a minute after it went back to OK, still says which
+    # minutes crossed the owner's limit. () where the shell cannot tell (a composite or
+    # metric-math alarm).
+    breached: tuple[datetime, ...] = ()
 
     def __post_init__(self):
+        if not (isinstance(self.breached, tuple) and all(isinstance(t, datetime) for t in self.breached)):
+            raise ValueError(f"alarm {self.name}: breached must be a tuple of datetimes, got {self.breached!r}")
         if self.state is not None and self.state not in ALARM_STATES:
             raise ValueError(f"alarm {self.name}: state {self.state!r} is not one of {ALARM_STATES}")
         if self.severity not in (WARNING, CRITICAL):
