@@ -28,7 +28,6 @@ import argparse
 import errno
 import io
 import json
-import re
 import signal
 import socket
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from holdfast.aws import Clients
-from holdfast.iam import uses
+from holdfast.iam import fill, uses
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
@@ -46,12 +45,11 @@ from holdfast_demo.embedded import REGION, moto_server, session
 from holdfast_demo.fleet import DEFAULT_SELECTOR, build_fleet
 
 DEFAULT_PORT = 5000
-# What `holdfast doctor` looks for (holdfast.cli.readiness, which this dev tool may not
-# import: tests/cli/test_readme_examples.py holds the two equal).
+# What `holdfast doctor` looks for (holdfast.readiness), written out here:
+# tests/cli/test_readme_examples.py holds the two equal.
 POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.13/3.37.0"
 RECONCILER_HANDLER = "holdfast.handlers.reconciler.handler"
 POLICIES = Path(__file__).resolve().parents[2] / "policies"   # the clone's policies/
-PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 # The stack name whose SSM parameters the sample publishes (/holdfast/<stack>/...): the
 # construct's default, so the CLI finds them as it would in an account.
 STACK = "Holdfast"
@@ -103,8 +101,7 @@ def rendered_policy(role: str, values: dict[str, str]) -> dict:
     as holdfast_cdk.role_policies renders it at synth (that module imports the CDK, whose
     runtime a local endpoint has no use for)."""
     document = json.loads((POLICIES / f"{role}.json").read_text())
-    fill = lambda text: PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
-    statements = [json.loads(fill(json.dumps(s))) for s in document["Statement"] if s.get("Action")]
+    statements = [fill(s, values) for s in document["Statement"] if s.get("Action")]
     return {"Version": document["Version"], "Statement": statements}
 
 

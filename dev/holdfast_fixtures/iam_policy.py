@@ -176,7 +176,7 @@ class Enforced:
     a write whose statements carry tag conditions, evaluated on the resource's tags at the
     moment of the call, as IAM does; moto evaluates no IAM. `denied` lists what was refused.
 
-        with Enforced(clients, [fill(policies.read("reconciler"))]) as iam: ...
+        with Enforced(clients, [holdfast.iam.fill(policies.read("reconciler"), values)]) as iam: ...
     """
 
     def __init__(self, clients, documents, region: str = "us-east-1"):
@@ -243,14 +243,3 @@ def _request_tag_keys(service: str, operation: str, params) -> list[str] | None:
     if service == "elbv2" and operation == "RemoveTags":
         return sorted(params["TagKeys"])
     return None
-
-
-def fill(node: Any, values: Mapping[str, str]) -> Any:
-    """A policy template with its ${Name} placeholders filled from `values`."""
-    if isinstance(node, str):
-        return re.sub(r"\$\{([A-Za-z][A-Za-z0-9]*)\}", lambda m: values.get(m.group(1), m.group(0)), node)
-    if isinstance(node, list):
-        return [fill(n, values) for n in node]
-    if isinstance(node, dict):
-        return {fill(k, values): fill(v, values) for k, v in node.items()}
-    return node

@@ -138,6 +138,16 @@ def error_code(err: Exception) -> str | None:
     return err.response.get("Error", {}).get("Code") if isinstance(err, ClientError) else None
 
 
+def error_message(err: Exception) -> str:
+    """The message of a service answer ("" when it has none, or no answer came)."""
+    return err.response.get("Error", {}).get("Message", "") if isinstance(err, ClientError) else ""
+
+
+def http_status(err: Exception) -> int:
+    """The HTTP status of a service answer; 0 when no answer came."""
+    return err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) if isinstance(err, ClientError) else 0
+
+
 def error_text(err: Exception) -> str:
     """`Code: message` of a service answer, or the kind of failure when no answer came."""
     if isinstance(err, ClientError):

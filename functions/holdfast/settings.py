@@ -23,23 +23,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from holdfast.core.kinds.asg import PROCESSES as ASG_PROCESSES
 from holdfast.core.signals import PROBE_API_CALLS
 
 CONTEXT_KEY = "holdfast"
 ENV_VAR = "HOLDFAST_SETTINGS"
 
 MODES = ("auto", "recommend", "off")
-ASG_PROCESSES = (
-    "Launch",
-    "Terminate",
-    "AddToLoadBalancer",
-    "AlarmNotification",
-    "AZRebalance",
-    "HealthCheck",
-    "InstanceRefresh",
-    "ReplaceUnhealthy",
-    "ScheduledActions",
-)
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 OFF = "off"

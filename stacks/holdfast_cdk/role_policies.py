@@ -3,7 +3,7 @@
 
 The JSON documents are the reviewable source of truth: tests/iam compares their
 actions with the `@uses` declarations in the code. They carry placeholders such as
-`${SelectorKey}` or `${LedgerTableArn}` that are filled here at synth. A placeholder is
+`${SelectorKey}` or `${LedgerTableArn}` that are filled here at synth (holdfast.iam.fill). A placeholder is
 a name without a colon, so IAM's own policy variables (`${aws:username}`) pass
 through untouched, and an unknown name fails synth instead of reaching IAM.
 
@@ -14,11 +14,13 @@ it (adding an action is then a one-line edit); it is left out of the rendered po
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Mapping
 
 from aws_cdk import aws_iam as iam
+
+from holdfast.iam import fill
+
 
 def _policies_dir() -> Path:
     here = Path(__file__).resolve().parent
@@ -27,7 +29,6 @@ def _policies_dir() -> Path:
 
 
 POLICIES_DIR = _policies_dir()
-PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9]*)\}")
 
 
 def read(role: str, directory: Path | None = None) -> dict[str, Any]:
@@ -37,26 +38,10 @@ def read(role: str, directory: Path | None = None) -> dict[str, Any]:
 
 def render(document: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any] | None:
     """Fill placeholders and drop empty slots; None when no statement has an action."""
-
-    def fill(node: Any) -> Any:
-        if isinstance(node, str):
-            return PLACEHOLDER.sub(lambda m: _value(m.group(1), values), node)
-        if isinstance(node, list):
-            return [fill(item) for item in node]
-        if isinstance(node, dict):
-            return {fill(key): fill(value) for key, value in node.items()}
-        return node
-
-    statements = [fill(s) for s in document["Statement"] if s.get("Action")]
+    statements = [fill(s, values) for s in document["Statement"] if s.get("Action")]
     if not statements:
         return None
     return {"Version": document["Version"], "Statement": statements}
-
-
-def _value(name: str, values: Mapping[str, str]) -> str:
-    if name not in values:
-        raise ValueError(f"policy placeholder ${{{name}}} is not one of: {', '.join(sorted(values))}")
-    return values[name]
 
 
 def document(role: str, values: Mapping[str, str], directory: Path | None = None) -> iam.PolicyDocument | None:

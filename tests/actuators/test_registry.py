@@ -14,8 +14,8 @@ from pathlib import Path
 import botocore.session
 import pytest
 
-from holdfast import budget, engine, iam
-from holdfast.cli import account_audit, readiness
+from holdfast import budget, engine, iam, readiness
+from holdfast.cli import account_audit
 from holdfast.actuators import ACTUATORS, REGISTRY, _registry
 from holdfast.actuators.tagged import TaggedActuator
 from holdfast.core import evidence, kinds, policy
@@ -72,7 +72,19 @@ CHECKS = {
     else f"{k.name}: controlled={k.controlled!r}, but the drain stage drives {drain_stage.KIND}",
     "evidence": lambda k, act: None if k.evidence in (None, evidence.DRAIN, evidence.ROUTING)
     else f"{k.name}: evidence {k.evidence!r}",
+    # Every key the actuator records is said in words and named as a setting (the keys an
+    # engaged resource records are checked against `keys` in tests/cli/test_status_words.py).
+    "words": lambda k, act: None if isinstance(k.words, kinds.Words) and k.words.keys
+    and all(_says(k.words, key) for key in k.words.keys)
+    else f"{k.name}: words leave keys unsaid: {[key for key in getattr(k.words, 'keys', ()) if not _says(k.words, key)]}",
 }
+
+
+def _says(words, key: str) -> bool:
+    """A phrase for a change of `key` either way, and a setting name that is not the key itself."""
+    return all(isinstance(words.change(key, old, new), str) and words.change(key, old, new).strip()
+               for old, new in ((None, 1), (1, None), (True, False))) \
+        and (words.setting(key) or key) != key
 
 
 def _sample(kind) -> str:
@@ -132,6 +144,8 @@ BROKEN = {
     "write_context": ({"write_context": (("ecs:cluster", "x"),)}, REGISTRY["asg"]),
     "controlled": ({"controlled": True}, REGISTRY["asg"]),
     "evidence": ({"evidence": "launches"}, REGISTRY["asg"]),
+    "words": ({"words": dataclasses.replace(kinds.ESM.words, keys=(*kinds.ESM.words.keys, "BatchSize"))},
+              REGISTRY["asg"]),
 }
 
 
@@ -255,16 +269,58 @@ def test_a_kind_without_an_actuator_or_an_actuator_without_a_kind_fails_at_impor
         _registry((*ACTUATORS, Twin))
 
 
-@pytest.mark.parametrize("arn, kind", [
+KIND_OF = [
     ("arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:uuid:autoScalingGroupName/web", "asg"),
     ("arn:aws-us-gov:lambda:us-gov-west-1:123456789012:event-source-mapping:abc", "esm"),
     ("arn:aws-cn:lambda:cn-north-1:123456789012:function:f", "async"),
     ("arn:aws:lambda:us-east-1:123456789012:function:f:live", "async"),
     ("arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/tg/0123", "nlb"),
     ("arn:aws:application-autoscaling:us-east-1:123456789012:scalable-target/0abc", "scalable-target"),
-])
+]
+
+
+@pytest.mark.parametrize("arn, kind", KIND_OF)
 def test_kind_of_reads_every_partition(arn, kind):
     assert kinds.kind_of(arn) == kind
+
+
+def overlaps(declared, arns) -> list[str]:
+    """The ARNs that more than one of the `declared` kinds names."""
+    return [f"{arn}: {names}" for arn in arns
+            if len(names := [k.name for k in declared if k.names(arn)]) > 1]
+
+
+def _arns() -> list[str]:
+    """Each kind's sample ARN in every partition, the ARNs kind_of is tested with, and
+    ARNs made to look like another kind's (a function named like a mapping, a group named
+    like a target group)."""
+    arns = [k.sample_arn.format(partition=p, region=r, account="123456789012") for k in kinds.ALL
+            for p, r in (("aws", "us-east-1"), ("aws-us-gov", "us-gov-west-1"), ("aws-cn", "cn-north-1"))]
+    arns += [arn for arn, _ in KIND_OF]
+    arns += [
+        "arn:aws:lambda:us-east-1:123456789012:function:event-source-mapping",
+        "arn:aws:lambda:us-east-1:123456789012:function:event-source-mapping:live",
+        "arn:aws:lambda:us-east-1:123456789012:event-source-mapping:function:f",
+        "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:u:autoScalingGroupName/targetgroup/x",
+        "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/scalable-target/0abc",
+        "arn:aws:application-autoscaling:us-east-1:123456789012:scalable-target/targetgroup/x",
+    ]
+    return arns
+
+
+def test_the_kinds_arn_patterns_are_disjoint():
+    """kind_of takes the first kind that names an ARN: two kinds naming one ARN would hand
+    one kind's resources to another's actuator. Every ARN here is named by one kind at most."""
+    assert overlaps(kinds.ALL, _arns()) == []
+    for kind in kinds.ALL:
+        assert all(not other.names(_sample(kind)) for other in kinds.ALL if other is not kind), kind.name
+
+
+def test_a_kind_that_widens_another_is_found():
+    """A Kinesis stream's mapping is an event-source-mapping ARN: declared as a kind of its
+    own, it overlaps the mapping kind (it widens that kind instead)."""
+    kinesis = dataclasses.replace(kinds.ESM, name="kinesis-esm")
+    assert overlaps((*kinds.ALL, kinesis), _arns()) != []
 
 
 def test_kind_of_names_what_it_does_not_manage():

@@ -72,7 +72,7 @@ def shell_env(printed: str) -> dict[str, str]:
 
 
 def test_serve_deploys_what_the_doctor_looks_for():
-    from holdfast.cli import readiness
+    from holdfast import readiness
     from holdfast_demo import serve
 
     assert (serve.POWERTOOLS_LAYER_PARAMETER, serve.RECONCILER_HANDLER) == \

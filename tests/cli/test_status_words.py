@@ -15,6 +15,7 @@ import pytest
 
 from holdfast.aws import Clients
 from holdfast.cli import main
+from holdfast.core import kinds
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
@@ -85,6 +86,18 @@ def test_the_status_table_says_each_setting_and_value_in_words(engaged, capsys):
     assert "true" not in body.split() and "false" not in body.split() and "null" not in body.split()
 
 
+def test_every_key_an_engaged_resource_records_is_one_its_kind_says(engaged, capsys):
+    """The registry's check of `Kind.words` (tests/actuators/test_registry.py) covers the
+    keys a kind declares; here every key an engaged resource of every kind records is one
+    of them, so a new kind, or a new key, cannot print its raw keys unnoticed."""
+    assert set(engaged) == set(kinds.KINDS), "engage one resource of every kind here"
+    code, out, err = run(capsys, "--json", "status")
+    assert code == 0, err
+    recorded = [(r["kind"], key) for r in json.loads(out)["resources"] for key in r["original"]]
+    assert {kind for kind, _ in recorded} == set(kinds.KINDS)
+    assert [(kind, key) for kind, key in recorded if key not in kinds.BY_NAME[kind].words.keys] == []
+
+
 def test_status_json_keeps_its_fields_and_adds_the_words(engaged, capsys):
     code, out, err = run(capsys, "--json", "status")
     assert code == 0, err
@@ -124,3 +137,4 @@ def test_a_provisioned_mapping_is_planned_engaged_and_shown_by_its_pollers(aws_s
     code, out, err = run(capsys, "--json", "status")
     said = {s["key"]: s for s in {r["arn"]: r for r in json.loads(out)["resources"]}[arn]["settings"]}
     assert (said["MaximumPollers"]["original"], said["MaximumPollers"]["current"]) == ("50", "2")
+    assert set(said) <= set(kinds.ESM.words.keys)

@@ -25,6 +25,8 @@ from typing import Any, Iterable, Mapping
 
 from policy_sentry.querying.actions import get_action_data
 
+from holdfast.iam import fill
+
 # Global condition keys that apply to every action (IAM User Guide, "AWS global condition
 # context keys"); aws:ResourceTag, aws:RequestTag and aws:TagKeys are *not* among them:
 # they apply only where the reference lists them.
@@ -82,20 +84,10 @@ def _key_template(key: str) -> str:
     return (f"{head}/${{TagKey}}" if slash else key).lower()
 
 
-def fill(node: Any, values: Mapping[str, str] = SAMPLE) -> Any:
-    if isinstance(node, str):
-        return re.sub(r"\$\{([A-Za-z][A-Za-z0-9]*)\}", lambda m: values.get(m.group(1), m.group(0)), node)
-    if isinstance(node, list):
-        return [fill(n, values) for n in node]
-    if isinstance(node, dict):
-        return {fill(k, values): fill(v, values) for k, v in node.items()}
-    return node
-
-
 def reference_findings(document: Mapping[str, Any], values: Mapping[str, str] = SAMPLE) -> list[str]:
     findings = []
     for raw in document["Statement"]:
-        statement = fill(raw, values)
+        statement = fill(raw, values, strict=False)
         sid = statement.get("Sid", "?")
         actions = _list(statement.get("Action", []))
         resources = _list(statement.get("Resource", []))

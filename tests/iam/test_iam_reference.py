@@ -12,7 +12,8 @@ import copy
 import pytest
 
 from holdfast_fixtures.iam_policy import Unsupported, allows, decide
-from reference_checks import SAMPLE, fill, reference_findings
+from holdfast.iam import fill
+from reference_checks import SAMPLE, reference_findings
 from holdfast_cdk import role_policies as policies
 
 # Every policy document Holdfast ships, not only the two controllers'.
@@ -69,7 +70,7 @@ def context(service: str, tags: dict, tag_keys: list | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def reconciler() -> list[dict]:
-    return [fill(policies.read("reconciler"))]
+    return [fill(policies.read("reconciler"), SAMPLE, strict=False)]
 
 
 @pytest.mark.parametrize("action, resource, service, tag_keys", [

@@ -16,7 +16,7 @@ import pytest
 
 from holdfast_cdk import role_policies
 from holdfast.cli import main
-from holdfast.cli import readiness
+from holdfast import readiness
 from holdfast.readiness import DESTINATIONS
 from holdfast_fixtures.moto_patches import publish_public_parameter
 from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)

@@ -1,6 +1,6 @@
 """One actuator per resource kind, all with one shape: candidates, read, engage, relax,
 and `audit` (`holdfast audit`'s reader of the kind, which hands each resource to the
-kind's rule in core/kinds.py).
+kind's rule in its module of holdfast.core.kinds).
 
 The contract and the write-ahead order they share are in `tagged.py` (TaggedActuator);
 the plain data they exchange is holdfast.core.model. Each actuator names the Kind it
@@ -10,8 +10,8 @@ when a Kind has no actuator or an actuator lacks a declaration. Actuators are
 constructed as `Cls(clients, settings, ledger, *, lambda_bucket=None, expired_queue_arn=None)`.
 
 Every module of this package is imported and its concrete TaggedActuator subclasses are
-the actuators: adding a kind is one Kind (with its audit rule) in core/kinds.py, one
-module here, and the kind's statements in policies/.
+the actuators: adding a kind is its module in core/kinds/ (the Kind, its audit rule and
+its words), its module here under the same name, and the kind's statements in policies/.
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ from typing import Any, Mapping
 
 from holdfast.core import kinds
 from holdfast.iam import uses
-from holdfast.settings import ASG_PROCESSES
+from holdfast.core.kinds.asg import PROCESSES as ASG_PROCESSES
 from holdfast.core.model import VANISHED, Candidate, Outcome, Resource
 from holdfast.actuators.selection import selected
 from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
 from holdfast.core.audit import AuditResult, Progress
 from holdfast.core.errors import Vanished
-from holdfast.aws import AWS_ERRORS, error_text
+from holdfast.aws import AWS_ERRORS, error_code, error_message, error_text
 from botocore.exceptions import BotoCoreError, ClientError
 
 
@@ -158,7 +158,7 @@ class AsgActuator(TaggedActuator):
             try:
                 answers = ec2.describe_instance_status(InstanceIds=chunk, IncludeAllInstances=True)["InstanceStatuses"]
             except ClientError as err:
-                if err.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
+                if error_code(err) != "InvalidInstanceID.NotFound":
                     raise
                 # One of them is gone (terminated since the listing): ask one by one.
                 answers = []
@@ -166,7 +166,7 @@ class AsgActuator(TaggedActuator):
                     try:
                         answers += ec2.describe_instance_status(InstanceIds=[one], IncludeAllInstances=True)["InstanceStatuses"]
                     except ClientError as again:
-                        if again.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
+                        if error_code(again) != "InvalidInstanceID.NotFound":
                             raise
             for s in answers:
                 ok[s["InstanceId"]] = (s.get("InstanceState", {}).get("Name") == "running"
@@ -247,5 +247,5 @@ def unhealthy(group: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _vanished(err) -> None:
     # Auto Scaling answers a missing group with a ValidationError naming it.
-    if err.response["Error"]["Code"] == "ValidationError" and "not found" in err.response["Error"]["Message"].lower():
+    if error_code(err) == "ValidationError" and "not found" in error_message(err).lower():
         raise Vanished() from err

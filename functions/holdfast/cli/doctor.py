@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from holdfast import engine
 from holdfast.aws import AWS_ERRORS, error_summary
-from holdfast.cli import readiness
+from holdfast import readiness
 from holdfast.cli import region_switch as region_switch_checks
 from holdfast.aws import Clients
 from holdfast.core.kinds import KINDS

@@ -39,6 +39,7 @@ from botocore.exceptions import ClientError
 
 from holdfast.core.drain import estimate as drain
 from holdfast.core import drain as dc
+from holdfast.aws import error_code, error_message
 from holdfast.iam import uses
 from holdfast.cli.context import UsageError, table
 from holdfast.observation.drain_inputs import function_name
@@ -190,10 +191,10 @@ def read_queue(clients, queue_url: str, now: datetime, window_minutes: int) -> Q
             QueueUrl=queue_url, AttributeNames=["QueueArn", "ApproximateNumberOfMessages"]
         )["Attributes"]
     except ClientError as err:
-        code = err.response["Error"]["Code"]
+        code = error_code(err)
         if code in _MISSING_QUEUE:
             raise QueueReadError(f"queue {queue_url} does not exist in {clients.region}") from err
-        raise QueueReadError(f"cannot read queue {queue_url}: {code}: {err.response['Error'].get('Message', '')}") from err
+        raise QueueReadError(f"cannot read queue {queue_url}: {code}: {error_message(err)}") from err
     name = attrs["QueueArn"].rsplit(":", 1)[1]
 
     periods = -(-window_minutes * 60 // PERIOD_SECONDS)
@@ -211,7 +212,7 @@ def read_queue(clients, queue_url: str, now: datetime, window_minutes: int) -> Q
             for result in page["MetricDataResults"]:
                 values[result["Id"]].update(zip(result["Timestamps"], result["Values"]))
     except ClientError as err:
-        raise QueueReadError(f"cannot read the metrics of queue {name}: {err.response['Error']['Code']}") from err
+        raise QueueReadError(f"cannot read the metrics of queue {name}: {error_code(err)}") from err
     per_minute = PERIOD_SECONDS / 60
     deleted = values["deleted"]
     busiest = max(deleted, key=deleted.get) if deleted else None

@@ -48,6 +48,7 @@ from typing import Any, Mapping
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from holdfast import engine
+from holdfast.aws import error_code, error_message
 from holdfast.core.kinds import CONTROLLED, kind_of
 from holdfast.observation import drain_inputs
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, PLANNED, RESTORED, SKIPPED, VANISHED, Outcome
@@ -500,7 +501,7 @@ def _check_ledger(ctx: Context) -> bool:
             ctx.warn(f"ledger: {ctx.ledger_found_by}")   # SSM failed: say so, and how the ledger was found
         return True
     except ClientError as err:
-        code = err.response.get("Error", {}).get("Code", "")
+        code = error_code(err) or ""
         if code == "ResourceNotFoundException" and ctx.ledger_found_by.startswith(LEDGER_UNKNOWN):
             # SSM failed and no tag named the ledger: a deployed stack's ledger may well exist
             # under another name, so `ledger-init` would make a second, empty one.
@@ -514,7 +515,7 @@ def _check_ledger(ctx: Context) -> bool:
             ) from err
         if code in CREDENTIAL_ERRORS:
             raise
-        reason = f"{code}: {err.response.get('Error', {}).get('Message', '')}"
+        reason = f"{code}: {error_message(err)}"
     except (ConnectionError, HTTPClientError) as err:
         reason = str(err)
     ctx.warn(f"ledger {ctx.ledger_table} unreachable ({reason}); running from resource tags only")

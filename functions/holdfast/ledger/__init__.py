@@ -18,6 +18,13 @@ Key schema: partition key `pk` (S), sort key `sk` (S); TTL attribute `expires_at
 | `WALK`                      | `<gen:012>#<marker>`       | ledger.walks        |
 | `DRAIN` / `REPLAY`          | `<mapping arn>` / `<queue arn>` | ledger.drain   |
 | `WAVES`                     | `capacity#<gen:012>`       | ledger.drain        |
+| `PLAN`                      | `VERDICT`                  | ledger.verdict      |
+| `READINESS`                 | `LAST`                     | ledger.readiness    |
+
+Beside the families: ledger.store (`Ledger`, below), ledger.conditions (every conditional
+write's named condition, with the race it prevents), ledger.table (create the table where
+it is missing) and ledger.summary (one region's ledger at a glance, for `status
+--all-accounts`). tests/architecture/test_rules.py fails when a module is missing here.
 
 Old plans and signals leave by TTL only; nothing deletes the active plan or the
 original record of an engaged resource.

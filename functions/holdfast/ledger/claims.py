@@ -46,8 +46,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from holdfast.aws import condition_failed, failure_kind
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
-from holdfast.ledger import PK, TTL_ATTRIBUTE
-from holdfast.ledger.conditions import PLAN_PK, key
+from holdfast.ledger import TTL_ATTRIBUTE
+from holdfast.ledger.conditions import FREE_OR_OURS_TO_TAKE, HELD_BY_ME, NOT_YET_TRIGGERED, PLAN_PK, key
 
 if TYPE_CHECKING:
     from holdfast.ledger.store import Ledger
@@ -55,13 +55,6 @@ if TYPE_CHECKING:
 ENGAGE_WALK, TICK_TRIGGER = "ENGAGE-WALK", "TICK-TRIGGER"
 # How often the holder of the engage walk renews its claim (and re-reads the plan).
 RENEW_SECONDS = 15
-
-# FREE_OR_OURS_TO_TAKE: nobody holds the claim, its holder's time is up, it is this
-# controller's own, or it was taken under an older generation (a newer plan's walk wins).
-FREE_OR_OURS_TO_TAKE = (f"attribute_not_exists({PK}) OR #until <= :now OR #holder = :holder "
-                        "OR #generation < :generation")
-# NOT_YET_TRIGGERED: no trigger for this generation within the last period.
-NOT_YET_TRIGGERED = f"attribute_not_exists({PK}) OR #generation <> :generation OR #at <= :since"
 
 
 def _epoch(when: datetime) -> int:
@@ -119,7 +112,7 @@ def release_engage_walk(ledger: "Ledger", *, controller_id: str) -> None:
     """Give the claim back (only this controller's own). Best effort: a claim not given
     back expires at its `until`."""
     try:
-        ledger.delete_item(Key=key(PLAN_PK, ENGAGE_WALK), ConditionExpression="#holder = :holder",
+        ledger.delete_item(Key=key(PLAN_PK, ENGAGE_WALK), ConditionExpression=HELD_BY_ME,
                              ExpressionAttributeNames={"#holder": "holder"},
                              ExpressionAttributeValues={":holder": {"S": controller_id}})
     except (ClientError, BotoCoreError):

@@ -2,6 +2,9 @@
 layer builds its own in persistence/dynamodb.py::_put_record), each with the race it
 prevents. Every conditional write in holdfast.ledger takes its condition from here.
 
+A condition is named here, with a comment that says the race it prevents, and every
+`ConditionExpression` in holdfast takes one of these names (tests/architecture/test_rules.py).
+
 Timeline of the plan item, two controllers A and B:
 
     A reads CURRENT g=4 ....................... A writes g=5 if generation = 4   (wins)
@@ -93,3 +96,55 @@ def version_is(version: int) -> dict[str, Any]:
                 "ExpressionAttributeValues": {}}
     return {"ConditionExpression": RECORD_VERSION_IS, "ExpressionAttributeNames": {"#version": "version"},
             "ExpressionAttributeValues": {":version": {"N": str(version)}}}
+
+
+# ---- claims (holdfast.ledger.claims) --------------------------------------------------
+
+# FREE_OR_OURS_TO_TAKE: nobody holds the engage walk's claim, its holder's time is up, it is
+# this controller's own, or it was taken under an older generation (a newer plan's walk
+# wins). Two ticks that both find it free: one takes it, the other leaves the walk to it.
+FREE_OR_OURS_TO_TAKE = (f"attribute_not_exists({PK}) OR #until <= :now OR #holder = :holder "
+                        "OR #generation < :generation")
+# HELD_BY_ME: a walk gives back only its own claim. A holder whose lease lapsed while it
+# walked must not delete the claim of the tick that took it over (that tick's walk would
+# be left unclaimed, and the next tick would walk beside it).
+HELD_BY_ME = "#holder = :holder"
+# NOT_YET_TRIGGERED: no tick trigger for this generation within the last period. A burst
+# of launch failures, or several detectors at once, starts one extra tick, not hundreds.
+NOT_YET_TRIGGERED = f"attribute_not_exists({PK}) OR #generation <> :generation OR #at <= :since"
+
+
+# ---- control items (holdfast.ledger.control) ------------------------------------------
+
+# NOT_THIS_EXECUTION: one evacuation hold per Region switch plan. A rerun of the same
+# execution's step finds its own hold and writes nothing (the hold keeps the time it
+# began); a newer execution's hold replaces an older one's.
+NOT_THIS_EXECUTION = "attribute_not_exists(#pk) OR #execution <> :execution"
+# NO_RELEASE_IN_FORCE: a release request is written only where none is still to be acted
+# on (requested, or claimed by a tick). Two operators releasing one resource at once: the
+# second is a duplicate and writes nothing, so a tick acting on the first is not undercut.
+NO_RELEASE_IN_FORCE = "attribute_not_exists(#pk) OR #state = :done OR #ttl <= :now"
+# RELEASE_TO_TAKE: a tick takes a release request only while it is the request it read and
+# is requested, or claimed by a tick whose claim ran out. Two ticks at once: one restores
+# the resource, the other leaves it.
+RELEASE_TO_TAKE = "#request = :id AND (#state = :requested OR (#state = :acting AND #until <= :now))"
+# RELEASE_CLAIMED_BY_ME: a tick records the outcome of (or gives back) a release request
+# only while it still holds its claim: a tick whose claim ran out and was taken over must
+# not mark done a restore the new holder is still making.
+RELEASE_CLAIMED_BY_ME = "#request = :id AND #state = :acting AND #controller = :me"
+# RELEASE_OPEN_AND_UNCLAIMED: an expired request, never claimed by this tick, is marked done
+# only while it is still the request read and no tick's live claim is restoring it.
+RELEASE_OPEN_AND_UNCLAIMED = "#request = :id AND #state <> :done AND NOT (#state = :acting AND #until > :now)"
+# MALFORMED_RELEASE_UNCHANGED: a request item Holdfast cannot act on is marked done only
+# while it is still that item (its request id the one read, or none yet): an operator's new
+# request written meanwhile is not marked done unread.
+MALFORMED_RELEASE_UNCHANGED = ("attribute_exists(#pk) AND (attribute_not_exists(#state) OR #state <> :done) AND "
+                               "(#request = :id OR attribute_not_exists(#request) OR NOT attribute_type(#request, :string))")
+
+
+# ---- resource records (holdfast.ledger.resources) -------------------------------------
+
+# RECORD_EXISTS: a resource's identity is kept with its record only while the record is
+# there. A restore that forgot the record meanwhile must not be followed by an update that
+# creates a record holding an identity and no original.
+RECORD_EXISTS = f"attribute_exists({PK})"

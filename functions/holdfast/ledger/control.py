@@ -29,7 +29,9 @@ from holdfast.core.release import ACTING, DONE, REQUESTED, Released, ReleaseRequ
 from holdfast.core.release import problem as release_problem
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
-from holdfast.ledger.conditions import CURRENT, NOT_RELEASED_IN, PLAN_PK, key, still_current
+from holdfast.ledger.conditions import (CURRENT, MALFORMED_RELEASE_UNCHANGED, NO_RELEASE_IN_FORCE, NOT_RELEASED_IN,
+                                       NOT_THIS_EXECUTION, PLAN_PK, RELEASE_CLAIMED_BY_ME, RELEASE_OPEN_AND_UNCLAIMED,
+                                       RELEASE_TO_TAKE, key, still_current)
 
 if TYPE_CHECKING:
     from holdfast.ledger.store import Ledger
@@ -261,7 +263,7 @@ def hold_for_evacuation(ledger: "Ledger", plan_arn: str, *, execution_id: str | 
     item = {"execution": {"S": execution}, "by": {"S": by}, "at": {"S": now.isoformat()}}
     try:
         ledger.put_item(Item={**key(CONTROL_PK, EVACUATION_PREFIX + plan_arn), **item},
-                        ConditionExpression="attribute_not_exists(#pk) OR #execution <> :execution",
+                        ConditionExpression=NOT_THIS_EXECUTION,
                         ExpressionAttributeNames={"#pk": PK, "#execution": "execution"},
                         ExpressionAttributeValues={":execution": {"S": execution}})
         return True
@@ -364,7 +366,7 @@ def request_release(ledger: "Ledger", arn: str, *, by: str, reason: str, now: da
     try:
         ledger.put_item(
             Item=item,
-            ConditionExpression="attribute_not_exists(#pk) OR #state = :done OR #ttl <= :now",
+            ConditionExpression=NO_RELEASE_IN_FORCE,
             ExpressionAttributeNames={"#pk": PK, "#state": "state", "#ttl": TTL_ATTRIBUTE},
             ExpressionAttributeValues={":done": {"S": DONE}, ":now": {"N": str(epoch)}},
         )
@@ -395,7 +397,7 @@ def claim_release(ledger: "Ledger", request: ReleaseRequest, *, controller_id: s
             Key=_release_key(request.arn),
             UpdateExpression="SET #state = :acting, #controller = :me, #until = :until, "
                              "#seen = if_not_exists(#seen, :seen)",
-            ConditionExpression="#request = :id AND (#state = :requested OR (#state = :acting AND #until <= :now))",
+            ConditionExpression=RELEASE_TO_TAKE,
             ExpressionAttributeNames={"#state": "state", "#controller": "controller", "#until": "claim_until",
                                       "#request": "request", "#seen": "seen_at"},
             ExpressionAttributeValues={":acting": {"S": ACTING}, ":requested": {"S": REQUESTED},
@@ -417,15 +419,12 @@ def finish_release(ledger: "Ledger", request: ReleaseRequest, *, outcome: str, d
     this tick still holds its claim; otherwise (an expired request, never claimed by this
     tick) only if it is still the request that was read and no tick's claim on it is
     running (that tick may be restoring it). False when the request changed meanwhile."""
-    condition = "#request = :id AND " + (
-        "#state = :acting AND #controller = :me" if claimed
-        else "#state <> :done AND NOT (#state = :acting AND #until > :now)")
     try:
         ledger.update_item(
             Key=_release_key(request.arn),
             UpdateExpression="SET #state = :done, #outcome = :outcome, #detail = :detail, #done_at = :at, "
                              "#controller = :me REMOVE #until",
-            ConditionExpression=condition,
+            ConditionExpression=RELEASE_CLAIMED_BY_ME if claimed else RELEASE_OPEN_AND_UNCLAIMED,
             ExpressionAttributeNames={"#state": "state", "#outcome": "outcome", "#detail": "detail",
                                       "#done_at": "done_at", "#controller": "controller", "#until": "claim_until",
                                       "#request": "request"},
@@ -451,7 +450,7 @@ def postpone_release(ledger: "Ledger", request: ReleaseRequest, *, detail: str, 
         ledger.update_item(
             Key=_release_key(request.arn),
             UpdateExpression="SET #state = :requested, #detail = :detail REMOVE #until",
-            ConditionExpression="#request = :id AND #state = :acting AND #controller = :me",
+            ConditionExpression=RELEASE_CLAIMED_BY_ME,
             ExpressionAttributeNames={"#state": "state", "#detail": "detail", "#until": "claim_until",
                                       "#request": "request", "#controller": "controller"},
             ExpressionAttributeValues={":requested": {"S": REQUESTED}, ":detail": {"S": detail or "-"},
@@ -477,8 +476,7 @@ def refuse_malformed_release(ledger: "Ledger", request: ReleaseRequest, *, outco
             Key=_release_key(request.arn),
             UpdateExpression="SET #state = :done, #outcome = :outcome, #detail = :detail, #done_at = :at, "
                              "#controller = :me, #ttl = :expires REMOVE #until",
-            ConditionExpression="attribute_exists(#pk) AND (attribute_not_exists(#state) OR #state <> :done) AND "
-                                "(#request = :id OR attribute_not_exists(#request) OR NOT attribute_type(#request, :string))",
+            ConditionExpression=MALFORMED_RELEASE_UNCHANGED,
             ExpressionAttributeNames={"#pk": PK, "#state": "state", "#outcome": "outcome", "#detail": "detail",
                                       "#done_at": "done_at", "#controller": "controller", "#until": "claim_until",
                                       "#request": "request", "#ttl": TTL_ATTRIBUTE},

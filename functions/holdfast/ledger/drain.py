@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import condition_failed, failure_kind
+from holdfast.aws import condition_failed, condition_failed_at, failure_kind
 from holdfast.core.errors import Conflict, LedgerUnavailable, StalePlan
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
@@ -129,8 +129,7 @@ def write(ledger: "Ledger", partition: str, arn: str, doc: dict[str, Any], *, ge
         ledger.transact_write_items([still_current(generation), {"Put": put}])
     except (ClientError, BotoCoreError) as err:
         if condition_failed(err):
-            reasons = err.response.get("CancellationReasons") or [] if isinstance(err, ClientError) else []
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+            if condition_failed_at(err, 0):
                 raise StalePlan(f"plan generation {generation} is no longer current") from err
             _remember(ledger, partition, None)   # another controller's write: read it next time
             raise Conflict(f"{partition.lower()} record of {arn} changed since it was read (version {read_version})") from err

@@ -48,7 +48,7 @@ from holdfast.core.errors import Conflict, ReleasedByHand, Superseded
 from holdfast.core.model import Record
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK
-from holdfast.ledger.conditions import NO_RECORD_YET, RECORD_UNCHANGED, version_is
+from holdfast.ledger.conditions import NO_RECORD_YET, RECORD_EXISTS, RECORD_UNCHANGED, version_is
 from holdfast.ledger.control import not_released
 
 if TYPE_CHECKING:
@@ -303,7 +303,7 @@ class ResourceLedger:
             return False
         try:
             self._ledger.update_item(Key=_key(arn), UpdateExpression="SET #identity = :identity",
-                                 ConditionExpression=f"attribute_exists({PK})",
+                                 ConditionExpression=RECORD_EXISTS,
                                  ExpressionAttributeNames={"#identity": "identity"},
                                  ExpressionAttributeValues={":identity": {"S": _json(identity)}})
         except (ClientError, BotoCoreError) as err:

@@ -43,7 +43,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.aws import error_code, error_text
+from holdfast.aws import error_code, error_text, http_status
 from holdfast.core import drain as dc
 from holdfast.core import policy, replay as rp
 from holdfast.core.errors import Conflict
@@ -152,7 +152,7 @@ def refused(err: Exception) -> bool:
     same answer, so the replay ends with it instead of waiting for ever."""
     if not isinstance(err, ClientError):
         return False
-    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    status = http_status(err)
     return 400 <= status < 500 and status != 429 and "Throttl" not in (error_code(err) or "")
 
 
