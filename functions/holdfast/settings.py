@@ -22,12 +22,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from holdfast.core.model import MODES, RECOMMEND
 from holdfast.core.signals import PROBE_API_CALLS
 
 CONTEXT_KEY = "holdfast"
 ENV_VAR = "HOLDFAST_SETTINGS"
 
-MODES = ("auto", "recommend", "off")
 ASG_PROCESSES = (
     "Launch",
     "Terminate",
@@ -436,7 +436,7 @@ class Settings:
         "Opt-in tag `KEY=VALUE`. Holdfast touches only resources that carry it."
     )
     mode: str = setting(
-        "recommend",
+        RECOMMEND,
         one_of(MODES),
         "`auto` acts; `recommend` decides and reports but changes nothing; `off` does nothing. The default is "
         "`recommend`, so no deploy changes a resource until you choose `auto`; synth prints each stack's mode."

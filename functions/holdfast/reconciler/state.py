@@ -15,7 +15,7 @@ from aws_lambda_powertools import Logger
 
 from holdfast.core.errors import StalePlan
 from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED, SKIPPED, VANISHED, Guard,
-                                 Outcome)
+                                 Outcome, recommends_only)
 from holdfast.core.policy import Plan
 from holdfast.engine import TickEngine, WalkReport
 from holdfast.ledger import Ledger
@@ -117,7 +117,7 @@ class Tick:
         self.ledger = ledger
         self.collect, self.engine, self.deadline = collect, engine, deadline
         self.stages = stages
-        self.dry_run = self.settings.mode == "recommend"
+        self.dry_run = recommends_only(self.settings.mode)
         self.started = runtime.clock.now()
         self.failing: dict[str, ledger_failures.Failure] = {}   # loaded by the walk
 

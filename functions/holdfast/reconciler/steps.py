@@ -120,7 +120,7 @@ from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import policy, progress
 from holdfast.core import release as release_requests
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
-from holdfast.core.model import ENGAGED, FAILED, LEAVE, PLANNED, REFUSED_STALE, Outcome
+from holdfast.core.model import ENGAGED, FAILED, LEAVE, PLANNED, REFUSED_STALE, Outcome, is_off
 from holdfast.core.kinds import CONTROLLED as CONTROLLED_KINDS, kind_of
 from holdfast.core.policy import CONTROL, ENGAGE, NORMAL, REPLAY, RESTORE, Plan
 from holdfast.core.progress import Marker, held_marker
@@ -153,7 +153,7 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
     handler passes its remaining time less a margin). None: the tick budget
     (`settings.tick_budget_seconds`) for everything, and no claim on the engage walk."""
     settings = runtime.settings
-    if settings.mode == "off":
+    if is_off(settings.mode):
         if runtime.telemetry.decisions:
             logger.info("mode off: nothing to do", extra={"controller": runtime.controller_id})
         return TickResult(None, None, ["off"])
