@@ -111,7 +111,7 @@ class KindReport:
 class Tick:
     """One tick's inputs and what it has learnt so far; the steps below read and fill it."""
 
-    def __init__(self, runtime: Runtime, collect: Collect, engine: TickEngine, deadline: "TickDeadline",
+    def __init__(self, runtime: Runtime, collect: Collect, engine: TickEngine, deadline: TickDeadline,
                  stages: Stages, ledger: Ledger):
         self.runtime, self.settings, self.table = runtime, runtime.settings, runtime.table
         self.ledger = ledger

@@ -1,6 +1,12 @@
-"""The control loop: one tick reads the world, decides the plan, and moves toward it.
+"""The tick's steps: one tick reads the world, decides the plan, and moves toward it.
 
     tick(runtime) -> TickResult
+
+The rest of the reconciler package is the loop's bookkeeping, kept apart as
+controller-runtime keeps it from the Reconcile it calls: the tick's state
+(holdfast.reconciler.state), its deadline and the engage walk's claim
+(holdfast.reconciler.deadline), the release requests (holdfast.reconciler.releases), and
+the announcements on SNS and the metrics (holdfast.reconciler.announcements).
 
 As controller-runtime's Reconcile, one tick is a few named steps, each a function of
 what the step before returned (`reconcile`): observe (holdfast.observation.observe) ->
@@ -14,7 +20,7 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
 2. Observe (holdfast.observation.observe: control, plan, a fresh verdict, the gating
    alarms) and decide (holdfast.core.policy, pure). A changed plan is written as generation current+1, or not
    at all when another controller got there first (this tick then stops; the next
-   re-reads). Every new generation is announced on SNS.
+   re-reads). Every new generation is announced on SNS (holdfast.reconciler.announcements).
 3. Walk toward `policy.posture(plan)`, kinds not yet `done` for this generation,
    through one Engine built for the tick (one ledger, the rate budgets, one actuator per
    kind): first every engaging kind (and the re-walks of held kinds, step 5) in ONE
@@ -23,8 +29,8 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
    each kind's part of the report is finished on its own marker; then relaxing kinds,
    one at a time, each write guarded by guard(g), checked at the moment of the write.
    The engaging walk has the long budget when the handler gives one (`engage_seconds`:
-   the invocation's remaining time): it goes on while there is engage work and Lambda
-   time, is claimed in the ledger (holdfast.ledger.claims: a lease of about one schedule
+   the invocation's remaining time, holdfast.reconciler.deadline): it goes on while there
+   is engage work and Lambda time, is claimed in the ledger (holdfast.ledger.claims: a lease of about one schedule
    period, renewed every PLAN_CHECK_SECONDS while the walk makes calls) so the schedule's
    overlapping ticks leave it to its holder, and stops once the plan's generation moved
    on (re-read at each renewal) or another controller took the claim over. A holder
@@ -62,7 +68,7 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
    written through the org operator role, which may write nothing else): before the
    walks, so a walk that takes the whole tick never keeps them waiting, each is claimed,
    checked and acted on once, as `holdfast release` would, and its outcome recorded on it
-   (`release`, holdfast.core.release); this tick's walks leave what it released alone.
+   (holdfast.reconciler.releases, holdfast.core.release); this tick's walks leave what it released alone.
    A restore that may not write yet (`refused-stale`: the mapping's last cap write may
    still land, or its record moved on since this tick read it) is not an outcome: the
    request is requested again and the next tick acts on it (core.release.waits).
@@ -163,7 +169,7 @@ def tick(runtime: Runtime, *, collect: Collect | None = None, engine: EngineFact
     deadline = TickDeadline(runtime, engage_seconds, ledger=ledger)
     make_engine = engine or (lambda rt, deadline: Engine(rt, deadline=deadline, ledger=ledger))
     run = Tick(runtime, collect or fresh_verdict, make_engine(runtime, deadline), deadline, stages or Stages(ledger),
-                ledger)
+               ledger)
     result = reconcile(run)
     emit_metrics(result, runtime.telemetry)
     return result
@@ -375,7 +381,7 @@ def relax_walk(t: Tick, plan: Plan, result: TickResult, work: Todo, now) -> None
     result.complete = result.complete and not t.deadline() and not guard.refused
 
 
-def control(t: Tick, plan: Plan, result: TickResult, kind: str, guard: "StickyGuard") -> None:
+def control(t: Tick, plan: Plan, result: TickResult, kind: str, guard: StickyGuard) -> None:
     """One tick of a controlled kind: each resource's decision (kept in the ledger,
     conditional on the plan), then a guarded walk of the resources that move."""
     now = t.runtime.clock.now()
@@ -426,7 +432,7 @@ def stalled_left(t: Tick, plan: Plan, kind: str, result: TickResult):
     return lambda resource: LEAVE if resource.arn in left else None
 
 
-def waves(t: Tick, plan: Plan, result: TickResult, guard: "StickyGuard") -> None:
+def waves(t: Tick, plan: Plan, result: TickResult, guard: StickyGuard) -> None:
     """One tick of the capacity stage's groups (holdfast.stages.capacity): those healthy
     now set Healthy again, then a wave resumed, a hold between waves, a step back on
     launch failures; the kind is done when no group is held."""
@@ -462,7 +468,7 @@ def waves(t: Tick, plan: Plan, result: TickResult, guard: "StickyGuard") -> None
         mark(t, plan, result, capacity_stage.KIND)
 
 
-def replay(t: Tick, plan: Plan, result: TickResult, guard: "StickyGuard") -> None:
+def replay(t: Tick, plan: Plan, result: TickResult, guard: StickyGuard) -> None:
     now = t.runtime.clock.now()
     try:
         done = t.stages.replay(t.runtime, plan, now, guard=guard, dry_run=t.dry_run)
