@@ -9,10 +9,10 @@ from holdfast.engine import Engine
 from holdfast.runtime import Runtime
 
 
-def engine(clients, settings, table, *, kinds=KINDS, expired_queue_arn=None, lambda_bucket=None,
+def engine(clients, settings, table, *, kinds=KINDS, expired_queue_arn=None,
            deadline=None, progress=None, writers=None) -> Engine:
     runtime = Runtime(clients=clients, settings=settings, table=table, expired_queue_arn=expired_queue_arn)
-    return Engine(runtime, kinds=kinds, lambda_bucket=lambda_bucket, deadline=deadline, progress=progress,
+    return Engine(runtime, kinds=kinds, deadline=deadline, progress=progress,
                   **({"writers": writers} if writers else {}))
 
 

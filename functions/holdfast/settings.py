@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from holdfast.core.kinds.asg import PROCESSES as ASG_PROCESSES
+from holdfast.core.model import MODES, RECOMMEND
 from holdfast.core.signals import PROBE_API_CALLS
 
 CONTEXT_KEY = "holdfast"
 ENV_VAR = "HOLDFAST_SETTINGS"
 
-MODES = ("auto", "recommend", "off")
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 OFF = "off"
@@ -427,7 +427,7 @@ class Settings:
         "Opt-in tag `KEY=VALUE`. Holdfast touches only resources that carry it."
     )
     mode: str = setting(
-        "recommend",
+        RECOMMEND,
         one_of(MODES),
         "`auto` acts; `recommend` decides and reports but changes nothing; `off` does nothing. The default is "
         "`recommend`, so no deploy changes a resource until you choose `auto`; synth prints each stack's mode."

@@ -55,6 +55,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from holdfast.core.model import AUTO, RECOMMEND
 from holdfast.settings import ENV_VAR, Settings
 
 from holdfast_cdk import code
@@ -213,7 +214,7 @@ class RegionSwitchSteps(Construct):
         account = account if account is not None else stack.account
         if not Token.is_unresolved(account) and not _ACCOUNT.match(account):
             raise ValueError(f"RegionSwitchSteps: account {account!r} is not a 12-digit account id")
-        if mode not in ("auto", "recommend"):
+        if mode not in (AUTO, RECOMMEND):
             raise ValueError(f"RegionSwitchSteps: mode {mode!r} must be auto or recommend")
         if cross_account and not external_id:
             raise ValueError("RegionSwitchSteps: cross_account needs external_id")

@@ -7,7 +7,6 @@ import pytest
 
 from tests import walks
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED, SKIPPED
-from holdfast.ratelimit import TokenBucket
 from holdfast.actuators.nlb import ATTRIBUTES
 from holdfast.core.tags import RECORD_KEYS
 from tests.actuators.fleet import (
@@ -28,9 +27,7 @@ def bare(response: dict) -> dict:
 
 def run(clients, settings, ledger_table, kind, verb="engage", **kw):
     fn = walks.engage_all if verb == "engage" else walks.relax_all
-    # The Lambda write bucket runs on a clock that never waits: tests must not sleep.
-    bucket = TokenBucket(settings.lambda_writes_per_second, monotonic=lambda: 0.0, sleep=lambda _s: None)
-    report = fn(clients, settings, ledger_table, kinds=(kind,), expired_queue_arn=QUEUE, lambda_bucket=bucket, **kw)
+    report = fn(clients, settings, ledger_table, kinds=(kind,), expired_queue_arn=QUEUE, **kw)
     return {o.arn: o for o in report.outcomes}, report
 
 

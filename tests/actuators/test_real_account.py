@@ -17,7 +17,6 @@ from holdfast.core.model import ENGAGED, RAISED, RESTORED
 
 SKIPPED = getattr(model, "SKIPPED", "skipped")
 from holdfast.core.tags import ORIGINAL_KEY
-from holdfast.ratelimit import TokenBucket
 from tests import walks
 from tests.actuators.fleet import make_function, make_mapping, make_service_target, role
 
@@ -27,8 +26,7 @@ pytestmark = pytest.mark.usefixtures("aws_semantics")
 
 def run(clients, settings, ledger_table, kind, verb="engage", queue=QUEUE, **kw):
     fn = walks.engage_all if verb == "engage" else walks.relax_all
-    bucket = TokenBucket(settings.lambda_writes_per_second, monotonic=lambda: 0.0, sleep=lambda _s: None)
-    report = fn(clients, settings, ledger_table, kinds=(kind,), expired_queue_arn=queue, lambda_bucket=bucket, **kw)
+    report = fn(clients, settings, ledger_table, kinds=(kind,), expired_queue_arn=queue, **kw)
     return {o.arn: o for o in report.outcomes}, report
 
 

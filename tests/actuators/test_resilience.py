@@ -11,7 +11,6 @@ import pytest
 from tests import walks
 from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, ENGAGED, FAILED, VANISHED
-from holdfast.ratelimit import TokenBucket
 from holdfast.actuators.nlb import ATTRIBUTES
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
@@ -34,8 +33,7 @@ pytestmark = pytest.mark.usefixtures("aws_semantics")
 
 
 def options():
-    return {"expired_queue_arn": QUEUE,
-            "lambda_bucket": TokenBucket(10, monotonic=lambda: 0.0, sleep=lambda _s: None)}
+    return {"expired_queue_arn": QUEUE}
 
 
 @pytest.fixture
@@ -232,7 +230,7 @@ def test_kinds_counted_together_as_listed_never_engage_more_than_max_resources(c
     the kind whose listing takes the sum past the limit, and every one listed after it, is
     refused whole, with nothing of it written."""
     engine = walks.engine(clients, Settings.from_mapping({"max_resources": limit}), ledger_table, **options())
-    report = engine.engage(each_kind=True, count_together=True)
+    report = engine.engage_as_listed(count_together=True)
     written = [o for o in report.outcomes if o.action == ENGAGED]
     assert len({o.arn for o in report.outcomes}) <= limit and report.refused_kinds
     assert "max_resources" in report.refused and not {o.kind for o in written} & report.refused_kinds

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from holdfast.core.kinds import KINDS
-from holdfast.engine import SERVICE_OF, _Run
+from holdfast.engine.fleet import SERVICE_OF, _Run
 
 
 class _Ledger:

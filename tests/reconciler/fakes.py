@@ -340,10 +340,13 @@ class _Bound:
         self.fake, self.clients, self.deadline = fake, clients, deadline
         self.actuators = dict.fromkeys(KINDS)   # the kinds this engine serves
 
-    def engage(self, *, kinds=KINDS, dry_run=False, after=None, stuck=(), seen=None, skip=frozenset(),
-               each_kind=False):
+    def engage(self, *, kinds=KINDS, dry_run=False, after=None, stuck=(), seen=None, skip=frozenset()):
         return self.fake.engage_all(self.clients, None, None, kinds=kinds or KINDS, dry_run=dry_run, deadline=self.deadline,
                                     skip=skip)
+
+    def engage_as_listed(self, *, kinds=KINDS, dry_run=False, after=None, stuck=(), seen=None, skip=frozenset(),
+                         count_together=False):
+        return self.engage(kinds=kinds, dry_run=dry_run, after=after, stuck=stuck, seen=seen, skip=skip)
 
     def relax(self, *, kinds=KINDS, target_for=None, guard=no_guard, only=None):
         return self.fake.relax_all(self.clients, None, None, kinds=kinds or KINDS, target_for=target_for, guard=guard,

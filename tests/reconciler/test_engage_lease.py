@@ -41,7 +41,7 @@ class Recording:
     def __call__(self, runtime, deadline):
         return self
 
-    def engage(self, *, kinds, **_):
+    def engage_as_listed(self, *, kinds, **_):
         self.engages += 1
         report = Report()
         for kind in kinds:
@@ -76,7 +76,7 @@ class Holder:
         self.deadline = deadline
         return self
 
-    def engage(self, **_):
+    def engage_as_listed(self, **_):
         self.walking.set()
         while True:
             self.go.acquire()
@@ -209,7 +209,7 @@ def test_a_walk_that_makes_calls_renews_its_claim_without_a_deadline_check(clien
     script.set("impaired", clock.now())
 
     class Listing(Recording):
-        def engage(self, *, kinds, **options):
+        def engage_as_listed(self, *, kinds, **options):
             lam = clients("lambda")
             generation = ledger_plan.read(Ledger(clients("dynamodb"), ledger_table)).generation
             for _ in range(4 * PERIOD // PLAN_CHECK_SECONDS):
@@ -219,7 +219,7 @@ def test_a_walk_that_makes_calls_renews_its_claim_without_a_deadline_check(clien
                 assert not ledger_claims.take_engage_walk(
                     Ledger(clients("dynamodb"), ledger_table), generation=generation, controller_id="other", now=clock.now(),
                     until=clock.now() + timedelta(seconds=45))
-            return super().engage(kinds=kinds, **options)
+            return super().engage_as_listed(kinds=kinds, **options)
 
     engine = Listing()
     result = tick(controller(clients, ledger_table, clock, "lister"), collect=script.collect, engine=engine,

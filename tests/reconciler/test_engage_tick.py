@@ -30,20 +30,20 @@ SHORT = Settings.from_mapping({**SETTINGS.to_mapping(), "tick_budget_seconds": 1
 
 
 class Spy:
-    """The real engine, with every engage call's kinds recorded."""
+    """The real engine, with every engage walk's kinds recorded."""
 
     def __init__(self):
         self.engages: list[tuple[str, ...]] = []
 
     def __call__(self, runtime, deadline):
         engine = Engine(runtime, deadline=deadline, writers=1)
-        real = engine.engage
+        real = engine.engage_as_listed
 
         def engage(*, kinds=None, **options):
             self.engages.append(tuple(kinds) if kinds is not None else tuple(engine.actuators))
             return real(kinds=kinds, **options)
 
-        engine.engage = engage
+        engine.engage_as_listed = engage
         return engine
 
 
@@ -76,7 +76,7 @@ class CutEngine:
     def __call__(self, runtime, deadline):
         return self
 
-    def engage(self, *, kinds, after=None, **options):
+    def engage_as_listed(self, *, kinds, after=None, **options):
         self.calls.append({"kinds": tuple(kinds), "after": dict(after or {})})
         report = Report(complete=False, unfinished={self.cut})
         for kind in kinds:
@@ -85,6 +85,8 @@ class CutEngine:
             report.cursor[kind] = self.at if kind == self.cut else None
             report.seen[kind] = {f"arn:{kind}:0"}
         return report
+
+    engage = engage_as_listed
 
     def relax(self, **_):
         return Report()
@@ -201,7 +203,7 @@ def test_the_engine_says_which_kinds_the_deadline_cut(clients, ledger_table, aws
     runtime = Runtime(clients, SETTINGS, ledger_table, FakeClock(T0), controller_id="solo")
     # A deadline that has passed only for the target groups' walk.
     engine = Engine(runtime, deadline=lambda: CALL_TAG.get() == "nlb", writers=1)
-    report = engine.engage(kinds=KINDS, each_kind=True)
+    report = engine.engage_as_listed(kinds=KINDS)
     assert not report.complete and report.unfinished == {"nlb"}
     assert {o.kind for o in report.outcomes if o.action == ENGAGED} == set(KINDS) - {"nlb"}
 
@@ -210,7 +212,7 @@ def test_each_kind_is_counted_against_the_blast_radius_on_its_own(clients, ledge
     build_fleet(clients, asgs=3, esms=2, asyncs=2, nlbs=2, services=2, unselected=0, workers=1)
     settings = Settings.from_mapping({**SETTINGS.to_mapping(), "max_resources": 2})
     runtime = Runtime(clients, settings, ledger_table, FakeClock(T0), controller_id="solo")
-    report = Engine(runtime, writers=1).engage(kinds=KINDS, each_kind=True)
+    report = Engine(runtime, writers=1).engage_as_listed(kinds=KINDS)
     # Only the kind with more than max_resources is refused, and nothing of it is written.
     assert report.refused_kinds == {"asg"} and "asg" in report.refused
     assert not [o for o in report.outcomes if o.kind == "asg"]

@@ -143,20 +143,20 @@ def test_a_release_whose_tick_dies_after_the_restore_stays_released_through_the_
     """The request's tick restores the function and dies before recording anything more; the
     tick that takes the claim over finds it restored (restored-unconfirmed). The mark was
     written before the restore, so the hold's re-walks leave it as released."""
-    from holdfast import reconciler
+    from holdfast.reconciler import releases
 
     (orders, billing), runtime, clock, script = engage_functions(clients, ledger_table, "orders", "billing")
     protected = config(clients, billing)
     ledger_control.request_release(Ledger(clients("dynamodb"), ledger_table), orders, by="oncall", reason="drill",
                                    now=clock.now() + timedelta(seconds=1), request_id="r1")
     clock.advance(60)
-    release_one = reconciler.release_one
+    release_one = releases.release_one
 
     def dies_after_the_restore(*args, **kwargs):
         release_one(*args, **kwargs)
         raise Killed()
 
-    monkeypatch.setattr(reconciler, "release_one", dies_after_the_restore)
+    monkeypatch.setattr(releases, "release_one", dies_after_the_restore)
     try:
         tick(runtime, collect=script.collect)
         raise AssertionError("the tick was to die")

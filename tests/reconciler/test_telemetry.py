@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_metrics_are_printed_unless_the_runtime_says_quiet(capsys, monkeypatch):
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     result = reconciler.TickResult("hold", 3, ["plan:3"])
-    reconciler._emit_metrics(result, Telemetry())
+    reconciler.emit_metrics(result, Telemetry())
     printed = capsys.readouterr().out
     assert '"Namespace":"Holdfast"' in printed and "StageIndex" in printed
-    reconciler._emit_metrics(result, QUIET)
+    reconciler.emit_metrics(result, QUIET)
     assert capsys.readouterr().out == ""
 
 
@@ -26,7 +26,7 @@ def test_the_decision_lines_are_the_runtimes_to_switch(caplog):
     class Rt:
         controller_id, settings = "x", type("S", (), {"mode": "enforce"})()
 
-    tick = reconciler._Tick.__new__(reconciler._Tick)
+    tick = reconciler.Tick.__new__(reconciler.Tick)
     tick.runtime, tick.settings = Rt(), Rt.settings
     for telemetry, shown in ((Telemetry(), True), (QUIET, False)):
         Rt.telemetry = telemetry

@@ -18,7 +18,7 @@ def asset_files(synthesized) -> set[str]:
 def test_the_asset_is_the_controllers_code_only(synthesized):
     files = asset_files(synthesized)
     for needed in ("holdfast/handlers/reconciler.py", "holdfast/handlers/detector.py", "holdfast/core/policy.py",
-                   "holdfast/reconciler.py", "holdfast/engine.py",
+                   "holdfast/reconciler/steps.py", "holdfast/engine/fleet.py",
                    # the readiness function and the checks it runs on a schedule (doctor runs them too)
                    "holdfast/handlers/readiness.py", "holdfast/readiness.py"):
         assert needed in files

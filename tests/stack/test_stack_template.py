@@ -247,7 +247,7 @@ def test_alarms_cover_errors_and_throttles_of_both_controllers_the_dead_letters_
     assert watched == {("Errors", "AWS/Lambda"), ("Throttles", "AWS/Lambda"), ("ApproximateNumberOfMessagesVisible", "AWS/SQS"),
                        ("ResourcesStuck", "Holdfast"), ("ReadinessChecksFailed", "Holdfast"), ("DrainStalled", "Holdfast")}
     assert len(alarms) == 8
-    # the reconciler emits ResourcesStuck with Powertools' service dimension (holdfast.reconciler._emit_metrics)
+    # the reconciler emits ResourcesStuck with Powertools' service dimension (holdfast.reconciler.announcements.emit_metrics)
     (stuck,) = [a["Properties"] for a in alarms if a["Properties"]["MetricName"] == "ResourcesStuck"]
     assert stuck["Dimensions"] == [{"Name": "service", "Value": "holdfast-reconciler"}]
     assert stuck["Threshold"] == 1 and stuck["TreatMissingData"] == "ignore"

@@ -7,7 +7,7 @@ the plain data they exchange is holdfast.core.model. Each actuator names the Kin
 serves (`spec = kinds.ASG`, holdfast.core.kinds); `REGISTRY` maps each kind's name to
 its actuator, built from those declarations, and tests/actuators/test_registry.py fails
 when a Kind has no actuator or an actuator lacks a declaration. Actuators are
-constructed as `Cls(clients, settings, ledger, *, lambda_bucket=None, expired_queue_arn=None)`.
+constructed as `Cls(clients, settings, ledger, *, expired_queue_arn=None)`.
 
 Every module of this package is imported and its concrete TaggedActuator subclasses are
 the actuators: adding a kind is its module in core/kinds/ (the Kind, its audit rule and

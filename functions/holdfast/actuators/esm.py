@@ -87,7 +87,6 @@ def unqualified(function_arn: str) -> str:
 class EsmActuator(LambdaTagged, TaggedActuator):
     spec = kinds.ESM
     service = "lambda"
-    lambda_limited = True
     # A cap write that lands late (throttled and retried, re-sent after a read timeout AWS
     # had processed) must not be read as the owner's, nor land after the final restore.
     serial_writes = True

@@ -44,7 +44,6 @@ relax:   fresh read -> guard, resource -> guard, untag -> guard, forget the ledg
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import threading
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
@@ -61,7 +60,6 @@ from holdfast.core.kinds import Kind
 from holdfast.core.own import NOT_OWN, Own
 from holdfast.iam import uses
 from holdfast.ledger.leases import LEASE_SECONDS
-from holdfast.ratelimit import TokenBucket
 from holdfast.core.tags import MAX_TAGS, RECORD_KEYS, TagError, owner_tags, read_record, record_tags, room_for_record
 from holdfast.core.model import (
     ALREADY,
@@ -100,37 +98,6 @@ def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], ta
     return Resource(kind, arn, name, dict(current), record, dict(ref or {}), owner_tags(tags), confirmed, selected)
 
 
-def walk_key(candidate: Candidate) -> str:
-    """A short key for a candidate as a walk saw it (its ARN, and whether the listing
-    alone selects it): a re-walk reads again every candidate whose key no finished walk
-    of the generation recorded (new, or newly selected through its function or service)."""
-    return hashlib.sha1(f"{candidate.arn}|{candidate.selected}".encode()).hexdigest()[:12]
-
-
-def changed_since_walked(act: "TaggedActuator", candidate: Candidate, keys: set[str], ledger) -> bool:
-    """Whether a re-walk must read `candidate` again: unknown to the walks so far, or its
-    listing shows it out of posture (a process an IaC apply resumed, a cap removed: not
-    the owner's drift, which the record tells), or shows no record tag on a resource the
-    ledger holds engaged (an IaC apply stripped it)."""
-    if walk_key(candidate) not in keys:
-        return True
-    record = ledger.cached(candidate.arn)
-    current = act.listed_current(candidate)
-    if current is not None:
-        changes, _ = restore.without_drift(act.posture(current), record, current)
-        if changes:
-            return True
-    tags = act.listed_tags(candidate)
-    return tags is not None and record is not None and read_record_safe(tags) is None
-
-
-def read_record_safe(tags: Mapping[str, str]):
-    try:
-        return read_record(tags)
-    except TagError:
-        return None
-
-
 class TaggedActuator(ABC):
     """Engage and relax for a kind whose write-ahead record is a pair of tags."""
 
@@ -138,7 +105,6 @@ class TaggedActuator(ABC):
     kind: ClassVar[str] = ""                      # spec.name
     service = ""                                  # the boto3 service `_call` writes through
     not_found: tuple[str, ...] = ("ResourceNotFoundException",)
-    lambda_limited = False                        # writes pass the shared Lambda token bucket
     tag_batch: ClassVar[int] = 1                  # resources one record-tag call can carry
     walk_batch: ClassVar[int] = 0                 # resources engaged together (0: tag_batch)
     # The reconciler's IAM policy allows this kind's restore writes only on a resource that
@@ -158,12 +124,10 @@ class TaggedActuator(ABC):
         if "spec" in cls.__dict__:
             cls.kind = cls.spec.name
 
-    def __init__(self, clients, settings, ledger, *, lambda_bucket: TokenBucket | None = None,
-                 expired_queue_arn: str | None = None, own: Own = NOT_OWN):
+    def __init__(self, clients, settings, ledger, *, expired_queue_arn: str | None = None, own: Own = NOT_OWN):
         self.clients = clients
         self.settings = settings
         self.ledger = ledger
-        self.lambda_bucket = lambda_bucket
         self.expired_queue_arn = expired_queue_arn
         self.own = own
         self._retired_lock = threading.Lock()
@@ -856,8 +820,6 @@ class TaggedActuator(ABC):
 
     def _call(self, operation: str, **kwargs: Any) -> Any:
         """One write through `service`; a missing resource raises Vanished."""
-        if self.lambda_limited and self.lambda_bucket is not None:
-            self.lambda_bucket.take()
         try:
             return getattr(self.clients(self.service), operation)(**kwargs)
         except ClientError as err:

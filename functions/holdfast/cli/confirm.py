@@ -22,11 +22,10 @@ from typing import Callable
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_text
+from holdfast.core.model import changes_nothing
 from holdfast.iam import uses
 from holdfast.settings import Settings, SettingsError
 from holdfast.cli.context import PARAMETER_ROOT, Context, UsageError, deployed_settings
-
-QUIET_MODES = ("recommend", "off")
 
 
 def add_write_options(parser, *, mode: bool = False) -> None:
@@ -58,8 +57,8 @@ def honour_mode(ctx: Context, args, command: str) -> None:
     """Refuse a resource write where the deployed mode (or --settings) is recommend or off,
     unless --force-mode. A mode forced is said on stderr."""
     deployed, unreadable = deployed_modes(ctx)
-    quiet = [(f"SSM parameter {name}", mode) for name, mode in sorted(deployed.items()) if mode in QUIET_MODES]
-    if getattr(args, "settings", None) and ctx.settings.mode in QUIET_MODES:
+    quiet = [(f"SSM parameter {name}", mode) for name, mode in sorted(deployed.items()) if changes_nothing(mode)]
+    if getattr(args, "settings", None) and changes_nothing(ctx.settings.mode):
         quiet.append((f"--settings {args.settings}", ctx.settings.mode))
     if unreadable and not ctx.json:
         ctx.warn(f"{unreadable}: the deployed mode is unknown; "

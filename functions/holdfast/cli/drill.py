@@ -74,7 +74,7 @@ from holdfast.core import policy
 from holdfast.core.progress import held_marker
 from holdfast.core.classify import CAPACITY
 from holdfast.core.errors import LedgerUnavailable
-from holdfast.core.model import DRIFT_KEPT, FAILED, REFUSED_STALE
+from holdfast.core.model import AUTO, DRIFT_KEPT, FAILED, REFUSED_STALE, changes_nothing
 from holdfast.core.signals import iso
 from holdfast.engine import Engine
 from holdfast.iam import uses
@@ -167,10 +167,10 @@ def drill(ctx: Context, args, *, clock=None, sleep: Callable[[float], None] = ti
         # A local drill acts on emulated resources only: without --settings it rehearses
         # the controller in mode auto (the defaults' mode, recommend, would change nothing).
         settings, source = (ctx.settings, f"--settings {args.settings}") if args.settings else \
-            (Settings.from_mapping({**ctx.settings.to_mapping(), "mode": "auto"}), "the defaults, in mode auto")
+            (Settings.from_mapping({**ctx.settings.to_mapping(), "mode": AUTO}), "the defaults, in mode auto")
     else:
         settings, source = _deployed_settings(ctx, args, prefix)
-    if settings.mode in ("off", "recommend"):
+    if changes_nothing(settings.mode):
         raise UsageError(f"Holdfast runs in mode={settings.mode} here (settings from {source}): it would change no "
                          f"resource, so there is nothing to rehearse; a drill never runs in mode={settings.mode} accounts "
                          "(deploy with \"mode\": \"auto\" first)")

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from holdfast.aws import AWS_ERRORS, error_code, error_summary
 from holdfast.core import evacuation as ev
+from holdfast.core.model import AUTO, RECOMMEND, acts
 from holdfast.iam import uses
 from holdfast.readiness import Check
 
@@ -96,7 +97,7 @@ def deployed(clients, function_arn: str) -> tuple[bool, str, str | None]:
     if config.get("Handler") != STEP_HANDLER:
         return False, f"{function_arn} is not Holdfast's step function (handler {config.get('Handler')})", None
     try:
-        mode = json.loads(env.get("HOLDFAST_SETTINGS") or "{}").get("mode", "recommend")
+        mode = json.loads(env.get("HOLDFAST_SETTINGS") or "{}").get("mode", RECOMMEND)
     except ValueError:
         mode = None
     table = env.get("HOLDFAST_LEDGER_TABLE")
@@ -153,7 +154,7 @@ def _plan_checks(plan: dict, found, clients_for, account: str) -> list[Check]:
                 ok, detail, mode = deployed(clients_for(region), arn)
                 if not ok:
                     problems.append(detail)
-                elif body.get("mode", ev.AUTO) == ev.AUTO and mode != ev.AUTO and body.get("step") != ev.POSTURE_STEP:
+                elif acts(body.get("mode", AUTO)) and not acts(mode) and body.get("step") != ev.POSTURE_STEP:
                     problems.append(f"step {step} acts (mode auto), Holdfast in {region} is deployed with mode "
                                     f"{mode}: the step refuses")
                 else:

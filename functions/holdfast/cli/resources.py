@@ -188,7 +188,7 @@ def engage(ctx: Context, args) -> int:
     try:
         # Each kind walked as soon as it is listed (the mappings capped before the async configs'
         # listing, one Lambda call per function), never more than max_resources in all.
-        report = engine.Engine(ctx.runtime, progress=ctx.progress).engage(each_kind=True, count_together=True)
+        report = engine.Engine(ctx.runtime, progress=ctx.progress).engage_as_listed(count_together=True)
     except KeyboardInterrupt:
         _say_interrupted(ctx, reachable)
         raise

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from holdfast.core import policy
 from holdfast.core.kinds import LABELS
+from holdfast.core.model import recommends_only
 
 # Chatbot truncates a long description; keep a message short enough to read in the channel.
 MAX_DESCRIPTION = 3000
@@ -60,7 +61,7 @@ def _kinds(kinds: list[str], engaged: Mapping[str, int] | None) -> str:
 def _lines(plan: policy.Plan, settings, engaged: Mapping[str, int] | None) -> tuple[str, list[str]]:
     kept, back = held(plan, settings)
     reasons = list(plan.reasons)[:MAX_REASONS] or ["-"]
-    mode = "recommend: decided and reported, nothing written" if plan.mode == "recommend" else plan.mode
+    mode = "recommend: decided and reported, nothing written" if recommends_only(plan.mode) else plan.mode
     lines = [
         f"Stage: {plan.label} (generation {plan.generation}, mode {mode})",
         "Why: " + "; ".join(reasons),
@@ -68,7 +69,7 @@ def _lines(plan: policy.Plan, settings, engaged: Mapping[str, int] | None) -> tu
         "Back to their owners' values: " + _kinds(back, None),
         "Next gate: " + next_gate(plan, settings),
     ]
-    title = f"Holdfast: {plan.label}" + (" (recommend only)" if plan.mode == "recommend" else "")
+    title = f"Holdfast: {plan.label}" + (" (recommend only)" if recommends_only(plan.mode) else "")
     return title, lines
 
 

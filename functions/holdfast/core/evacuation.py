@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from holdfast.core.errors import PermanentError, TemporaryError
+from holdfast.core.model import AUTO, RECOMMEND, acts, is_off
 from holdfast.core.policy import CONTROL, ENGAGE, HOLD, NORMAL, Plan, posture as stage_posture, starts_hold
 from holdfast.core.progress import held_marker
 
 ENGAGE_STEP, POSTURE_STEP, LIFT_STEP = "engage", "posture", "lift"
 STEPS = (ENGAGE_STEP, POSTURE_STEP, LIFT_STEP)
-AUTO, RECOMMEND, OFF = "auto", "recommend", "off"
 PAYLOAD_KEY = "holdfast"
 # Region switch's metadata keys (merged into an object payload).
 PLAN_ARN, EXECUTION_ID, STEP_NAME, INVOKED_BY = "PlanArn", "ExecutionId", "StepName", "InvokedBy"
@@ -77,7 +77,7 @@ class Request:
 
     @property
     def acts(self) -> bool:
-        return self.mode == AUTO and self.step != POSTURE_STEP
+        return acts(self.mode) and self.step != POSTURE_STEP
 
     @property
     def by(self) -> str:
@@ -128,10 +128,10 @@ def request(event: Any, function_arn: str, deployed_mode: str) -> Request:
                               "per plan, so an engage or a lift needs the one Region switch adds to the payload")
         if plan_arn.split(":")[1] != partition:
             raise StepRefused(f"plan {plan_arn} is in partition {plan_arn.split(':')[1]}, this function in {partition}")
-    if deployed_mode == OFF and step != POSTURE_STEP:
+    if is_off(deployed_mode) and step != POSTURE_STEP:
         raise StepRefused(f"Holdfast in {region} is deployed with mode off: it engages and lifts nothing; "
                           "deploy it with mode auto for this step to act")
-    if mode == AUTO and deployed_mode != AUTO and step != POSTURE_STEP:
+    if acts(mode) and not acts(deployed_mode) and step != POSTURE_STEP:
         raise StepRefused(f"the step asks to act (mode auto), but Holdfast in {region} is deployed with mode "
                           f"{deployed_mode}, which changes no resource: deploy it with mode auto, or give the step "
                           "mode recommend to report only")

@@ -55,6 +55,36 @@ PLANNED = "planned"          # recommend mode / `plan`: would change, did not
 SKIPPED = "skipped"          # left alone on purpose: a write AWS would reject, that would harm, or
                              # that no record could be written ahead of (see notes)
 
+# The controller's modes (settings.mode; a plan keeps the one it was decided under, and a
+# Region switch step says which it wants). Declared here, read only through the
+# predicates below: no module compares a mode with a string of its own
+# (tests/architecture/test_mode_predicates.py).
+AUTO = "auto"                # decides and writes to resources
+RECOMMEND = "recommend"      # decides, writes its plan and reports; writes to no resource
+OFF = "off"                  # does nothing
+MODES = (AUTO, RECOMMEND, OFF)
+
+
+def acts(mode: str | None) -> bool:
+    """Mode auto: Holdfast writes to resources."""
+    return mode == AUTO
+
+
+def recommends_only(mode: str | None) -> bool:
+    """Mode recommend: Holdfast decides, writes its plan and reports what it would change,
+    and writes to no resource."""
+    return mode == RECOMMEND
+
+
+def is_off(mode: str | None) -> bool:
+    """Mode off: Holdfast does nothing at all."""
+    return mode == OFF
+
+
+def changes_nothing(mode: str | None) -> bool:
+    """Mode recommend or off: no resource is written (an unknown mode is neither)."""
+    return recommends_only(mode) or is_off(mode)
+
 
 Guard = Callable[[], None]
 

@@ -49,6 +49,7 @@ from typing import Any, Callable, Mapping, Sequence
 from holdfast.core import gates as builtin
 from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE, ROUTING as ROUTING_EVIDENCE, DrainEvidence, Evidence
 from holdfast.core.kinds import CONTROLLED, KINDS, RELAXED_IN
+from holdfast.core.model import RECOMMEND
 
 NORMAL, HOLD, DRAIN, FRESH_WORK, ROUTING, CAPACITY = "normal", "hold", "drain", "fresh-work", "routing", "capacity"
 REPLAY = "replay"
@@ -78,7 +79,7 @@ class Plan:
     drain_step: int = 0            # unused since the drain is a controller; kept for plans already written
     verdict: str = "normal"        # the verdict state the plan was decided on
     reasons: tuple[str, ...] = ()
-    mode: str = "recommend"        # settings.mode it was decided under (the settings default)
+    mode: str = RECOMMEND          # settings.mode it was decided under (the settings default)
     impaired_at: datetime | None = None  # when the latest hold began
     stepped_back: bool = False     # entered by a regression: re-engage before relaxing
     done: frozenset[str] = frozenset()   # kinds whose walk finished for this generation

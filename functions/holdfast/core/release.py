@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from holdfast.core.kinds import kind_of
-from holdfast.core.model import REFUSED_STALE
+from holdfast.core.model import REFUSED_STALE, acts
 from holdfast.core.policy import NORMAL, Plan
 
 REQUESTED, ACTING, DONE = "requested", "acting", "done"
@@ -197,6 +197,6 @@ def refusal(arn: str, *, partition: str, region: str, account: str | None, mode:
         wrong.append(f"account {parts[4]} (this reconciler acts in {account})")
     if wrong:
         return f"{arn} is in " + " and ".join(wrong) + "; nothing was done"
-    if mode != "auto":
+    if not acts(mode):
         return f"Holdfast here runs in mode {mode}: it writes to no resource, so nothing was released"
     return None

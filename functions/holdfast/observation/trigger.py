@@ -35,6 +35,7 @@ from holdfast.aws import error_text
 from holdfast.core import policy
 from holdfast.core.detector import IMPAIRED, Verdict, evaluate, lookback
 from holdfast.core.errors import LedgerUnavailable
+from holdfast.core.model import is_off
 from holdfast.core.classify import CAPACITY
 from holdfast.core.signals import ELB_TERMINATION, HEALTH_OPEN
 from holdfast.iam import uses
@@ -60,7 +61,7 @@ class Triggered:
 def after_signal(runtime, klass: str | None, *, recorded: bool) -> Triggered:
     if not recorded or klass not in IMPAIRING:
         return Triggered("skipped")
-    if runtime.settings.mode == "off":
+    if is_off(runtime.settings.mode):
         return Triggered("off")
     if not runtime.tick_function:
         return Triggered("no-function", "no reconciler function to start: the schedule's next tick reads the signal")

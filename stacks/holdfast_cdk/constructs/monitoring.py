@@ -22,7 +22,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 PERIOD = Duration.minutes(1)
-# The reconciler's own metrics (holdfast.reconciler._emit_metrics: Powertools adds the service dimension).
+# The reconciler's own metrics (holdfast.reconciler.announcements.emit_metrics: Powertools adds the service dimension).
 NAMESPACE, RECONCILER_SERVICE = "Holdfast", "holdfast-reconciler"
 
 

@@ -18,40 +18,22 @@ refusals are outcomes in the Report. `deadline()` returning True stops the walk 
 (`complete` False) and the next run continues — engage and relax are both idempotent.
 
 An engage walk lists each kind's candidates in bulk (cheap), checks the blast radius on
-that full count, then reads and engages them most harmful first: each actuator's
-`harm(candidate)`, from the listing alone (no call), e.g. uncapped mappings and then the
-highest caps, groups with the most instances; ties in ARN order. A candidate's place in
-that order is its `position` ("<rank> <arn>", rank = HARM_CEILING - harm, so positions
-sort as strings). Its `Report.cursor[kind]` is where the next walk may resume: the
-position such that every candidate at or before it finished (engaged, already, not
-selected, vanished). A FAILED resource is never passed over — unless it is one of
-`stuck` (it failed on every walk of several ticks: holdfast.core.progress), which no
-longer holds the kind back: the cursor stops before it, so the next walk retries it.
-None = from the start; a kind that finished without failure has None.
+that count, then reads and engages them most harmful first. Where a walk stands and what
+the next walk of a kind may pass over — each candidate's `position`, the `Report.cursor`
+a kind resumes after, the `settled` candidates a resumed walk passes over, the walk keys
+of `Report.seen` a re-walk compares listings with — is the engine's walk bookkeeping
+(holdfast.engine.bookkeeping).
+
+Two engage walks: `engage` lists every kind before any write and counts them together
+against max_resources (a plan, a dry run); `engage_as_listed` walks each kind as soon as
+it is listed, so its first protective write does not wait for the slowest service's
+listing (the tick's walk, and the command's engage with `count_together`).
 
 A kind whose actuator `defers_tag` (SQS mappings) writes ahead to the ledger while it
 answers and leaves its record tags to a second pass, the last step of its service's lane
 (core.order.lane_steps): every cap of the lane before any of those tags. A tag that pass
 did not write (the deadline, an error) leaves the kind unfinished and its cursor before
 that resource, so the next walk reads it again and writes the tag.
-
-An engaged resource's harm is taken from its record's original values (the ledger's),
-so engaging it does not move it in the order. Harm still changes between walks for
-resources not yet engaged (an owner removes a cap, a group scales out), so a position
-that was after the cursor can be before it on the next walk: a resumed walk therefore
-passes over a candidate at or before the cursor only when it is `settled` — its listing
-shows it in posture (or its only differences are the owner's drift on a record), or,
-for a kind whose listing does not show the managed values, the ledger holds its record.
-Anything else at or before the cursor is read again: a resource whose priority rose
-past the cursor is never skipped. A cursor that is a bare ARN (written before positions)
-is compared by ARN, with the same rule.
-
-`Report.seen[kind]` holds the key (actuators.tagged.walk_key) of every candidate the walk
-finished. A re-walk of a kind already done (`engage(seen=...)`, holdfast.reconciler)
-lists every candidate again but reads and engages only those a walk has not seen (new,
-or newly selected), and those whose listing shows them out of posture or stripped of
-their record tag (actuators.tagged.changed_since_walked): a group created or opted in
-during the hold, a process an IaC apply resumed, a cap it removed.
 
 Holdfast's own resources (holdfast.core.own: its controllers, their mappings) are left
 out of every engage walk whatever their tags, each reported `skipped` with the reason
@@ -78,9 +60,10 @@ from holdfast.actuators import REGISTRY
 from holdfast.core import kinds
 from holdfast.core.kinds import KINDS, kind_of
 from holdfast.core.model import ALREADY, FAILED, LEAVE, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
-from holdfast.actuators.tagged import TAGS_LATER, changed_since_walked, make_resource, walk_key
+from holdfast.actuators.tagged import TAGS_LATER, make_resource
 from holdfast.aws import CALL_TAG, error_text
-from holdfast.ratelimit import TokenBucket
+from holdfast.engine import bookkeeping
+from holdfast.engine.bookkeeping import NOT_WALKED, position
 from holdfast.ledger import Ledger
 from holdfast.runtime import Runtime
 
@@ -91,7 +74,6 @@ SERVICE_OF = {k.name: k.service.name for k in kinds.ALL}
 
 Progress = Callable[[str], None]
 Deadline = Callable[[], bool]
-_SKIPPED = object()   # the deadline came before this item was walked
 
 
 @dataclass
@@ -108,7 +90,7 @@ class Report:
     # Kinds the deadline cut short (`complete` is False when any is): a walk of several kinds
     # at once says which of them finished (holdfast.reconciler marks each kind apart).
     unfinished: set[str] = field(default_factory=set)
-    # Kinds the blast-radius limit refused, when each kind is counted on its own (engage(each_kind=True)).
+    # Kinds the blast-radius limit refused, when each kind is counted on its own (Engine.engage_as_listed).
     refused_kinds: set[str] = field(default_factory=set)
 
     @property
@@ -148,16 +130,20 @@ class WalkReport(Protocol):
 
 @runtime_checkable
 class TickEngine(Protocol):
-    """The engine as a tick uses it: the kinds it serves, an engage walk and a relax walk
-    (the keyword arguments of Engine.engage and Engine.relax). tests/reconciler checks the
-    in-memory fakes against it."""
+    """The engine as a tick uses it: the kinds it serves, its engage walks and a relax walk
+    (the keyword arguments of Engine.engage, Engine.engage_as_listed and Engine.relax).
+    tests/reconciler checks the in-memory fakes against it."""
 
     actuators: Mapping[str, Any]
 
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
                after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
-               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset(),
-               each_kind: bool = False) -> WalkReport: ...
+               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset()) -> WalkReport: ...
+
+    def engage_as_listed(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
+                         after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
+                         seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset(),
+                         count_together: bool = False) -> WalkReport: ...
 
     def relax(self, *, kinds: Iterable[str] | None = None,
               target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None,
@@ -232,19 +218,19 @@ class _Run:
                 done.result()
 
     def each(self, verb: str, kind: str, items: list, work: Callable[[Any], Outcome | None]) -> list:
-        """Walk `items`; per item, in order: its Outcome, None (nothing to report) or _SKIPPED."""
+        """Walk `items`; per item, in order: its Outcome, None (nothing to report) or NOT_WALKED."""
         return self.each_many(verb, kind, items, 1, lambda chunk: [work(chunk[0])])
 
     def each_many(self, verb: str, kind: str, items: list, size: int, work: Callable[[list], list]) -> list:
         """Walk `items`, `size` at a time: `work(chunk)` gives one result per item (its
-        Outcome, None or _SKIPPED); a chunk the deadline reaches is skipped whole."""
+        Outcome, None or NOT_WALKED); a chunk the deadline reaches is skipped whole."""
         chunks = [items[i:i + size] for i in range(0, len(items), size)]
         done, results = 0, []
 
         def one(chunk):
             if self.deadline():
                 self.report.complete = False
-                return [_SKIPPED] * len(chunk)
+                return [NOT_WALKED] * len(chunk)
             return work(chunk)
 
         parent = contextvars.copy_context()   # the kind's call tag, in every writer thread
@@ -271,7 +257,7 @@ class Engine:
     how far it got."""
 
     def __init__(self, runtime: Runtime, *, kinds: Iterable[str] = KINDS, deadline: Deadline | None = None,
-                 progress: Progress | None = None, lambda_bucket: TokenBucket | None = None, writers: int = WRITERS,
+                 progress: Progress | None = None, writers: int = WRITERS,
                  ledger: Ledger | None = None):
         unknown = [k for k in kinds if k not in REGISTRY]
         if unknown:
@@ -280,11 +266,9 @@ class Engine:
         self.clients, self.settings = runtime.clients, runtime.settings
         # The tick's ledger (a command's own without one): its view of the resource records.
         self.ledger = (ledger or runtime.ledger()).resources()
-        # Lambda calls are paced by the clients' rate budgets (runtime.govern); a bucket here
-        # is an extra, local limit (tests pass one that never waits).
-        self.bucket = lambda_bucket
+        # Every call is paced by the clients' rate budgets (runtime.govern, holdfast.budget).
         self.actuators = {
-            k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger, lambda_bucket=self.bucket,
+            k: REGISTRY[k](runtime.clients, runtime.settings, self.ledger,
                            expired_queue_arn=runtime.expired_queue_arn, own=runtime.own)
             for k in kinds
         }
@@ -304,167 +288,47 @@ class Engine:
 
     def engage(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
                after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
-               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset(),
-               each_kind: bool = False, count_together: bool = False) -> Report:
-        """Put every selected resource into posture (or, with dry_run, say what would change).
+               seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset()) -> Report:
+        """Put every selected resource into posture (or, with dry_run, say what would change),
+        every kind listed before any write and all of them counted together against
+        max_resources: over it, nothing is changed.
 
-        `after` (kind -> ARN) resumes each kind's walk after that ARN; see Report.cursor.
+        `after` (kind -> position) resumes each kind's walk after it; see Report.cursor.
         `stuck`: ARNs whose failure does not stop the cursor. `seen` (kind -> walk keys):
         a re-walk, which skips the candidates whose listing is unchanged since they were walked.
-        `skip`: ARNs left alone (mappings their drain controller already drives in this hold).
-        `each_kind`: count each kind against max_resources on its own and walk it as soon as
-        it is listed, instead of all kinds' listings before any write (the tick's walk: its
-        first protective write does not wait for the slowest service's listing).
-        `count_together` (with each_kind): the kinds' counts add up against max_resources as
-        each is listed, so the walk never writes more than max_resources resources in all; a
-        kind whose listing takes the sum past it is refused, whole, and so is every kind
-        listed after it (the command's engage: its mappings are capped before Lambda's
-        slowest listing, one call per function for the async configs, is made)."""
-        after = after or {}
-        stuck = frozenset(stuck)
-        acts = self._acts(kinds)
-        run = self._run()
-        listed: dict[str, list[Candidate]] = {}
-
-        def list_kind(kind: str) -> None:
-            run.progress(f"list {kind}")
-            run.report.cursor[kind] = after.get(kind)  # a failed listing makes no progress
-            run.kind(kind, lambda: listed.__setitem__(kind, acts[kind].candidates()))
-
-        limit = self.settings.max_resources
-        read: dict[str, Resource | None] = {}
-        if not each_kind:
-            run.services(acts, list_kind)
-            listed = {k: listed[k] for k in acts if k in listed}   # the kinds' order, whichever listed first
-            read, selected = _count_selected(acts, listed, limit)
-            if selected > limit:
-                run.report.refused = (
-                    f"the selector {self.settings.selector} matches {selected} resources, more than max_resources "
-                    f"({limit}); nothing was changed"
-                )
-                return run.finish()
-        def engage_kind(kind: str) -> None:
-            act, start = acts[kind], after.get(kind)
-            known = (seen or {}).get(kind)
-            work = act.plan if dry_run else act.engage
-
-            def one(c: Candidate) -> Outcome | None:
-                resource = read[c.arn] if c.arn in read else act.read(c)
-                return None if resource is None else _named(work(resource), resource)
-
-            def many(chunk: list[Candidate]) -> list:
-                """Read each of `chunk`, then engage them together (their record tags in one call)."""
-                results: list = [None] * len(chunk)
-                ready: list[tuple[int, Resource]] = []
-                for j, c in enumerate(chunk):
-                    try:
-                        resource = read[c.arn] if c.arn in read else act.read(c)
-                    except (ClientError, BotoCoreError) as err:
-                        results[j] = Outcome(kind, c.arn, FAILED, error=error_text(err))
-                        continue
-                    if resource is not None:
-                        ready.append((j, resource))
-                for (j, resource), outcome in zip(ready, act.engage_many([r for _, r in ready])):
-                    results[j] = _named(outcome, resource)
-                return results
-
-            def walk() -> None:
-                # In the kind's call context: the ledger's one Query is counted with the kind that made it.
-                # Holdfast's own resources are never engaged, whatever their tags (holdfast.core.own).
-                own = [(c, note) for c in listed[kind] if (note := act.own_candidate(c)) is not None]
-                with run._lock:
-                    run.report.outcomes.extend(Outcome(kind, c.arn, SKIPPED, notes={"own": note}) for c, note in own)
-                mine = {c.arn for c, _ in own}
-                candidates = sorted((c for c in listed[kind] if c.arn not in mine),
-                                    key=lambda c: position(act, c, self.ledger))   # most harmful first
-                prints = {c.arn: walk_key(c) for c in candidates}
-                todo = [c for c in candidates if c.arn not in skip
-                        and not (start is not None and _before(act, c, start, self.ledger) and settled(act, c, self.ledger))
-                        and (known is None or changed_since_walked(act, c, known, self.ledger))]
-                later = act.defers_tag and not dry_run
-                token = TAGS_LATER.set(later)   # its record tags in the second pass (tags_of)
-                try:
-                    if act.tag_batch > 1 and not dry_run:
-                        results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
-                    else:
-                        results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
-                finally:
-                    TAGS_LATER.reset(token)
-
-                def finish() -> None:
-                    run.report.cursor[kind] = _cursor(act, self.ledger, todo, results, start, stuck)
-                    run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if _finished(r)}
-
-                if later:
-                    tagging[kind] = finish   # after the deferred tags, last in the lane
-                else:
-                    finish()
-
-            run.kind(kind, walk)
-
-        tagging: dict[str, Callable[[], None]] = {}
-
-        def tags_of(kind: str) -> None:
-            """The second pass: the record tags of what `kind` engaged through the ledger's
-            record; a tag the deadline or an error left unwritten leaves the kind unfinished,
-            so the next walk reads that resource again and writes it (_keep_copies)."""
-            finish = tagging.pop(kind, None)
-            if finish is None:
-                return   # its listing failed, or it was refused: nothing engaged
-            act = acts[kind]
-
-            def write(chunk: list) -> list:
-                act.write_deferred(chunk)
-                return [None] * len(chunk)
-
-            def walk() -> None:
-                deferred = act.take_deferred()
-                done = run.each_many("tag", kind, deferred, max(1, act.tag_batch), write)
-                for (_, _, outcome), result in zip(deferred, done):
-                    if result is _SKIPPED:
-                        outcome.notes["tag"] = {
-                            "why": "engaged through the ledger's record; the deadline came before its record tag",
-                            "fix": "the next walk writes it (the ledger's record restores it meanwhile)"}
-                if any("tag" in outcome.notes for _, _, outcome in deferred):
-                    with run._lock:
-                        run.report.complete = False
-                        run.report.unfinished.add(kind)
-                finish()
-
-            run.kind(kind, walk)
-
-        defers = frozenset(k for k, a in acts.items() if a.defers_tag) if not dry_run else frozenset()
-
-        counted = [0]   # selected resources of the kinds listed so far (count_together)
-
-        def list_and_engage(kind: str) -> None:
-            list_kind(kind)
-            if kind not in listed:
-                return   # its listing failed: that kind's FAILED outcome
-            got, selected = _count_selected({kind: acts[kind]}, {kind: listed[kind]}, limit)
-            with run._lock:
-                counted[0] += selected
-                over = counted[0] > limit if count_together else selected > limit
-                if over:
-                    run.report.refused_kinds.add(kind)
-                    run.report.refused = (
-                        f"the selector {self.settings.selector} matches {counted[0]} resources so far, {selected} of them "
-                        f"{kind}, more than max_resources ({limit}); nothing of the {kind} resources was changed"
-                        if count_together else
-                        f"the selector {self.settings.selector} matches {selected} {kind} resources, more than "
-                        f"max_resources ({limit}); nothing of them was changed"
-                    )
-            if over:
-                return
-            with run._lock:
-                read.update(got)
-            engage_kind(kind)
-
-        if each_kind:
-            run.services(acts, list_and_engage, tags_of, defers)
-        else:
-            run.services(listed, engage_kind, tags_of, defers)
+        `skip`: ARNs left alone (mappings their drain controller already drives in this hold)."""
+        walk = _EngageWalk(self, kinds, dry_run=dry_run, after=after, stuck=stuck, seen=seen, skip=skip)
+        run, limit = walk.run, walk.limit
+        run.services(walk.acts, walk.list_kind)
+        walk.listed = {k: walk.listed[k] for k in walk.acts if k in walk.listed}   # the kinds' order, whichever listed first
+        walk.read, selected = _count_selected(walk.acts, walk.listed, limit)
+        if selected > limit:
+            run.report.refused = (
+                f"the selector {self.settings.selector} matches {selected} resources, more than max_resources "
+                f"({limit}); nothing was changed"
+            )
+            return run.finish()
+        run.services(walk.listed, walk.engage_kind, walk.tags_of, walk.defers)
         return run.finish()
+
+    def engage_as_listed(self, *, kinds: Iterable[str] | None = None, dry_run: bool = False,
+                         after: Mapping[str, str | None] | None = None, stuck: Iterable[str] = (),
+                         seen: Mapping[str, set[str]] | None = None, skip: frozenset[str] = frozenset(),
+                         count_together: bool = False) -> Report:
+        """As `engage`, but each kind walked as soon as it is listed, instead of all kinds'
+        listings before any write (the tick's walk: its first protective write does not wait
+        for the slowest service's listing), and each kind counted against max_resources on
+        its own (Report.refused_kinds).
+
+        `count_together`: the kinds' counts add up against max_resources as each is listed,
+        so the walk never writes more than max_resources resources in all; a kind whose
+        listing takes the sum past it is refused, whole, and so is every kind listed after
+        it (the command's engage: its mappings are capped before Lambda's slowest listing,
+        one call per function for the async configs, is made)."""
+        walk = _EngageWalk(self, kinds, dry_run=dry_run, after=after, stuck=stuck, seen=seen, skip=skip)
+        walk.run.services(walk.acts, lambda kind: walk.list_and_engage(kind, count_together), walk.tags_of,
+                          walk.defers)
+        return walk.run.finish()
 
     def relax(self, *, kinds: Iterable[str] | None = None,
               target_for: Callable[[Resource], Mapping[str, Any] | None] | None = None,
@@ -583,6 +447,146 @@ class Engine:
         return rows
 
 
+class _EngageWalk:
+    """One engage walk's state and steps (Engine.engage, Engine.engage_as_listed): each kind
+    listed, read and engaged most harmful first (holdfast.engine.bookkeeping), and the
+    deferred record tags of the kinds that defer them, last in their service's lane."""
+
+    def __init__(self, engine: "Engine", kinds: Iterable[str] | None, *, dry_run: bool,
+                 after: Mapping[str, str | None] | None, stuck: Iterable[str],
+                 seen: Mapping[str, set[str]] | None, skip: frozenset[str]):
+        self.ledger, self.settings = engine.ledger, engine.settings
+        self.dry_run, self.after, self.stuck = dry_run, after or {}, frozenset(stuck)
+        self.seen, self.skip = seen, skip
+        self.acts = engine._acts(kinds)
+        self.run = engine._run()
+        self.limit = self.settings.max_resources
+        self.listed: dict[str, list[Candidate]] = {}
+        self.read: dict[str, Resource | None] = {}
+        self.tagging: dict[str, Callable[[], None]] = {}   # kind -> its finish, after its deferred tags
+        self.counted = 0   # selected resources of the kinds listed so far (count_together)
+        self.defers = frozenset(k for k, a in self.acts.items() if a.defers_tag) if not dry_run else frozenset()
+
+    def list_kind(self, kind: str) -> None:
+        run = self.run
+        run.progress(f"list {kind}")
+        run.report.cursor[kind] = self.after.get(kind)  # a failed listing makes no progress
+        run.kind(kind, lambda: self.listed.__setitem__(kind, self.acts[kind].candidates()))
+
+    def list_and_engage(self, kind: str, count_together: bool) -> None:
+        run, limit = self.run, self.limit
+        self.list_kind(kind)
+        if kind not in self.listed:
+            return   # its listing failed: that kind's FAILED outcome
+        got, selected = _count_selected({kind: self.acts[kind]}, {kind: self.listed[kind]}, limit)
+        with run._lock:
+            self.counted += selected
+            over = self.counted > limit if count_together else selected > limit
+            if over:
+                run.report.refused_kinds.add(kind)
+                run.report.refused = (
+                    f"the selector {self.settings.selector} matches {self.counted} resources so far, {selected} of them "
+                    f"{kind}, more than max_resources ({limit}); nothing of the {kind} resources was changed"
+                    if count_together else
+                    f"the selector {self.settings.selector} matches {selected} {kind} resources, more than "
+                    f"max_resources ({limit}); nothing of them was changed"
+                )
+        if over:
+            return
+        with run._lock:
+            self.read.update(got)
+        self.engage_kind(kind)
+
+    def engage_kind(self, kind: str) -> None:
+        run, read, ledger, dry_run = self.run, self.read, self.ledger, self.dry_run
+        act, start = self.acts[kind], self.after.get(kind)
+        known = (self.seen or {}).get(kind)
+        work = act.plan if dry_run else act.engage
+
+        def one(c: Candidate) -> Outcome | None:
+            resource = read[c.arn] if c.arn in read else act.read(c)
+            return None if resource is None else _named(work(resource), resource)
+
+        def many(chunk: list[Candidate]) -> list:
+            """Read each of `chunk`, then engage them together (their record tags in one call)."""
+            results: list = [None] * len(chunk)
+            ready: list[tuple[int, Resource]] = []
+            for j, c in enumerate(chunk):
+                try:
+                    resource = read[c.arn] if c.arn in read else act.read(c)
+                except (ClientError, BotoCoreError) as err:
+                    results[j] = Outcome(kind, c.arn, FAILED, error=error_text(err))
+                    continue
+                if resource is not None:
+                    ready.append((j, resource))
+            for (j, resource), outcome in zip(ready, act.engage_many([r for _, r in ready])):
+                results[j] = _named(outcome, resource)
+            return results
+
+        def walk() -> None:
+            # In the kind's call context: the ledger's one Query is counted with the kind that made it.
+            # Holdfast's own resources are never engaged, whatever their tags (holdfast.core.own).
+            own = [(c, note) for c in self.listed[kind] if (note := act.own_candidate(c)) is not None]
+            with run._lock:
+                run.report.outcomes.extend(Outcome(kind, c.arn, SKIPPED, notes={"own": note}) for c, note in own)
+            mine = {c.arn for c, _ in own}
+            candidates = sorted((c for c in self.listed[kind] if c.arn not in mine),
+                                key=lambda c: position(act, c, ledger))   # most harmful first
+            prints = {c.arn: bookkeeping.walk_key(c) for c in candidates}
+            todo = [c for c in candidates if c.arn not in self.skip
+                    and bookkeeping.to_walk(act, c, ledger, after=start, seen=known)]
+            later = act.defers_tag and not dry_run
+            token = TAGS_LATER.set(later)   # its record tags in the second pass (tags_of)
+            try:
+                if act.tag_batch > 1 and not dry_run:
+                    results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
+                else:
+                    results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
+            finally:
+                TAGS_LATER.reset(token)
+
+            def finish() -> None:
+                run.report.cursor[kind] = bookkeeping.cursor(act, ledger, todo, results, start, self.stuck)
+                run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if bookkeeping.finished(r)}
+
+            if later:
+                self.tagging[kind] = finish   # after the deferred tags, last in the lane
+            else:
+                finish()
+
+        run.kind(kind, walk)
+
+    def tags_of(self, kind: str) -> None:
+        """The second pass: the record tags of what `kind` engaged through the ledger's
+        record; a tag the deadline or an error left unwritten leaves the kind unfinished,
+        so the next walk reads that resource again and writes it (_keep_copies)."""
+        run = self.run
+        finish = self.tagging.pop(kind, None)
+        if finish is None:
+            return   # its listing failed, or it was refused: nothing engaged
+        act = self.acts[kind]
+
+        def write(chunk: list) -> list:
+            act.write_deferred(chunk)
+            return [None] * len(chunk)
+
+        def walk() -> None:
+            deferred = act.take_deferred()
+            done = run.each_many("tag", kind, deferred, max(1, act.tag_batch), write)
+            for (_, _, outcome), result in zip(deferred, done):
+                if result is NOT_WALKED:
+                    outcome.notes["tag"] = {
+                        "why": "engaged through the ledger's record; the deadline came before its record tag",
+                        "fix": "the next walk writes it (the ledger's record restores it meanwhile)"}
+            if any("tag" in outcome.notes for _, _, outcome in deferred):
+                with run._lock:
+                    run.report.complete = False
+                    run.report.unfinished.add(kind)
+            finish()
+
+        run.kind(kind, walk)
+
+
 def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> tuple[dict[str, Resource | None], int]:
     """How many resources are selected, for the blast radius, reading as few as it can.
 
@@ -605,67 +609,16 @@ def _count_selected(acts, listed: Mapping[str, list[Candidate]], limit: int) -> 
 
 
 
-def _finished(result) -> bool:
-    """A walked candidate that needs no further walk: not cut off by the deadline, not
-    failed, not left unchanged for want of a record."""
-    return result is not _SKIPPED and not (isinstance(result, Outcome) and (
-        result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)
-        or _tag_pending(result)))
 
 
-def _tag_pending(result) -> bool:
-    """An engaged resource whose deferred record tag is not written yet (actuators.tagged)."""
-    return isinstance(result, Outcome) and "tag" in result.notes
 
 
-HARM_CEILING = order.HARM_CEILING
 
 
-def position(act, candidate: Candidate, ledger=None) -> str:
-    """The candidate's place in the engage order (core.order.position): most harm first
-    (for a kind whose resources cost different calls of the budget before their change,
-    the most harm per call: core.order.per_call), then by ARN. An engaged resource's harm
-    is its original's (the ledger's record), so engaging it does not move it."""
-    record = ledger.cached(candidate.arn) if ledger is not None else None
-    harm = act.harm(candidate, record.original if record else None)
-    most = getattr(act, "most_calls_before_cap", 1)
-    if most > 1:   # resources of the kind cost different calls before their change (actuators.esm)
-        harm = order.per_call(harm, act.calls_before_cap(candidate), most)
-    return order.position(harm, candidate.arn)
 
 
-def _before(act, candidate: Candidate, cursor: str, ledger) -> bool:
-    """Whether `candidate` is at or before `cursor` (a position, or a bare ARN)."""
-    if " " not in cursor:
-        return candidate.arn <= cursor
-    return position(act, candidate, ledger) <= cursor
 
 
-def settled(act, candidate: Candidate, ledger) -> bool:
-    """Whether a resumed walk may pass over `candidate` without reading it: its listing
-    shows it in posture (differences that are the owner's drift on its record aside), or
-    — when the listing does not show the managed values — the ledger holds its record."""
-    record = ledger.cached(candidate.arn)
-    current = act.listed_current(candidate)
-    if current is None:
-        return record is not None
-    changes, _ = restore.without_drift(act.posture(current), record, current)
-    return not changes
-
-
-def _cursor(act, ledger, items: list[Candidate], results: list, start: str | None,
-            stuck: frozenset[str] = frozenset()) -> str | None:
-    """The position of the last of the run of finished items from the start; None when
-    all finished. A stuck resource's failure does not stop it. Never moved back: an item
-    before `start` that a resumed walk read again (its harm rose) leaves it where it was."""
-    cursor = start
-    for item, result in zip(items, results):
-        if result is _SKIPPED or _tag_pending(result) or (
-                isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
-            return cursor
-        here = position(act, item, ledger)
-        cursor = here if cursor is None or here > cursor else cursor
-    return None
 
 
 

@@ -1,0 +1,153 @@
+"""Where an engage walk stands, and what the next walk of a kind may pass over: the
+engine's walk bookkeeping (holdfast.engine.fleet reads and fills it; the actuators only
+answer its questions: `harm`, `listed_current`, `listed_tags`, `posture`).
+
+Order. An engage walk reads and engages a kind's candidates most harmful first: each
+actuator's `harm(candidate)`, from the listing alone (no call), e.g. uncapped mappings
+and then the highest caps, groups with the most instances; ties in ARN order. A
+candidate's place in that order is its `position` ("<rank> <arn>", rank = HARM_CEILING -
+harm, so positions sort as strings). An engaged resource's harm is taken from its
+record's original values (the ledger's), so engaging it does not move it in the order.
+
+Cursor. `Report.cursor[kind]` is where the next walk may resume (`cursor`): the position
+such that every candidate at or before it finished (engaged, already, not selected,
+vanished). A FAILED resource is never passed over — unless it is one of `stuck` (it
+failed on every walk of several ticks: holdfast.core.progress), which no longer holds
+the kind back: the cursor stops before it, so the next walk retries it. A deferred
+record tag not yet written (`tag_pending`) stops it too, so the next walk reads that
+resource again and writes the tag. None = from the start; a kind that finished without
+failure has None.
+
+Settled. Harm still changes between walks for resources not yet engaged (an owner
+removes a cap, a group scales out), so a position that was after the cursor can be
+before it on the next walk: a resumed walk therefore passes over a candidate at or
+before the cursor only when it is `settled` — its listing shows it in posture (or its
+only differences are the owner's drift on a record), or, for a kind whose listing does
+not show the managed values, the ledger holds its record. Anything else at or before
+the cursor is read again: a resource whose priority rose past the cursor is never
+skipped. A cursor that is a bare ARN (written before positions) is compared by ARN,
+with the same rule.
+
+Seen. `Report.seen[kind]` holds the `walk_key` of every candidate the walk `finished`.
+A re-walk of a kind already done (`engage(seen=...)`, holdfast.reconciler) lists every
+candidate again but reads and engages only those a walk has not seen (new, or newly
+selected), and those whose listing shows them out of posture or stripped of their
+record tag (`changed_since_walked`): a group created or opted in during the hold, a
+process an IaC apply resumed, a cap it removed. The keys are kept per generation in
+the ledger (holdfast.ledger.walks).
+
+`to_walk` puts the two together: whether this walk reads a candidate at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Mapping
+
+from holdfast.core import order, restore
+from holdfast.core.model import FAILED, SKIPPED, Candidate, Outcome
+from holdfast.core.tags import TagError, read_record
+
+HARM_CEILING = order.HARM_CEILING
+# A walk's result for an item the deadline came before: it was not walked.
+NOT_WALKED = object()
+
+
+def position(act, candidate: Candidate, ledger=None) -> str:
+    """The candidate's place in the engage order (core.order.position): most harm first
+    (for a kind whose resources cost different calls of the budget before their change,
+    the most harm per call: core.order.per_call), then by ARN. An engaged resource's harm
+    is its original's (the ledger's record), so engaging it does not move it."""
+    record = ledger.cached(candidate.arn) if ledger is not None else None
+    harm = act.harm(candidate, record.original if record else None)
+    most = getattr(act, "most_calls_before_cap", 1)
+    if most > 1:   # resources of the kind cost different calls before their change (actuators.esm)
+        harm = order.per_call(harm, act.calls_before_cap(candidate), most)
+    return order.position(harm, candidate.arn)
+
+
+def at_or_before(act, candidate: Candidate, cursor: str, ledger) -> bool:
+    """Whether `candidate` is at or before `cursor` (a position, or a bare ARN)."""
+    if " " not in cursor:
+        return candidate.arn <= cursor
+    return position(act, candidate, ledger) <= cursor
+
+
+def settled(act, candidate: Candidate, ledger) -> bool:
+    """Whether a resumed walk may pass over `candidate` without reading it: its listing
+    shows it in posture (differences that are the owner's drift on its record aside), or
+    — when the listing does not show the managed values — the ledger holds its record."""
+    record = ledger.cached(candidate.arn)
+    current = act.listed_current(candidate)
+    if current is None:
+        return record is not None
+    changes, _ = restore.without_drift(act.posture(current), record, current)
+    return not changes
+
+
+def walk_key(candidate: Candidate) -> str:
+    """A short key for a candidate as a walk saw it (its ARN, and whether the listing
+    alone selects it): a re-walk reads again every candidate whose key no finished walk
+    of the generation recorded (new, or newly selected through its function or service)."""
+    return hashlib.sha1(f"{candidate.arn}|{candidate.selected}".encode()).hexdigest()[:12]
+
+
+def changed_since_walked(act, candidate: Candidate, keys: set[str], ledger) -> bool:
+    """Whether a re-walk must read `candidate` again: unknown to the walks so far, or its
+    listing shows it out of posture (a process an IaC apply resumed, a cap removed: not
+    the owner's drift, which the record tells), or shows no record tag on a resource the
+    ledger holds engaged (an IaC apply stripped it)."""
+    if walk_key(candidate) not in keys:
+        return True
+    record = ledger.cached(candidate.arn)
+    current = act.listed_current(candidate)
+    if current is not None:
+        changes, _ = restore.without_drift(act.posture(current), record, current)
+        if changes:
+            return True
+    tags = act.listed_tags(candidate)
+    return tags is not None and record is not None and _record_of(tags) is None
+
+
+def to_walk(act, candidate: Candidate, ledger, *, after: str | None, seen: set[str] | None) -> bool:
+    """Whether this walk reads `candidate`: not when it is at or before the cursor `after`
+    and settled, nor, on a re-walk (`seen`: the keys of the walks so far), when its
+    listing is unchanged since a finished walk saw it."""
+    if after is not None and at_or_before(act, candidate, after, ledger) and settled(act, candidate, ledger):
+        return False
+    return seen is None or changed_since_walked(act, candidate, seen, ledger)
+
+
+def tag_pending(result: Any) -> bool:
+    """An engaged resource whose deferred record tag is not written yet (actuators.tagged)."""
+    return isinstance(result, Outcome) and "tag" in result.notes
+
+
+def finished(result: Any) -> bool:
+    """A walked candidate that needs no further walk: not cut off by the deadline, not
+    failed, not left unchanged for want of a record."""
+    return result is not NOT_WALKED and not (isinstance(result, Outcome) and (
+        result.action == FAILED or (result.action == SKIPPED and "record" in result.notes)
+        or tag_pending(result)))
+
+
+def cursor(act, ledger, items: list[Candidate], results: list, start: str | None,
+           stuck: frozenset[str] = frozenset()) -> str | None:
+    """The position of the last of the run of finished items from the start; None when
+    all finished. A stuck resource's failure does not stop it. Never moved back: an item
+    before `start` that a resumed walk read again (its harm rose) leaves it where it was."""
+    at = start
+    for item, result in zip(items, results):
+        if result is NOT_WALKED or tag_pending(result) or (
+                isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck):
+            return at
+        here = position(act, item, ledger)
+        at = here if at is None or here > at else at
+    return None
+
+
+def _record_of(tags: Mapping[str, str]):
+    try:
+        return read_record(tags)
+    except TagError:
+        return None
