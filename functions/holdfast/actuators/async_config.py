@@ -197,7 +197,6 @@ def grant(role_arn: str, queue_arn: str, kms_key: str | None) -> dict[str, Any]:
 class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     spec = kinds.ASYNC
     service = "lambda"
-    lambda_limited = True
     restore_needs_tag = True
 
     def __init__(self, *args: Any, **kwargs: Any):

@@ -3,10 +3,10 @@ pk `WALK`, sk `<generation:012>#<marker>`.
 
 - `at`: when the kind's walk last finished (marked done, or a re-walk completed). A
   kind held in posture is walked again every `settings.rewalk_minutes` (holdfast.reconciler).
-- `seen`: the keys (holdfast.actuators.tagged.walk_key: ARN and listed selection) of the
+- `seen`: the keys (holdfast.engine.bookkeeping.walk_key: ARN and listed selection) of the
   candidates the generation's walks finished, a string set grown with ADD, so two
   controllers' walks add up. A re-walk reads and engages only the candidates not among
-  them, or whose listing shows them changed (holdfast.actuators.tagged.changed_since_walked).
+  them, or whose listing shows them changed (holdfast.engine.bookkeeping.changed_since_walked).
 
 One Query per tick reads the generation's `at` values (the sets are left out by a
 projection); a re-walk reads its kind's set with one GetItem. Items leave by TTL.
