@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from holdfast.cli import account_audit
 from holdfast.cli import main
 from holdfast.settings import Settings
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 SELECTOR = [{"Key": "holdfast:protect", "Value": "true"}]
 

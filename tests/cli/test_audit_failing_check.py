@@ -1,7 +1,7 @@
 """`holdfast audit` when one of its checks fails: that check's failure is its reported
 outcome (named on stderr, exit 1), and every other finding still prints.
 
-`holdfast.cli.main` runs in this process (tests/cli_inprocess.py: its own stdin, stdout,
+`holdfast.cli.main` runs in this process (tests/cli/cli_inprocess.py: its own stdin, stdout,
 stderr and exit code, as the console script would have) against the session's moto server. Without the
 fixtures' emulation, moto has no SimulatePrincipalPolicy and answers an HTML 500 page
 (botocore: ResponseParserError, which is not a BotoCoreError); with it
@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from tests import cli_inprocess
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import make_asg, make_function, make_queue, role
+from tests.cli import cli_inprocess
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import make_asg, make_function, make_queue, role
 from tests.conftest import REGION
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from holdfast.cli import main
-from tests.detection.factory import BAD_AMI, health, launch, utc
+from tests.support.factory import BAD_AMI, health, launch, utc
 
 T0 = utc(2025, 10, 20, 6, 48)
 MIN = timedelta(minutes=1)

@@ -19,8 +19,8 @@ from holdfast.cli import main
 from holdfast.cli import readiness
 from holdfast.readiness import DESTINATIONS
 from holdfast_fixtures.moto_patches import publish_public_parameter
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import ACCOUNT, make_asg, make_function, make_service_target, role
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import ACCOUNT, make_asg, make_function, make_service_target, role
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 REGION = "us-east-1"

@@ -22,7 +22,7 @@ from holdfast.aws import Clients
 from holdfast.cli import main
 from holdfast.ledger.table import ensure_table
 from holdfast_cdk import RegionSwitchSteps
-from tests.actuators.fleet import ACCOUNT, role
+from tests.support.fleet import ACCOUNT, role
 
 REGIONS = ["us-east-1", "us-west-2"]
 PLAN = f"arn:aws:arc-region-switch::{ACCOUNT}:plan/orders:abc123"

@@ -93,7 +93,7 @@ def test_cli_exits_1_when_the_queue_cannot_be_read(aws, capsys):
 def test_one_batchs_throughput_is_measured_from_the_consumers_concurrency(clients, queue, capsys):
     """The same metrics the drain's forecast reads: deleted messages of the busiest period ÷
     the ConcurrentExecutions of the functions whose mappings read the queue, then."""
-    from tests.actuators.fleet import make_function
+    from tests.support.fleet import make_function
 
     fn = make_function(clients, "orders-consumer")
     queue_arn = clients("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

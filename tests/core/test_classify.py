@@ -6,7 +6,7 @@ import pytest
 
 from holdfast.core.classify import CAPACITY, CONFIGURATION, UNKNOWN, classify
 from holdfast.core.signals import parse_event
-from tests.detection.factory import REGION, SETTINGS, launch, utc
+from tests.support.factory import REGION, SETTINGS, launch, utc
 
 CORPUS = [
     # --- capacity: the region cannot give a correct request an instance ---------------

@@ -8,7 +8,7 @@ import pytest
 from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING, Verdict, evaluate
 from holdfast.core.signals import IGNORED, parse_event
 from holdfast.settings import Settings
-from tests.detection.factory import (
+from tests.support.factory import (
     REGION, SETTINGS, THROTTLED, capacity, config, health, launch, launched, probe, signal, utc,
 )
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 from hypothesis import given, settings as hsettings, strategies as st
 
 from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING, Verdict, evaluate
-from tests.detection.factory import SETTINGS, capacity, config, health, launched, probe, signal, utc
+from tests.support.factory import SETTINGS, capacity, config, health, launched, probe, signal, utc
 
 NOW = utc(2025, 10, 20, 7, 0)
 GROUPS = ["web", "api", "batch", "etl"]

@@ -10,7 +10,7 @@ from holdfast.core.signals import (
     ELB_TERMINATION, HEALTH_CLOSED, HEALTH_OPEN, IGNORED, LAUNCHED, MALFORMED, POLLING, Signal, activity_signal,
     parse_event,
 )
-from tests.detection.factory import REGION, SETTINGS, fixture, health, utc
+from tests.support.factory import REGION, SETTINGS, fixture, health, utc
 
 
 def parse(event, region=REGION):

@@ -12,7 +12,7 @@ from holdfast.core.detector import IMPAIRED, NORMAL
 from holdfast.handlers import detector as handler_module
 from holdfast.ledger.signals import HEALTH_PK, LedgerUnavailable, recent, record
 from holdfast.settings import Settings
-from tests.detection.factory import REGION, SETTINGS, capacity, fixture, health, probe, signal, utc
+from tests.support.factory import REGION, SETTINGS, capacity, fixture, health, probe, signal, utc
 
 T0 = utc(2025, 10, 20, 6, 58)
 
@@ -149,7 +149,7 @@ def test_collect_without_a_ledger_still_sees_its_own_probes(clients):
 
 
 def test_an_unclassifiable_launch_failure_is_recorded_unknown_and_counted(shell, clients, ledger_table, capsys):
-    from tests.detection.factory import launch
+    from tests.support.factory import launch
 
     event = launch("web", "us-east-1a", T0, message="The widget reticulator is unhappy. Launching EC2 instance failed.")
     result = handler_module.handler(event, Context())

@@ -21,9 +21,9 @@ from holdfast.ledger import readiness as ledger_readiness
 from holdfast.runtime import Runtime
 from holdfast.settings import ENV_VAR, Settings
 from holdfast_cdk import role_policies
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import make_asg, make_function
-from tests.operator.test_doctor import deployed  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import make_asg, make_function
+from tests.cli.test_doctor import deployed  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 REGION = "us-east-1"

@@ -15,8 +15,8 @@ from holdfast.core.policy import DRAIN, HOLD, NORMAL
 from holdfast.handlers import region_switch as handler
 from holdfast.settings import Settings
 
-from tests.reconciler.conftest import Harness
-from tests.reconciler.test_races import recover
+from tests.support.harness import Harness
+from tests.scenarios.test_races import recover
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 FUNCTION = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:holdfast-region-switch"

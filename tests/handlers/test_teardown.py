@@ -16,10 +16,10 @@ from holdfast.ledger import control as ledger_control
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from tests import walks
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import describe_asg, make_asg
-from tests.reconciler.conftest import T0
+from tests.support import walks
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import describe_asg, make_asg
+from tests.support.harness import T0
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

@@ -8,7 +8,7 @@ from holdfast.ledger import Ledger
 from holdfast.ledger import plan as ledger_plan
 from holdfast.core.policy import Plan
 
-from tests.reconciler.conftest import T0
+from tests.support.harness import T0
 
 
 def test_a_cursor_moves_only_under_its_generation_and_a_new_generation_starts_without(clients, ledger_table):

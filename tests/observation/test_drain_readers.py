@@ -1,7 +1,7 @@
 """The drain's readers: whole minutes only, a mapping's own metrics when it publishes them,
 shared metrics apportioned, and why a mapping's evidence can never be read.
 
-GetMetricData is the emulation of tests/drain (AWS's documented window and order); the
+GetMetricData is the emulation of tests/core/drain (AWS's documented window and order); the
 Lambda and SQS reads a tick makes besides are answered by `Clients`, which records them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from holdfast.core import drain as dc
 from holdfast.core.drain import share
 from holdfast.core.drain.inputs import whole_minute
 from holdfast.observation import drain_inputs
-from tests.drain.test_drain_evidence import FakeCloudWatch
+from tests.core.drain.test_drain_evidence import FakeCloudWatch
 
 T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
 HERE = "123456789012"

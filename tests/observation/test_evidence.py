@@ -23,7 +23,7 @@ from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 from holdfast_fixtures.moto_patches import publish_service_metrics
-from tests.detection.factory import utc
+from tests.support.factory import utc
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 NOW = utc(2025, 10, 20, 21, 0)

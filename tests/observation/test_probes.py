@@ -8,7 +8,7 @@ from datetime import timedelta
 from holdfast.core import detector
 from holdfast.core.signals import PROBE_FAILED, PROBE_INCONCLUSIVE, PROBE_OK
 from holdfast.settings import Settings
-from tests.detection.factory import utc
+from tests.support.factory import utc
 
 NOW = utc(2025, 10, 20, 6, 48)
 

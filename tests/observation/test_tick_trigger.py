@@ -21,7 +21,7 @@ from holdfast.core.policy import Plan
 from holdfast.handlers import detector as handler_module
 from holdfast.ledger import plan as ledger_plan
 from holdfast.runtime import Runtime
-from tests.detection.factory import SETTINGS, launch, utc
+from tests.support.factory import SETTINGS, launch, utc
 
 T0 = utc(2025, 10, 20, 6, 58)
 RECONCILER = "arn:aws:lambda:us-east-1:123456789012:function:holdfast-reconciler"

@@ -18,7 +18,7 @@ from holdfast.ledger.table import ensure_table
 from holdfast.core.policy import NORMAL
 from holdfast.reconciler import tick
 
-from tests.reconciler.conftest import Harness
+from tests.support.harness import Harness
 
 
 def test_three_controllers_at_once_through_a_full_event(moto_server):

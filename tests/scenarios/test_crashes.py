@@ -33,7 +33,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
-from tests import walks
+from tests.support import walks
 from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, ENGAGED, FAILED, KINDS
 from holdfast.aws import Clients
@@ -51,8 +51,8 @@ from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 
-from tests.reconciler.conftest import T0
-from tests.reconciler.fakes import Crash, Script
+from tests.support.harness import T0
+from tests.support.fakes import Crash, Script
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})

@@ -18,10 +18,10 @@ from holdfast.core.policy import CONTROLLED, NORMAL
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
-from tests.reconciler.conftest import T0
-from tests.reconciler.fakes import Script
+from tests.support.harness import T0
+from tests.support.fakes import Script
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})

@@ -15,7 +15,7 @@ from holdfast.aws import Clients
 from holdfast.ledger.table import ensure_table
 from holdfast.core.policy import NORMAL
 
-from tests.reconciler.conftest import Harness
+from tests.support.harness import Harness
 
 EXAMPLES = 15
 STEPS = 30

@@ -13,7 +13,7 @@ import pytest
 from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING, Verdict, evaluate
 from holdfast.core.signals import parse_event
 from holdfast.settings import Settings
-from tests.detection.factory import SETTINGS, THROTTLED, capacity, fixture, health, launch, launched, signal, utc
+from tests.support.factory import SETTINGS, THROTTLED, capacity, fixture, health, launch, launched, signal, utc
 
 T0 = utc(2025, 10, 20, 12, 28)
 MIN = timedelta(minutes=1)
@@ -212,7 +212,7 @@ def test_an_issue_opened_during_recovery_impairs_again():
 
 
 def test_a_probe_only_impairment_recovers_on_quiet_probes():
-    from tests.detection.factory import probe
+    from tests.support.factory import probe
 
     dns = "dns:dynamodb.us-east-1.amazonaws.com"
     probes = [probe(dns, ok=not (0 <= m < 20), at=T0 + m * MIN) for m in range(90)]

@@ -22,7 +22,7 @@ import pytest
 from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING
 from holdfast.observation.replay import verdict_changes
 from holdfast.core.signals import iso
-from tests.detection.factory import SETTINGS, THROTTLED, capacity, config, health, launched, probe, signal
+from tests.support.factory import SETTINGS, THROTTLED, capacity, config, health, launched, probe, signal
 
 TIMELINE = Path("/work/shared/data/oct2025-timeline.csv")
 if not TIMELINE.exists():  # a fresh clone keeps the shared data next to the repository

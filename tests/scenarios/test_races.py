@@ -11,7 +11,7 @@ from holdfast.core.model import RAISED, REFUSED_STALE, RESTORED
 from holdfast.ledger import plan as ledger_plan
 from holdfast.core.policy import DRAIN, FRESH_WORK, HOLD, NORMAL
 
-from tests.reconciler.conftest import T0
+from tests.support.harness import T0
 
 
 def run_to(h, stage, *, limit=60):

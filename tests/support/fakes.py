@@ -352,7 +352,7 @@ class _Bound:
 
 class FakeStages:
     """The drain and the replay for the in-memory world. The plan, its guards and the walk
-    are what these tests are about; the controller's decisions are tested in tests/drain
+    are what these tests are about; the controller's decisions are tested in tests/core/drain
     and the real drain on moto in tests/stages. Here each controlled mapping waits for
     `wait_ticks` drain ticks, then gets its owner's original back (a full, guarded restore),
     and there is nothing to replay."""

@@ -13,7 +13,7 @@ from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 
-from tests.reconciler.fakes import FakeEngine, FakeStages, Script, Stepper, World
+from tests.support.fakes import FakeEngine, FakeStages, Script, Stepper, World
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30})
