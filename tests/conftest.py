@@ -169,9 +169,9 @@ LONGEST_FIRST = (
     "tests/demo/test_demo.py",                    # 90
     SYNTH_DIR,                                    # 76
     "tests/cli/test_readme_examples.py",          # 59
-    "tests/reconciler/test_crashes.py",           # 47
+    "tests/scenarios/test_crashes.py",            # 47
     "tests/cli/test_drill_fis.py",                # 34
-    "tests/reconciler/test_interleavings.py",     # 34
+    "tests/scenarios/test_interleavings.py",      # 34
     "tests/actuators/test_resilience.py",         # 25
     "tests/cli/test_confirmed_writes.py",         # 20
     "tests/cli/test_resources_cli.py",            # 19
@@ -183,29 +183,29 @@ LONGEST_FIRST = (
     "tests/stages/test_drain_stage.py",           # 14
     "tests/cli/test_drill_local.py",              # 14
     "tests/cli/test_release_scope.py",            # 12
-    "tests/operator/test_audit_account.py",       # 12
+    "tests/cli/test_audit_account.py",            # 12
     "tests/cli/test_drill_refusals.py",           # 11
     "tests/reconciler/test_control.py",           # 11
-    "tests/operator/test_doctor.py",              # 11
-    "tests/reconciler/test_concurrent.py",        # 10
-    "tests/reconciler/test_event.py",             # 9
-    "tests/reconciler/test_races.py",             # 8
+    "tests/cli/test_doctor.py",                   # 11
+    "tests/scenarios/test_concurrent.py",         # 10
+    "tests/scenarios/test_event.py",              # 9
+    "tests/scenarios/test_races.py",              # 8
     "tests/reconciler/test_stuck.py",             # 8
     "tests/ledger/test_one_ledger_per_tick.py",   # 8
     "tests/architecture/test_layers.py",          # 8
     "tests/fixtures/test_throttle_proxy.py",      # 7
     "tests/cli/test_status_words.py",             # 7
-    "tests/drain/test_recovery_model.py",         # 7
-    "tests/drain/test_drain_control.py",          # 7
+    "tests/fixtures/test_recovery_model.py",      # 7
+    "tests/core/drain/test_drain_control.py",     # 7
     "tests/reconciler/test_engage_tick.py",       # 7
     "tests/actuators/test_tag_batches.py",        # 7
-    "tests/operator/test_readiness_schedule.py",  # 6
+    "tests/handlers/test_readiness_schedule.py",  # 6
     "tests/reconciler/test_own_resources.py",     # 6
     "tests/cli/test_engage_idempotent.py",        # 6
     "tests/cli/test_status_all_accounts.py",      # 6
     "tests/actuators/test_drain_record.py",       # 6
     "tests/actuators/test_records.py",            # 5
-    "tests/detection/test_evidence.py",           # 5
+    "tests/observation/test_evidence.py",         # 5
 )
 
 

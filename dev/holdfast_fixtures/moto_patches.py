@@ -1,7 +1,7 @@
 """Moto patches: AWS's documented semantics where moto 5.2.5 departs from them.
 
 One place holds every departure from moto that Holdfast depends on; the tests
-(tests/actuators/fleet.py's `aws_semantics` fixture) and the demo's embedded AWS
+(tests/support/fleet.py's `aws_semantics` fixture) and the demo's embedded AWS
 (holdfast_demo.embedded) both use it. Each patch says which AWS behaviour it restores:
 
 - Lambda async invoke config: AWS's PutFunctionEventInvokeConfig replaces the whole

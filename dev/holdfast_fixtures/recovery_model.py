@@ -3,7 +3,7 @@
 Test-support code (never shipped). It exists so that drain strategies — Holdfast's
 fixed ladder, the feedback cap controller, a fixed cap — can be compared on the same
 recovery, second by second, with nothing random in it. It reproduces two published
-anchors (tests/drain/test_recovery_model.py):
+anchors (tests/fixtures/test_recovery_model.py):
 
 - the seeds' arithmetic: 172 min of outage × 1,200 msg/min = 206,400 messages, which
   consumers at 1,800 msg/min drain in 206,400 / (1,800 − 1,200) = 344 min;

@@ -12,4 +12,4 @@ def settings() -> Settings:
     return Settings()
 
 
-from tests.actuators.fleet import aws_semantics  # noqa: E402,F401  (a fixture)
+from tests.support.fleet import aws_semantics  # noqa: E402,F401  (a fixture)

@@ -21,8 +21,8 @@ from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RESTORED, VANISHED
 from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests import walks
-from tests.actuators.fleet import make_function
+from tests.support import walks
+from tests.support.fleet import make_function
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

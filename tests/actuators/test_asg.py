@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tests import walks
+from tests.support import walks
 from holdfast.core.model import ALREADY, ENGAGED, RESTORED
 from holdfast.core.tags import ORIGINAL_KEY
 
-from tests.actuators.fleet import describe_asg, make_asg
+from tests.support.fleet import describe_asg, make_asg
 
 
 def suspended(clients, name):

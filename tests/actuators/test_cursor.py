@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import walks
+from tests.support import walks
 from holdfast.core.model import ALREADY, ENGAGED, FAILED
 from holdfast.settings import Settings
-from tests.actuators.fleet import make_target_group
+from tests.support.fleet import make_target_group
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

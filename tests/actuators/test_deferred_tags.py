@@ -10,13 +10,13 @@ from collections import Counter
 
 import pytest
 
-from tests import walks
+from tests.support import walks
 from holdfast.actuators.esm import EsmActuator
 from holdfast.core.model import ENGAGED, SKIPPED
 from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests.actuators.fleet import SELECTOR, make_function, make_mapping
+from tests.support.fleet import SELECTOR, make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

@@ -17,8 +17,8 @@ from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED
 from holdfast.core.tags import APPLIED_KEY, MAX_VALUE, read_record
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests import walks
-from tests.actuators.fleet import FailKth, make_function, make_mapping
+from tests.support import walks
+from tests.support.fleet import FailKth, make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from holdfast.core.model import ALREADY, DRIFT_KEPT, RAISED
-from tests.actuators.fleet import make_function, make_mapping
+from tests.support.fleet import make_function, make_mapping
 from tests.actuators.test_kinds import mapping, run
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")

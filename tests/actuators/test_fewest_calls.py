@@ -7,10 +7,10 @@ from collections import Counter
 
 import pytest
 
-from tests import walks
+from tests.support import walks
 from holdfast.core.model import ALREADY, ENGAGED, RESTORED, SKIPPED
 from holdfast.settings import Settings
-from tests.actuators.fleet import make_function, make_mapping
+from tests.support.fleet import make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

@@ -29,7 +29,7 @@ from holdfast.ledger.resources import ResourceLedger
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_fixtures.late_requests import LateRequests
-from tests.actuators.fleet import make_function, make_mapping
+from tests.support.fleet import make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

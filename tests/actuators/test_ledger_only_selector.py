@@ -20,8 +20,8 @@ from holdfast.settings import Settings
 from holdfast_cdk import role_policies as policies
 from holdfast.iam import fill
 from holdfast_fixtures.iam_policy import Enforced
-from tests import walks
-from tests.actuators.fleet import describe_asg, make_asg, make_function
+from tests.support import walks
+from tests.support.fleet import describe_asg, make_asg, make_function
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

@@ -10,7 +10,7 @@ from holdfast.core.model import ENGAGED
 from holdfast.engine import Engine, position
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from tests.actuators.fleet import make_asg, make_function, make_mapping
+from tests.support.fleet import make_asg, make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

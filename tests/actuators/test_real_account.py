@@ -17,8 +17,8 @@ from holdfast.core.model import ENGAGED, RAISED, RESTORED
 
 SKIPPED = getattr(model, "SKIPPED", "skipped")
 from holdfast.core.tags import ORIGINAL_KEY
-from tests import walks
-from tests.actuators.fleet import make_function, make_mapping, make_service_target, role
+from tests.support import walks
+from tests.support.fleet import make_function, make_mapping, make_service_target, role
 
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:holdfast-expired"
 pytestmark = pytest.mark.usefixtures("aws_semantics")
@@ -271,7 +271,7 @@ def test_mappings_of_queues_in_govcloud_are_found(settings, aws):
 
 
 def test_quic_target_groups_are_engaged_and_other_protocols_reported(clients, ledger_table, settings):
-    from tests.actuators.fleet import make_target_group
+    from tests.support.fleet import make_target_group
 
     quic = make_target_group(clients, "quic", protocol="QUIC")
     tcp_quic = make_target_group(clients, "tcp-quic", protocol="TCP_QUIC")

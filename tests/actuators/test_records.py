@@ -21,8 +21,8 @@ from holdfast.core.tags import ORIGINAL_KEY, RECORD_KEYS, read_record
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
 from holdfast_fixtures.moto_patches import lagging_tag_index
-from tests import walks
-from tests.actuators.fleet import make_function, make_mapping
+from tests.support import walks
+from tests.support.fleet import make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:holdfast-expired"

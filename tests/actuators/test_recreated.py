@@ -19,8 +19,8 @@ from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RESTORED, VANISHED
 from holdfast.core.tags import ORIGINAL_KEY, RECORD_KEYS
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests import walks
-from tests.actuators.fleet import make_function, make_target_group
+from tests.support import walks
+from tests.support.fleet import make_function, make_target_group
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()
@@ -121,7 +121,7 @@ def _target(service):
 def test_a_scalable_target_registered_again_at_the_same_arn_is_engaged_afresh(clients, ledger_table):
     """Whether AWS gives a target deregistered and registered again a new ARN is not in the
     API reference (moto does); if it keeps the ARN, the target's CreationTime tells them apart."""
-    from tests.actuators.fleet import describe_target, make_service_target
+    from tests.support.fleet import describe_target, make_service_target
 
     aas = clients("application-autoscaling")
     arn = make_service_target(clients, "web")

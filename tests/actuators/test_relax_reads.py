@@ -17,8 +17,8 @@ from holdfast.core.model import DRIFT_KEPT, RESTORED, no_guard
 from holdfast.core.tags import RECORD_KEYS
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests import walks
-from tests.actuators.fleet import describe_target, make_function, make_mapping, make_service_target
+from tests.support import walks
+from tests.support.fleet import describe_target, make_function, make_mapping, make_service_target
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

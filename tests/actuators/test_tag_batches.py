@@ -12,11 +12,11 @@ from collections import Counter
 import pytest
 from botocore.exceptions import ClientError
 
-from tests import walks
+from tests.support import walks
 from holdfast.core.model import ENGAGED, FAILED, RESTORED
 from holdfast.core.tags import read_record
 from holdfast.settings import Settings
-from tests.actuators.fleet import describe_asg, make_asg, make_target_group
+from tests.support.fleet import describe_asg, make_asg, make_target_group
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

@@ -19,8 +19,8 @@ SKIPPED = "skipped"  # holdfast.core.model.SKIPPED (spelled out: the test runs a
 from holdfast.core.tags import RECORD_KEYS
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests import walks
-from tests.actuators.fleet import describe_asg, make_asg, make_function, make_mapping
+from tests.support import walks
+from tests.support.fleet import describe_asg, make_asg, make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()

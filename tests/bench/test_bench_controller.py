@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from tests import walks
+from tests.support import walks
 from holdfast.ledger import Ledger
 from holdfast.aws import Clients
 from holdfast.clock import FakeClock
@@ -59,10 +59,10 @@ from holdfast.settings import Settings
 from holdfast_fixtures import min_calls
 from holdfast_fixtures.big_fleet import ISSUE_FLEET, build_big_fleet
 from holdfast_fixtures.throttle_proxy import DEFAULT_LIMITS, ThrottleProxy
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 from tests.bench.test_bench_scale import FLOOR_BUCKET, THROTTLE_CODES, _all_kinds, _lambda_floor_ops, _model
-from tests.detection.factory import launch
-from tests.reconciler.test_event import ENGAGED_MARKS
+from tests.support.factory import launch
+from tests.scenarios.test_event import ENGAGED_MARKS
 
 pytestmark = pytest.mark.benchmark
 

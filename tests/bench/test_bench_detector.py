@@ -25,7 +25,7 @@ from holdfast.core.detector import IMPAIRED, NORMAL, Verdict, evaluate
 from holdfast.runtime import Runtime
 from holdfast.handlers import detector as handler_module
 from holdfast.settings import Settings
-from tests.detection.factory import BAD_AMI, capacity, config, launch, launched, probe, utc
+from tests.support.factory import BAD_AMI, capacity, config, launch, launched, probe, utc
 
 NOW = utc(2025, 10, 20, 7, 0)
 SETTINGS = Settings()

@@ -2,7 +2,7 @@
 
 Run with `make bench` (or `.venv/bin/python -m pytest -m benchmark -s tests/bench/test_bench_drain.py`).
 Figures are printed, never asserted; the anchors the model must reproduce are tested in
-tests/drain/test_recovery_model.py.
+tests/fixtures/test_recovery_model.py.
 
 Scenarios (holdfast_fixtures.recovery_model), each with its lower bound (the backlog at the
 full rate of every second from the end of the outage: the consumers' or the database's
@@ -138,7 +138,7 @@ def _probe(controller: Controller) -> int | None:
 
 
 def _anchors() -> None:
-    """The published anchors, measured from the model's own output (tests/drain asserts them)."""
+    """The published anchors, measured from the model's own output (tests/fixtures/test_recovery_model.py asserts them)."""
     seeds = simulate(ARITHMETIC, None)
     backlog = seeds.backlog_at(ARITHMETIC.outage_end)
     drained = (caught_up_at(seeds) - ARITHMETIC.outage_end) / 60

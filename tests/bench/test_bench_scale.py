@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import walks
+from tests.support import walks
 from holdfast_demo.fleet import snapshot
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
@@ -48,7 +48,7 @@ from holdfast.settings import Settings
 from holdfast_fixtures import harm_curve, min_calls
 from holdfast_fixtures.big_fleet import ISSUE_FLEET, build_big_fleet, consumers_selected_by_function
 from holdfast_fixtures.throttle_proxy import DEFAULT_LIMITS, ThrottleProxy
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
 pytestmark = pytest.mark.benchmark
 

@@ -5,7 +5,7 @@ terminal, and the CHANGES column in plain words.
 `--version`, the top-level help, an unknown option and the plan run the installed
 console script (its entry point, its exit codes); the help page of every command, the
 writing commands' pages and the unreachable endpoint of every command run `main` in this
-process (tests/cli_inprocess.py), which prints and exits the same way."""
+process (tests/cli/cli_inprocess.py), which prints and exits the same way."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import pytest
 from holdfast.cli import build_parser
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests import cli_inprocess
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.cli import cli_inprocess
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet
 

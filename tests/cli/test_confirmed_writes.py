@@ -12,7 +12,7 @@ botocore sends every request through the proxy, so the requests reach moto while
 endpoint the CLI judges is a remote one, as a LocalStack on another host would be.
 A terminal is a pseudo-terminal on the child's stdin (the question goes to stderr): the
 installed console script runs in a subprocess for the terminal's question and for the
-`stage` table; every other run is `main` in this process (tests/cli_inprocess.py), with
+`stage` table; every other run is `main` in this process (tests/cli/cli_inprocess.py), with
 stdin that is no terminal, as /dev/null is, and the proxy variables set for the call.
 """
 
@@ -32,8 +32,8 @@ from holdfast.ledger import Ledger
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.table import ensure_table
-from tests import cli_inprocess
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.cli import cli_inprocess
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
 

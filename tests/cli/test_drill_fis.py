@@ -33,7 +33,7 @@ from holdfast.observation import collect
 from holdfast.observation.intake import receive
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
 

@@ -23,7 +23,7 @@ from holdfast.cli import main
 from holdfast.cli.drill import LocalDrill
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
 

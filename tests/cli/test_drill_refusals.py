@@ -20,7 +20,7 @@ from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.table import ensure_table
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
 

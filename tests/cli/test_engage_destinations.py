@@ -1,7 +1,7 @@
 """`holdfast engage` from the console script never shortens an async event age without a
 working destination, unless the owner opted in.
 
-`holdfast.cli.main` runs in this process (tests/cli_inprocess.py: its own stdin, stdout,
+`holdfast.cli.main` runs in this process (tests/cli/cli_inprocess.py: its own stdin, stdout,
 stderr and exit code, as the console script would have) against the session's moto server, whose
 Lambda checks a destination against the function's execution role when it is written
 (holdfast_fixtures.moto_patches, as AWS does). The CLI finds the deployed stack's
@@ -15,9 +15,9 @@ import pytest
 
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests import cli_inprocess
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import make_function, role
+from tests.cli import cli_inprocess
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import make_function, role
 from tests.conftest import REGION
 
 DEFAULT_AGE = 21600

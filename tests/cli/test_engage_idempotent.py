@@ -2,7 +2,7 @@
 posture the first engage can leave a resource in (engaged in full, bounded in part,
 already safe as its owner left it, skipped), the second engage only reads.
 
-`holdfast.cli.main` runs in this process (tests/cli_inprocess.py: its own stdin, stdout,
+`holdfast.cli.main` runs in this process (tests/cli/cli_inprocess.py: its own stdin, stdout,
 stderr and exit code, as the console script would have) against the session's moto server, with
 AWS's semantics where moto departs from them (holdfast_fixtures.moto_patches: Lambda's
 destination check against the execution role, Put/Update of async configs per
@@ -17,9 +17,9 @@ import pytest
 
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests import cli_inprocess
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import (make_asg, make_function, make_mapping, make_queue, make_service_target,
+from tests.cli import cli_inprocess
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import (make_asg, make_function, make_mapping, make_queue, make_service_target,
                                    make_target_group, role)
 from tests.conftest import REGION
 

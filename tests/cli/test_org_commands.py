@@ -268,7 +268,7 @@ def test_advance_skips_the_hold_of_each_account_regions_current_plan(org, capsys
 
 def test_release_writes_a_request_where_each_arn_is_and_the_tick_there_restores_it_once(org, capsys):
     from holdfast.engine import Engine
-    from tests.reconciler.conftest import Harness
+    from tests.support.harness import Harness
 
     inside_a = org.inside[org.a, REGION]
     harness = Harness(inside_a, DEFAULT_TABLE)              # account A's reconciler, with its own role

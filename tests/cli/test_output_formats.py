@@ -3,7 +3,7 @@
 mistyped command, option or choice told the nearest one.
 
 Every command runs against `make serve`'s sample fleet (holdfast_demo.serve: what a deploy
-leaves, and the fleet of every kind), in this process (tests/cli_inprocess.py), in the
+leaves, and the fleet of every kind), in this process (tests/cli/cli_inprocess.py), in the
 order an operator would: plan, engage, status, ..., resume."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet
 from holdfast_demo.serve import SAMPLE, stack_resources
-from tests import cli_inprocess
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.cli import cli_inprocess
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 
 WIDTH = 120

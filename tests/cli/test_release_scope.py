@@ -17,8 +17,8 @@ from holdfast.aws import Clients
 from holdfast.cli import main
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import (make_asg, make_function, make_mapping, make_service_target, make_target_group)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import (make_asg, make_function, make_mapping, make_service_target, make_target_group)
 from tests.conftest import REGION
 
 ACCOUNT = "123456789012"

@@ -20,7 +20,7 @@ from holdfast.aws import Clients
 from holdfast.cli import main
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
 

@@ -16,8 +16,8 @@ from holdfast.ledger import Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import make_asg
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import make_asg
 from tests.conftest import REGION
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")

@@ -13,7 +13,7 @@ from holdfast.cli import main
 from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.table import ensure_table
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 
 PLAN = "arn:aws:arc-region-switch::123456789012:plan/evacuate:abc123"

@@ -12,8 +12,8 @@ from holdfast.cli import main
 from holdfast.handlers import reconciler as handler_module
 from holdfast.core.policy import DRAIN, HOLD
 
-from tests.reconciler.conftest import Harness
-from tests.reconciler.test_races import recover, run_to
+from tests.support.harness import Harness
+from tests.scenarios.test_races import recover, run_to
 
 
 def cli(capsys, *argv):

@@ -24,9 +24,9 @@ from holdfast.ledger import plan as ledger_plan
 from holdfast.reconciler import PLAN_CHECK_SECONDS, tick
 from holdfast.runtime import Runtime
 
-from tests.reconciler.conftest import T0
-from tests.reconciler.fakes import Script
-from tests.reconciler.test_event import SETTINGS
+from tests.support.harness import T0
+from tests.support.fakes import Script
+from tests.scenarios.test_event import SETTINGS
 
 ENGAGE_SECONDS = 870   # what the handler gives an engaging tick: 900 s less its margin
 PERIOD = SETTINGS.schedule_minutes * 60

@@ -20,11 +20,11 @@ from holdfast.reconciler import PLAN_CHECK_SECONDS, TickDeadline, tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
-from tests.reconciler.conftest import T0
-from tests.reconciler.fakes import Script
-from tests.reconciler.test_event import ENGAGED_MARKS, SETTINGS
+from tests.support.harness import T0
+from tests.support.fakes import Script
+from tests.scenarios.test_event import ENGAGED_MARKS, SETTINGS
 
 SHORT = Settings.from_mapping({**SETTINGS.to_mapping(), "tick_budget_seconds": 10})
 

@@ -17,7 +17,7 @@ from holdfast import engine, reconciler
 from holdfast.core.progress import Marker, held_marker
 from holdfast.engine import Engine, Report, TickEngine, WalkReport
 
-from tests.reconciler.fakes import FakeEngine, World, _Bound, _Report
+from tests.support.fakes import FakeEngine, World, _Bound, _Report
 from tests.reconciler.test_engage_tick import CutEngine
 
 # Every module of the reconciler package: the steps, the state, the deadline, the releases, the announcements.

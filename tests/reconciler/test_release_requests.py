@@ -21,9 +21,9 @@ from holdfast.engine import Engine
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.runtime import Runtime
-from tests.actuators.fleet import aws_semantics, describe_asg, make_asg  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics, describe_asg, make_asg  # noqa: F401  (a fixture)
 from tests.iam.test_operator_role import operator_dynamodb  # noqa: F401  (a fixture)
-from tests.reconciler.conftest import SETTINGS, Harness
+from tests.support.harness import SETTINGS, Harness
 
 ACCOUNT = "123456789012"
 
@@ -506,7 +506,7 @@ def test_a_request_whose_restore_meets_a_cap_write_in_flight_waits_a_tick_and_is
     from holdfast.core.model import FAILED, RAISED
     from holdfast.ledger.leases import LEASE_SECONDS
     from holdfast_fixtures.late_requests import LateRequests
-    from tests.actuators.fleet import make_function, make_mapping
+    from tests.support.fleet import make_function, make_mapping
 
     key = "MaximumConcurrency"
     mapping = make_mapping(harness.observer, make_function(harness.observer, "consumer"), "q")

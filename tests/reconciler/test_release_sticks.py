@@ -22,10 +22,10 @@ from holdfast.handlers.shell import runtime_from_env
 from holdfast.ledger import control as ledger_control
 from holdfast.reconciler import tick
 from holdfast.settings import Settings
-from tests.actuators.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.actuators.fleet import make_function
-from tests.reconciler.conftest import T0
-from tests.reconciler.fakes import Script
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
+from tests.support.fleet import make_function
+from tests.support.harness import T0
+from tests.support.fakes import Script
 
 
 def config(clients, arn) -> tuple[int, int]:

@@ -24,8 +24,8 @@ from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet, snapshot
-from tests.reconciler.conftest import T0
-from tests.reconciler.fakes import Script
+from tests.support.harness import T0
+from tests.support.fakes import Script
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,

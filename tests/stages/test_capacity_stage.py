@@ -24,8 +24,8 @@ from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_fixtures.instance_health import InstanceHealth
-from tests.reconciler.conftest import T0
-from tests.reconciler.fakes import Script
+from tests.support.harness import T0
+from tests.support.fakes import Script
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "capacity_wave_groups_percent": 25, "capacity_wave_instances_percent": 40,

@@ -28,8 +28,8 @@ from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast.stages import drain as stage
-from tests.actuators.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
-from tests.reconciler.fakes import Script
+from tests.support.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
+from tests.support.fakes import Script
 from holdfast_fixtures.moto_patches import publish_service_metrics
 
 T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)

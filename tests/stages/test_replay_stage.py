@@ -305,7 +305,7 @@ def test_the_expired_events_queue_replays_to_its_destination(clients, ledger_tab
 
 def test_the_reconciler_runs_the_replay_and_marks_it_done(clients, ledger_table, moves, clock):
     """Through the tick: the replay stage's walk, then `replay` done; the next decision advances."""
-    from tests.reconciler.fakes import Script
+    from tests.support.fakes import Script
 
     sqs = clients("sqs")
     queue, dlq = pipe(sqs, n=8)
@@ -343,7 +343,7 @@ def test_a_dlq_whose_owner_removed_the_opt_in_is_not_moved_while_the_tag_index_s
     """The tagging index that finds the opted-in queues lags behind the queues' own tags:
     the opt-in is confirmed with ListQueueTags just before a move."""
     from holdfast_fixtures.moto_patches import lagging_tag_index
-    from tests.reconciler.fakes import Script
+    from tests.support.fakes import Script
 
     sqs = clients("sqs")
     queue, dlq = pipe(sqs, n=8)

@@ -76,7 +76,7 @@ a walk's progress is kept under its marker (holdfast.core.progress.Marker).
 Mode `recommend` decides, writes the plan (the decision record) and reports what the
 walk would change, but writes nothing to any resource.
 
-Crash points, and how the next tick recovers (tests/reconciler/test_crashes.py):
+Crash points, and how the next tick recovers (tests/scenarios/test_crashes.py):
 - before the plan write: nothing was persisted; the next tick decides again.
 - after the plan write, before the notification: the plan item says `notified` false;
   the next tick publishes (at least once) and marks it.
