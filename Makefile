@@ -34,6 +34,7 @@ node_modules/.installed: package.json package-lock.json
 # and other Python processes a few dozen times, and where PYTHONDONTWRITEBYTECODE is set each
 # process would otherwise compile what it imports again.
 test: $(VENV)/.installed
+	$(VENV)/bin/ruff check --no-cache .
 	PYTHONPATH=functions:stacks:dev $(VENV)/bin/lint-imports --no-cache
 	$(PY) -m compileall -q -j 0 functions stacks dev
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup

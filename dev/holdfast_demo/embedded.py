@@ -90,8 +90,11 @@ def answer_in_process(request, **_: Any):
     (Host, Accept-Encoding) are added when botocore did not set them."""
     from botocore.awsrequest import AWSResponse
     from moto.core.botocore_stubber import MockRawResponse
-    from moto.core.request import PRESERVED_HEADER_NAMES_ENVIRON_KEY, environ_key_for_header, \
-        should_preserve_original_header_name
+    from moto.core.request import (
+        PRESERVED_HEADER_NAMES_ENVIRON_KEY,
+        environ_key_for_header,
+        should_preserve_original_header_name,
+    )
     from werkzeug.test import run_wsgi_app
 
     parts = urlsplit(request.url)

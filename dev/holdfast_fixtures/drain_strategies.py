@@ -18,14 +18,13 @@ Each reads only what the model publishes as CloudWatch would, lagged.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from holdfast.core import policy
 from holdfast.core import drain as dc
+from holdfast.core import policy
 from holdfast.core.detector import IMPAIRED, RECOVERING, Verdict
-from holdfast.settings import Settings
-
 from holdfast.observation.cloudwatch import COMPLETE_AFTER
+from holdfast.settings import Settings
 
 from .recovery_model import RecoveryModel, Scenario, at, outcome, seconds, simulate
 

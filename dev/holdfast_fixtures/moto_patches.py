@@ -156,8 +156,8 @@ def aws_semantics() -> Iterator[None]:
     """Patch moto's backends to AWS's semantics (above) until the block ends."""
     from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
     from moto.awslambda import models as lambda_models
-    from moto.awslambda.responses import LambdaResponse
     from moto.awslambda.exceptions import UnknownEventConfig
+    from moto.awslambda.responses import LambdaResponse
     from moto.core.exceptions import JsonRESTError
 
     configs: dict[tuple[str, str], dict] = {}   # (unqualified function ARN, qualifier) -> config

@@ -80,9 +80,9 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from functools import lru_cache
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import Callable, Iterable, Protocol
 
 # 2025-10-19 23:48 PDT, the start of the October 2025 us-east-1 event (the demo replays it: docs/demo.md).

@@ -45,9 +45,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
-from holdfast.aws import AWS_ERRORS, error_code, error_text
 from holdfast import iam
 from holdfast.actuators import REGISTRY
+from holdfast.aws import AWS_ERRORS, error_code, error_text
 from holdfast.core.kinds import BY_NAME
 from holdfast.iam import uses
 

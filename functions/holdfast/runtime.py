@@ -82,7 +82,7 @@ def govern(clients: Clients, settings: Settings, *, table: str | None, member: s
     account's budget are leases in it (ledger/budget_board.py), so two controllers, or a
     tick and an operator's command, stay under the quota together. The leases go through
     clients of their own, so the calls a command reports are its own. Returns the Governor."""
-    from holdfast.budget import DEFAULT_SPECS, BudgetSpec, Budgets, Governor
+    from holdfast.budget import DEFAULT_SPECS, Budgets, BudgetSpec, Governor
     from holdfast.ledger import Ledger
     from holdfast.ledger.budget_board import LedgerShareBoard
 

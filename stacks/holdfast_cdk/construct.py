@@ -33,7 +33,6 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from holdfast.settings import ENV_VAR, Settings
-
 from holdfast_cdk.constructs import Controllers, Ledger, Monitoring, Notifications, Queues, Readiness, Signals
 from holdfast_cdk.constructs.controllers import RETENTION, TEARDOWN_TIMEOUT_SECONDS
 from holdfast_cdk.constructs.notifications import SlackChannel, TeamsChannel

@@ -45,7 +45,6 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from holdfast.settings import Settings
-
 from holdfast_cdk import suppressions
 
 ASG_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
@@ -306,7 +305,8 @@ def member_game_day(stack: Stack, settings: Settings, *, selector_from: Settings
     settings, the selector the member stack's (`selector_from`, an override's). Resources whose condition is false are not
     created and their properties are not evaluated. Launch failures only: the Lambda
     action's configuration bucket would be one bucket for every account."""
-    from aws_cdk import Aws, CfnCondition, CfnMapping, CfnResource, Fn as _Fn
+    from aws_cdk import Aws, CfnCondition, CfnMapping, CfnResource
+    from aws_cdk import Fn as _Fn
 
     accounts = sorted(settings.org_game_day_stop_alarms)
     mapping = CfnMapping(stack, "GameDayStopAlarms",

@@ -55,7 +55,6 @@ from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
 from holdfast.settings import Settings, override_settings
-
 from holdfast_cdk import code, role_policies, suppressions
 from holdfast_cdk.game_day import member_game_day
 from holdfast_cdk.stack import HoldfastStack

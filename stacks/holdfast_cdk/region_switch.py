@@ -57,7 +57,6 @@ from constructs import Construct
 
 from holdfast.core.model import AUTO, RECOMMEND
 from holdfast.settings import ENV_VAR, Settings
-
 from holdfast_cdk import code
 from holdfast_cdk import role_policies as policies
 

@@ -19,7 +19,6 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from holdfast.settings import Settings
-
 from holdfast_cdk.construct import Holdfast
 from holdfast_cdk.game_day import GameDay
 

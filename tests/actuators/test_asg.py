@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from tests.support import walks
 from holdfast.core.model import ALREADY, ENGAGED, RESTORED
 from holdfast.core.tags import ORIGINAL_KEY
-
+from tests.support import walks
 from tests.support.fleet import describe_asg, make_asg
 
 

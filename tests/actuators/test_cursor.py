@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.support import walks
 from holdfast.core.model import ALREADY, ENGAGED, FAILED
 from holdfast.settings import Settings
+from tests.support import walks
 from tests.support.fleet import make_target_group
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")

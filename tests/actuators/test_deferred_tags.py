@@ -10,12 +10,12 @@ from collections import Counter
 
 import pytest
 
-from tests.support import walks
 from holdfast.actuators.esm import EsmActuator
 from holdfast.core.model import ENGAGED, SKIPPED
 from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
+from tests.support import walks
 from tests.support.fleet import SELECTOR, make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")

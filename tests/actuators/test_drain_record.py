@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED
 from holdfast.core.tags import APPLIED_KEY, MAX_VALUE, read_record
+from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
 from tests.support import walks

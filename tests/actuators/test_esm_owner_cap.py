@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from holdfast.core.model import ALREADY, DRIFT_KEPT, RAISED
-from tests.support.fleet import make_function, make_mapping
 from tests.actuators.test_kinds import mapping, run
+from tests.support.fleet import make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

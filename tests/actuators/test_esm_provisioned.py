@@ -16,9 +16,9 @@ from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.observation import drain_inputs
 from holdfast.settings import Settings
+from tests.actuators.test_kinds import run
 from tests.support import walks
 from tests.support.fleet import MUTATING, FailKth, make_function, make_mapping
-from tests.actuators.test_kinds import run
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

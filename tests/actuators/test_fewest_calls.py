@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from tests.support import walks
 from holdfast.core.model import ALREADY, ENGAGED, RESTORED, SKIPPED
 from holdfast.settings import Settings
+from tests.support import walks
 from tests.support.fleet import make_function, make_mapping
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")

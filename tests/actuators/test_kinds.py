@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import walks
-from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED, SKIPPED
 from holdfast.actuators.nlb import ATTRIBUTES
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED, SKIPPED
 from holdfast.core.tags import RECORD_KEYS
+from tests.support import walks
 from tests.support.fleet import (
     describe_target,
     make_function,

@@ -15,7 +15,7 @@ time, only over the record version it was decided on (conditions.RECORD_VERSION_
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 

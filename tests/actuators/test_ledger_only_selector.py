@@ -16,9 +16,9 @@ import boto3
 import pytest
 
 from holdfast.core.model import ENGAGED, RESTORED, SKIPPED
+from holdfast.iam import fill
 from holdfast.settings import Settings
 from holdfast_cdk import role_policies as policies
-from holdfast.iam import fill
 from holdfast_fixtures.iam_policy import Enforced
 from tests.support import walks
 from tests.support.fleet import describe_asg, make_asg, make_function

@@ -248,10 +248,10 @@ def test_a_service_scaled_above_its_maximum_is_skipped_not_scaled_in(clients, le
 
 
 def test_mappings_of_queues_in_govcloud_are_found(settings, aws):
+    from moto.iam.models import iam_backends
+
     from holdfast.aws import Clients
     from holdfast.ledger.table import ensure_table
-
-    from moto.iam.models import iam_backends
 
     gov = Clients(region="us-gov-west-1")
     ensure_table(gov("dynamodb"), "holdfast-ledger")

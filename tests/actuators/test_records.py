@@ -12,12 +12,11 @@ before it lands), on moto with the real actuators.
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import ClientError
 
-from holdfast.ledger import Ledger
 from holdfast.core.errors import Conflict, StalePlan
-from holdfast.core.model import ALREADY, ENGAGED, FAILED, REFUSED_STALE, Record, no_guard
+from holdfast.core.model import ALREADY, ENGAGED, FAILED, REFUSED_STALE, Record
 from holdfast.core.tags import ORIGINAL_KEY, RECORD_KEYS, read_record
+from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
 from holdfast_fixtures.moto_patches import lagging_tag_index

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, RESTORED, VANISHED
 from holdfast.core.tags import ORIGINAL_KEY, RECORD_KEYS
+from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
 from tests.support import walks

@@ -15,12 +15,12 @@ import botocore.session
 import pytest
 
 from holdfast import budget, engine, iam, readiness
-from holdfast.cli import account_audit
 from holdfast.actuators import ACTUATORS, REGISTRY, _registry
 from holdfast.actuators.tagged import TaggedActuator
+from holdfast.cli import account_audit
 from holdfast.core import evidence, kinds, policy
-from holdfast.stages import drain as drain_stage
 from holdfast.settings import Settings
+from holdfast.stages import drain as drain_stage
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 # The client each budgeted service is reached with (botocore's service name).

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from holdfast.ledger import Ledger
 from holdfast.core.model import DRIFT_KEPT, RESTORED, no_guard
 from holdfast.core.tags import RECORD_KEYS
+from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
 from tests.support import walks

@@ -8,13 +8,13 @@ from collections import Counter
 
 import pytest
 
-from tests.support import walks
-from holdfast.ledger import Ledger
-from holdfast.core.model import ALREADY, ENGAGED, FAILED, VANISHED
 from holdfast.actuators.nlb import ATTRIBUTES
+from holdfast.core.model import ALREADY, ENGAGED, FAILED, VANISHED
+from holdfast.core.tags import ORIGINAL_KEY, read_record
+from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from holdfast.core.tags import ORIGINAL_KEY, read_record
+from tests.support import walks
 from tests.support.fleet import (
     MUTATING,
     FailKth,

@@ -12,10 +12,10 @@ from collections import Counter
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.support import walks
 from holdfast.core.model import ENGAGED, FAILED, RESTORED
 from holdfast.core.tags import read_record
 from holdfast.settings import Settings
+from tests.support import walks
 from tests.support.fleet import describe_asg, make_asg, make_target_group
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")

@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.core.model import ALREADY, ENGAGED, RESTORED
+from holdfast.ledger import Ledger
 
 SKIPPED = "skipped"  # holdfast.core.model.SKIPPED (spelled out: the test runs against older code too)
 from holdfast.core.tags import RECORD_KEYS

@@ -42,14 +42,12 @@ from datetime import datetime, timezone
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from tests.support import walks
-from holdfast.ledger import Ledger
 from holdfast.aws import Clients
 from holdfast.clock import FakeClock
 from holdfast.core.model import ENGAGED, FAILED
 from holdfast.handlers import detector as detector_handler
 from holdfast.handlers.reconciler import MARGIN_SECONDS
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.table import ensure_table
 from holdfast.observation import collect as fresh_verdict
@@ -59,10 +57,11 @@ from holdfast.settings import Settings
 from holdfast_fixtures import min_calls
 from holdfast_fixtures.big_fleet import ISSUE_FLEET, build_big_fleet
 from holdfast_fixtures.throttle_proxy import DEFAULT_LIMITS, ThrottleProxy
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 from tests.bench.test_bench_scale import FLOOR_BUCKET, THROTTLE_CODES, _all_kinds, _lambda_floor_ops, _model
-from tests.support.factory import launch
 from tests.scenarios.test_event import ENGAGED_MARKS
+from tests.support import walks
+from tests.support.factory import launch
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
 pytestmark = pytest.mark.benchmark
 
@@ -287,7 +286,7 @@ def test_controller_path_signal_to_full_posture_behind_aws_rate_limits(moto_serv
     for controller, started, ended, result in sorted(ctl.results, key=lambda r: r[1]):
         print(f"  {controller:<28} {started - first_signal:7.1f} s -> {ended - first_signal:7.1f} s  "
               f"actions {result.actions[:8]} engaged {result.count(ENGAGED)} complete {result.complete}")
-    print(f"calls until every resource was in posture (retries included), against the minimum:")
+    print("calls until every resource was in posture (retries included), against the minimum:")
     print(f"  {'service':<24}{'requests':>10}{'throttled':>10}{'minimum':>9}{'rate/s':>8}{'floor(made) s':>15}{'floor(min) s':>14}")
     floors_made, floors_min = {}, {}
     for service in sorted({op.split(":")[0] for op in list(arrived) + list(min_ops)}):

@@ -22,8 +22,8 @@ from datetime import timedelta
 import pytest
 
 from holdfast.core.detector import IMPAIRED, NORMAL, Verdict, evaluate
-from holdfast.runtime import Runtime
 from holdfast.handlers import detector as handler_module
+from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from tests.support.factory import BAD_AMI, capacity, config, launch, launched, probe, utc
 

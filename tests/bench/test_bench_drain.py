@@ -75,8 +75,24 @@ import pytest
 from holdfast.core import drain as dc
 from holdfast_fixtures.drain_strategies import Controller, Ladder, first_readable, ideal_cap
 from holdfast_fixtures.recovery_model import (
-    ARITHMETIC, CLASSES, NEVER, NEW, PAIRS, SCENARIOS, SHAPES, SMOOTH, UNTUNED, Shared, bronson, caught_up_at, outcome,
-    recovers_below, shared_outcome, simulate, simulate_shared, smooth,
+    ARITHMETIC,
+    CLASSES,
+    NEVER,
+    NEW,
+    PAIRS,
+    SCENARIOS,
+    SHAPES,
+    SMOOTH,
+    UNTUNED,
+    Shared,
+    bronson,
+    caught_up_at,
+    outcome,
+    recovers_below,
+    shared_outcome,
+    simulate,
+    simulate_shared,
+    smooth,
 )
 
 HEADER = ["scenario", "physics", "bound", "SLO bound", "strategy", "time ÷ bound", "÷ bound once readable",

@@ -42,13 +42,13 @@ from collections import Counter
 
 import pytest
 
-from tests.support import walks
 from holdfast.core.model import ENGAGED
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 from holdfast_demo.fleet import KINDS, build_fleet, snapshot
+from tests.support import walks
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
 pytestmark = pytest.mark.benchmark
 

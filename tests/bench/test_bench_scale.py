@@ -40,14 +40,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import walks
-from holdfast_demo.fleet import snapshot
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from holdfast.settings import Settings
+from holdfast_demo.fleet import snapshot
 from holdfast_fixtures import harm_curve, min_calls
 from holdfast_fixtures.big_fleet import ISSUE_FLEET, build_big_fleet, consumers_selected_by_function
 from holdfast_fixtures.throttle_proxy import DEFAULT_LIMITS, ThrottleProxy
+from tests.support import walks
 from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
 pytestmark = pytest.mark.benchmark

@@ -13,7 +13,6 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.ledger import Ledger
 from holdfast.budget import (
     BoardUnavailable,
     BudgetExhausted,
@@ -26,6 +25,7 @@ from holdfast.budget import (
     route,
 )
 from holdfast.clock import FakeClock
+from holdfast.ledger import Ledger
 from holdfast_fixtures.throttle_proxy import throttle_answer
 
 

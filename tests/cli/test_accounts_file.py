@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml   # in the dev venv only (moto's): the subset parser is checked against it
+import yaml  # in the dev venv only (moto's): the subset parser is checked against it
 
 from holdfast.cli import accounts_file, main
 from tests.cli.test_org_commands import OTHER, REGION, org  # noqa: F401  (org: a fixture)

@@ -19,9 +19,12 @@ from holdfast.aws import Clients
 from holdfast.cli import main
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_function, make_queue
 from tests.conftest import REGION
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_function,
+    make_queue,
+)
 
 ACCOUNT = "123456789012"
 FOREIGN_REGION, FOREIGN_ACCOUNT = "eu-west-1", "210987654321"

@@ -16,8 +16,7 @@ import zipfile
 import pytest
 from botocore.exceptions import ClientError
 
-from holdfast.cli import account_audit
-from holdfast.cli import main
+from holdfast.cli import account_audit, main
 from holdfast.settings import Settings
 from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 

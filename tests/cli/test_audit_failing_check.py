@@ -14,10 +14,14 @@ import json
 import pytest
 
 from tests.cli import cli_inprocess
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_asg, make_function, make_queue, role
 from tests.conftest import REGION
-
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_asg,
+    make_function,
+    make_queue,
+    role,
+)
 
 
 def audit(server) -> tuple[int, dict | None, str]:

@@ -22,10 +22,10 @@ import pytest
 from holdfast.cli import build_parser
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.cli import cli_inprocess
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet
+from tests.cli import cli_inprocess
+from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 HOLDFAST = Path(sys.executable).with_name("holdfast")
 
@@ -56,7 +56,7 @@ def test_every_command_page_has_a_description_and_an_example_and_no_global_optio
         page = proc.stdout
         head = page.split("\n\n")[1]   # after the usage line: the description
         assert len(head) > 40, (name, head)
-        assert f"example:\n  holdfast " in page, name
+        assert "example:\n  holdfast " in page, name
         options = page.split("options:", 1)[1]
         assert not re.search(r"^\s+--(endpoint-url|ledger-table|region)\b", options, re.M), name
     from holdfast.cli import EXIT_CODES

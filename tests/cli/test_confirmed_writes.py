@@ -28,14 +28,13 @@ from urllib.parse import urlparse
 
 import pytest
 
-from holdfast.ledger import Ledger
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.table import ensure_table
-from tests.cli import cli_inprocess
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
+from tests.cli import cli_inprocess
+from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 HOLDFAST = Path(sys.executable).with_name("holdfast")
 

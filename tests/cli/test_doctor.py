@@ -14,13 +14,19 @@ import json
 
 import pytest
 
-from holdfast_cdk import role_policies
-from holdfast.cli import main
 from holdfast import readiness
+from holdfast.cli import main
 from holdfast.readiness import DESTINATIONS
+from holdfast_cdk import role_policies
 from holdfast_fixtures.moto_patches import publish_public_parameter
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import ACCOUNT, make_asg, make_function, make_service_target, role
+from tests.support.fleet import (
+    ACCOUNT,
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_asg,
+    make_function,
+    make_service_target,
+    role,
+)
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 REGION = "us-east-1"

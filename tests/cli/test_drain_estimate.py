@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from holdfast.core.drain import estimate as drain
 from holdfast.cli import main
+from holdfast.core.drain import estimate as drain
 
 PUBLISHED = ["--outage-minutes", "172", "--arrival-per-minute", "1200", "--consumer-per-minute", "1800"]
 

@@ -20,22 +20,21 @@ from functools import partial
 import pytest
 from botocore.stub import ANY, Stubber
 
-from holdfast.ledger import Ledger
 from holdfast import reconciler
 from holdfast.aws import Clients
 from holdfast.cli import build_parser, drill
 from holdfast.cli.context import Context, UsageError
 from holdfast.clock import FakeClock
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.table import ensure_table
 from holdfast.observation import collect
 from holdfast.observation.intake import receive
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
+from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 ACCOUNT = "123456789012"
 TEMPLATE = "EXTa1b2c3d4e5f6g7h8"

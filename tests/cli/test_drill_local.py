@@ -23,9 +23,9 @@ from holdfast.cli import main
 from holdfast.cli.drill import LocalDrill
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
+from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 HOLDFAST = Path(sys.executable).with_name("holdfast")
 # Fast mode: one-minute holds and a three-minute detection window, so the whole rehearsal

@@ -13,16 +13,15 @@ from datetime import datetime, timezone
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.cli import main
 from holdfast.core import policy
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
+from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 

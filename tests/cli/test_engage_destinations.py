@@ -16,9 +16,12 @@ import pytest
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from tests.cli import cli_inprocess
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_function, role
 from tests.conftest import REGION
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_function,
+    role,
+)
 
 DEFAULT_AGE = 21600
 

@@ -18,10 +18,17 @@ import pytest
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
 from tests.cli import cli_inprocess
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import (make_asg, make_function, make_mapping, make_queue, make_service_target,
-                                   make_target_group, role)
 from tests.conftest import REGION
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_asg,
+    make_function,
+    make_mapping,
+    make_queue,
+    make_service_target,
+    make_target_group,
+    role,
+)
 
 # Every API operation that changes something, by the verbs AWS names them with.
 WRITES = ("Put", "Update", "Delete", "Create", "Tag", "Untag", "Suspend", "Resume", "Modify", "Register",

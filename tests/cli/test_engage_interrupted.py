@@ -12,9 +12,12 @@ from holdfast.cli import EXIT_INTERRUPTED, main
 from holdfast.ledger import Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.resources import ResourceLedger
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_asg, make_function
 from tests.conftest import REGION
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_asg,
+    make_function,
+)
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 ENGAGE = ["--region", REGION, "engage", "--yes"]

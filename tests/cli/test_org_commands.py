@@ -19,10 +19,9 @@ from datetime import datetime, timezone
 import boto3
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.aws import Clients
 from holdfast.cli import accounts, main
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.table import ensure_table
 from holdfast_cdk import role_policies

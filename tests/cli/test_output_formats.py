@@ -20,8 +20,8 @@ from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet
 from holdfast_demo.serve import SAMPLE, stack_resources
 from tests.cli import cli_inprocess
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 WIDTH = 120
 

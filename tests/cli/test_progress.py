@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 from datetime import datetime, timezone
 
-from holdfast.clock import FakeClock
 from holdfast.cli.progress import Progress, duration
+from holdfast.clock import FakeClock
 
 
 def test_a_line_at_most_every_interval_with_an_estimate_and_each_kind_done():

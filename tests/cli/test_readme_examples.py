@@ -11,8 +11,8 @@ lines the server printed, and must exit 0.
 from __future__ import annotations
 
 import os
-import re
 import queue
+import re
 import signal
 import socket
 import subprocess

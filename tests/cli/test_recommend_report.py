@@ -21,9 +21,9 @@ from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet, snapshot
 from tests.cli import cli_inprocess
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
 from tests.support.factory import launch, utc
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 T0 = utc(2025, 10, 20, 6, 48)

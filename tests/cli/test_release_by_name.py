@@ -9,8 +9,8 @@ import json
 from holdfast.cli import main
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics, describe_asg, make_asg, make_target_group  # noqa: F401
 from tests.conftest import REGION
+from tests.support.fleet import aws_semantics, describe_asg, make_asg, make_target_group  # noqa: F401
 
 
 def _run(capsys, *args):

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from holdfast.core.restore import holdfast_values
 from holdfast.aws import Clients
 from holdfast.cli import main
+from holdfast.core.restore import holdfast_values
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
-from tests.conftest import REGION
 from holdfast_demo.fleet import build_fleet, snapshot
+from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 
 HOLDFAST = Path(sys.executable).with_name("holdfast")
 

@@ -16,9 +16,11 @@ from holdfast.ledger import Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_asg
 from tests.conftest import REGION
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_asg,
+)
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 STACK_TABLE = "Holdfast-LedgerTable1A2B3C-XYZ"   # as CloudFormation names a stack's ledger

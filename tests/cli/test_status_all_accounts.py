@@ -16,13 +16,12 @@ from datetime import datetime, timezone
 import boto3
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.aws import Clients
 from holdfast.cli import accounts, build_parser, main
 from holdfast.cli.context import Context
 from holdfast.core import policy
 from holdfast.core.model import Record
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict

@@ -13,8 +13,8 @@ from holdfast.cli import main
 from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 from tests.conftest import REGION
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
 
 PLAN = "arn:aws:arc-region-switch::123456789012:plan/evacuate:abc123"
 OTHER = "arn:aws:arc-region-switch::123456789012:plan/dr-drill:def456"

@@ -18,9 +18,15 @@ from holdfast.cli import main
 from holdfast.core import kinds
 from holdfast.ledger import DEFAULT_TABLE
 from holdfast.ledger.table import ensure_table
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_asg, make_function, make_mapping, make_service_target, make_target_group
 from tests.conftest import REGION
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_asg,
+    make_function,
+    make_mapping,
+    make_service_target,
+    make_target_group,
+)
 
 # The actuators' recorded keys that are not names an operator knows from the console.
 INTERNAL_KEYS = ("dns_count", "dns_pct", "routing_count", "routing_pct", "max_retries", "max_age", "on_failure")

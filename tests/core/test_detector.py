@@ -1,6 +1,5 @@
 """Detector scenarios: each one a story, ticked minute by minute like the reconciler."""
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -9,7 +8,17 @@ from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING, Verdict, evalua
 from holdfast.core.signals import IGNORED, parse_event
 from holdfast.settings import Settings
 from tests.support.factory import (
-    REGION, SETTINGS, THROTTLED, capacity, config, health, launch, launched, probe, signal, utc,
+    REGION,
+    SETTINGS,
+    THROTTLED,
+    capacity,
+    config,
+    health,
+    launch,
+    launched,
+    probe,
+    signal,
+    utc,
 )
 
 T0 = utc(2025, 10, 20, 6, 0)

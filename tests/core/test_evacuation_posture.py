@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from holdfast.core.evacuation import holding, posture, Evacuation
+from holdfast.core.evacuation import Evacuation, holding, posture
 from holdfast.core.policy import DRAIN, HOLD, NORMAL, Plan
 from holdfast.settings import Settings
 

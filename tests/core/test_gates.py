@@ -15,7 +15,7 @@ from holdfast.core import policy
 from holdfast.core.evidence import Consumer, DrainEvidence, Evidence, RoutingEvidence, TargetHealth
 from holdfast.core.gates import capacity_gate, drain_gate, routing_gate
 from holdfast.core.model import KINDS
-from holdfast.core.policy import ADVANCE, BACK, DRAIN, FRESH_WORK, HOLD, ROUTING, DrainMove, Plan
+from holdfast.core.policy import ADVANCE, DRAIN, FRESH_WORK, HOLD, ROUTING, DrainMove, Plan
 from holdfast.settings import Settings
 
 NOW = datetime(2025, 10, 20, 21, 0, tzinfo=timezone.utc)

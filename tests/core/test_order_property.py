@@ -2,7 +2,9 @@
 
 from datetime import timedelta
 
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING, Verdict, evaluate
 from tests.support.factory import SETTINGS, capacity, config, health, launched, probe, signal, utc

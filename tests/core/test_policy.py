@@ -6,16 +6,28 @@ is tested as pure functions in test_gates.py and through the policy at the end h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from holdfast.core import policy
-from holdfast.core.evidence import Consumer, DrainEvidence, Evidence, RoutingEvidence, TargetHealth
+from holdfast.core.evidence import Consumer, DrainEvidence, Evidence, RoutingEvidence
 from holdfast.core.model import KINDS
-from holdfast.core.policy import (CAPACITY, CONTROL, DRAIN, ENGAGE, FRESH_WORK, HOLD, NORMAL, REPLAY, RESTORE, ROUTING, Plan,
-                                  posture)
+from holdfast.core.policy import (
+    CAPACITY,
+    CONTROL,
+    DRAIN,
+    ENGAGE,
+    FRESH_WORK,
+    HOLD,
+    NORMAL,
+    REPLAY,
+    RESTORE,
+    ROUTING,
+    Plan,
+    posture,
+)
 from holdfast.settings import Settings
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)

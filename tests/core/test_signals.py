@@ -1,13 +1,20 @@
 """Parsing EventBridge events and scaling activities into Signals."""
 
-import copy
 from datetime import datetime, timezone
 
 import pytest
 
-from holdfast.core.classify import CAPACITY, CONFIGURATION
+from holdfast.core.classify import CAPACITY
 from holdfast.core.signals import (
-    ELB_TERMINATION, HEALTH_CLOSED, HEALTH_OPEN, IGNORED, LAUNCHED, MALFORMED, POLLING, Signal, activity_signal,
+    ELB_TERMINATION,
+    HEALTH_CLOSED,
+    HEALTH_OPEN,
+    IGNORED,
+    LAUNCHED,
+    MALFORMED,
+    POLLING,
+    Signal,
+    activity_signal,
     parse_event,
 )
 from tests.support.factory import REGION, SETTINGS, fixture, health, utc

@@ -5,14 +5,14 @@ from datetime import timedelta
 
 import pytest
 
-from holdfast.ledger import Ledger
-from holdfast.observation import collect
-from holdfast.runtime import Runtime
 from holdfast.core.detector import IMPAIRED, NORMAL
 from holdfast.handlers import detector as handler_module
+from holdfast.ledger import Ledger
 from holdfast.ledger.signals import HEALTH_PK, LedgerUnavailable, recent, record
+from holdfast.observation import collect
+from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from tests.support.factory import REGION, SETTINGS, capacity, fixture, health, probe, signal, utc
+from tests.support.factory import REGION, SETTINGS, capacity, fixture, health, signal, utc
 
 T0 = utc(2025, 10, 20, 6, 58)
 

@@ -11,19 +11,22 @@ from datetime import datetime, timezone
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.cli import main
 from holdfast.clock import FakeClock
 from holdfast.core import policy
 from holdfast.handlers import readiness as handler
+from holdfast.ledger import Ledger
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import readiness as ledger_readiness
 from holdfast.runtime import Runtime
 from holdfast.settings import ENV_VAR, Settings
 from holdfast_cdk import role_policies
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_asg, make_function
 from tests.cli.test_doctor import deployed  # noqa: F401  (a fixture)
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_asg,
+    make_function,
+)
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 REGION = "us-east-1"

@@ -11,12 +11,11 @@ from dataclasses import replace
 import pytest
 
 from holdfast.core.evacuation import StepPending, StepRefused
-from holdfast.core.policy import DRAIN, HOLD, NORMAL
+from holdfast.core.policy import DRAIN, HOLD
 from holdfast.handlers import region_switch as handler
 from holdfast.settings import Settings
-
-from tests.support.harness import Harness
 from tests.scenarios.test_races import recover
+from tests.support.harness import Harness
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 FUNCTION = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:holdfast-region-switch"

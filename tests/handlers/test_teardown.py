@@ -17,8 +17,11 @@ from holdfast.ledger.resources import ResourceLedger
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from tests.support import walks
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import describe_asg, make_asg
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    describe_asg,
+    make_asg,
+)
 from tests.support.harness import T0
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")

@@ -12,9 +12,6 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-
-import holdfast
-from holdfast import iam
 from iam_checks import (
     SERVICE_PREFIX,
     aws_calls,
@@ -25,6 +22,9 @@ from iam_checks import (
     unscoped_writes,
     wildcard_actions,
 )
+
+import holdfast
+from holdfast import iam
 from holdfast_cdk import role_policies as policies
 
 PACKAGE = Path(holdfast.__file__).resolve().parent

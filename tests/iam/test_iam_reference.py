@@ -10,11 +10,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-
-from holdfast_fixtures.iam_policy import Unsupported, allows, decide
-from holdfast.iam import fill
 from reference_checks import SAMPLE, reference_findings
+
+from holdfast.iam import fill
 from holdfast_cdk import role_policies as policies
+from holdfast_fixtures.iam_policy import Unsupported, allows, decide
 
 # Every policy document Holdfast ships, not only the two controllers'.
 ROLES = tuple(sorted(p.stem for p in policies.POLICIES_DIR.glob("*.json")))

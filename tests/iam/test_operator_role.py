@@ -14,10 +14,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from holdfast.ledger import Ledger
 from holdfast.core import policy
 from holdfast.core.model import Record
-from holdfast.ledger import PK
+from holdfast.ledger import PK, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.resources import ResourceLedger

@@ -22,9 +22,9 @@ from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet
+from tests.support.fakes import Script
 from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
 from tests.support.harness import T0
-from tests.support.fakes import Script
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})

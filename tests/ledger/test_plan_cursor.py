@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from holdfast.core.policy import Plan
 from holdfast.ledger import Ledger
 from holdfast.ledger import plan as ledger_plan
-from holdfast.core.policy import Plan
-
 from tests.support.harness import T0
 
 

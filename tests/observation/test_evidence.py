@@ -13,15 +13,16 @@ from datetime import timedelta
 import pytest
 from botocore.stub import Stubber
 
-from holdfast.ledger import Ledger
 from holdfast.core import gates, policy
 from holdfast.core.evidence import DRAIN, ROUTING
 from holdfast.core.model import KINDS, Record
+from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
-from holdfast.observation import Observation, evidence as builtin, observe
+from holdfast.observation import evidence as builtin
+from holdfast.observation import observe
+from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 from holdfast_fixtures.moto_patches import publish_service_metrics
 from tests.support.factory import utc
 

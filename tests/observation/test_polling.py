@@ -10,9 +10,11 @@ from botocore.stub import Stubber
 from holdfast.core.classify import CAPACITY
 from holdfast.observation import polling
 from holdfast.observation.polling import poll
+
 PER_GROUP_MAX = getattr(polling, "PER_GROUP_MAX", 10)
 from holdfast.core.signals import LAUNCHED, POLLING
-from tests.support.factory import CAPACITY as CAPACITY_MESSAGE, SETTINGS, utc
+from tests.support.factory import CAPACITY as CAPACITY_MESSAGE
+from tests.support.factory import SETTINGS, utc
 
 NOW = utc(2025, 10, 20, 6, 50)
 SINCE = NOW - timedelta(minutes=10)

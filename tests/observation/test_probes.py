@@ -1,12 +1,11 @@
 """Probes: DNS through an injected resolver (no test touches the network), API calls on moto."""
 
 import threading
-
-from holdfast.observation import probes
 from datetime import timedelta
 
 from holdfast.core import detector
 from holdfast.core.signals import PROBE_FAILED, PROBE_INCONCLUSIVE, PROBE_OK
+from holdfast.observation import probes
 from holdfast.settings import Settings
 from tests.support.factory import utc
 

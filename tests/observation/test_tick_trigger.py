@@ -15,10 +15,10 @@ from datetime import timedelta
 import pytest
 from botocore.stub import ANY, Stubber
 
-from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.policy import Plan
 from holdfast.handlers import detector as handler_module
+from holdfast.ledger import Ledger
 from holdfast.ledger import plan as ledger_plan
 from holdfast.runtime import Runtime
 from tests.support.factory import SETTINGS, launch, utc

@@ -7,13 +7,12 @@ import json
 from dataclasses import replace
 from types import SimpleNamespace
 
-from holdfast.ledger import Ledger
 from holdfast.cli import main
-from holdfast.handlers import reconciler as handler_module
 from holdfast.core.policy import DRAIN, HOLD
-
-from tests.support.harness import Harness
+from holdfast.handlers import reconciler as handler_module
+from holdfast.ledger import Ledger
 from tests.scenarios.test_races import recover, run_to
+from tests.support.harness import Harness
 
 
 def cli(capsys, *argv):

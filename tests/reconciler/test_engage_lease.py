@@ -15,18 +15,17 @@ from datetime import timedelta
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.model import ENGAGED, Outcome
 from holdfast.engine import Report
+from holdfast.ledger import Ledger
 from holdfast.ledger import claims as ledger_claims
 from holdfast.ledger import plan as ledger_plan
 from holdfast.reconciler import PLAN_CHECK_SECONDS, tick
 from holdfast.runtime import Runtime
-
-from tests.support.harness import T0
-from tests.support.fakes import Script
 from tests.scenarios.test_event import SETTINGS
+from tests.support.fakes import Script
+from tests.support.harness import T0
 
 ENGAGE_SECONDS = 870   # what the handler gives an engaging tick: 900 s less its margin
 PERIOD = SETTINGS.schedule_minutes * 60

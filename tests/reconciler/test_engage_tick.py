@@ -9,22 +9,21 @@ from collections import Counter
 from dataclasses import replace
 from types import SimpleNamespace
 
-from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.model import ENGAGED, KINDS, Outcome
 from holdfast.engine import Engine, Report
 from holdfast.handlers import reconciler as handler_module
+from holdfast.ledger import Ledger
 from holdfast.ledger import claims as ledger_claims
 from holdfast.ledger import plan as ledger_plan
 from holdfast.reconciler import PLAN_CHECK_SECONDS, TickDeadline, tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
-
-from tests.support.harness import T0
-from tests.support.fakes import Script
 from tests.scenarios.test_event import ENGAGED_MARKS, SETTINGS
+from tests.support.fakes import Script
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.support.harness import T0
 
 SHORT = Settings.from_mapping({**SETTINGS.to_mapping(), "tick_budget_seconds": 10})
 

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from holdfast import engine, reconciler
+from holdfast import reconciler
 from holdfast.core.progress import Marker, held_marker
 from holdfast.engine import Engine, Report, TickEngine, WalkReport
-
-from tests.support.fakes import FakeEngine, World, _Bound, _Report
 from tests.reconciler.test_engage_tick import CutEngine
+from tests.support.fakes import FakeEngine, World, _Bound, _Report
 
 # Every module of the reconciler package: the steps, the state, the deadline, the releases, the announcements.
 RECONCILER = sorted(Path(reconciler.__file__).parent.glob("*.py"))

@@ -20,10 +20,13 @@ from holdfast.core.own import LOGICAL_ID_TAG, STACK_ID_TAG
 from holdfast.handlers.shell import runtime_from_env
 from holdfast.reconciler import tick
 from holdfast.settings import Settings
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_function, make_mapping
-from tests.support.harness import T0
 from tests.support.fakes import Script
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_function,
+    make_mapping,
+)
+from tests.support.harness import T0
 
 STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/OrdersService/0a1b2c3d-0000-0000-0000-000000000000"
 OWN = {"detector": "HoldfastControllersDetector1A2B3C4D", "reconciler": "HoldfastControllersReconciler5E6F7A8B"}

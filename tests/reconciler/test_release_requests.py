@@ -15,14 +15,14 @@ from datetime import timedelta
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.core import release as release_requests
 from holdfast.engine import Engine
+from holdfast.ledger import Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.runtime import Runtime
-from tests.support.fleet import aws_semantics, describe_asg, make_asg  # noqa: F401  (a fixture)
 from tests.iam.test_operator_role import operator_dynamodb  # noqa: F401  (a fixture)
+from tests.support.fleet import aws_semantics, describe_asg, make_asg  # noqa: F401  (a fixture)
 from tests.support.harness import SETTINGS, Harness
 
 ACCOUNT = "123456789012"

@@ -12,20 +12,22 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 
-from holdfast.ledger import Ledger
 from holdfast.cli import main
 from holdfast.clock import FakeClock
 from holdfast.core import release as release_requests
 from holdfast.core.model import ENGAGED
 from holdfast.core.policy import HOLD, NORMAL, Plan
 from holdfast.handlers.shell import runtime_from_env
+from holdfast.ledger import Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.reconciler import tick
 from holdfast.settings import Settings
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture)
-from tests.support.fleet import make_function
-from tests.support.harness import T0
 from tests.support.fakes import Script
+from tests.support.fleet import (
+    aws_semantics,  # noqa: F401  (a fixture)
+    make_function,
+)
+from tests.support.harness import T0
 
 
 def config(clients, arn) -> tuple[int, int]:

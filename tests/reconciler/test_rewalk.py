@@ -13,17 +13,17 @@ from collections import Counter
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core.policy import NORMAL
+from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet, snapshot
+from tests.support.fakes import Script
 from tests.support.fleet import make_asg
 from tests.support.harness import T0
-from tests.support.fakes import Script
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "rewalk_minutes": 5})

@@ -15,17 +15,17 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core import progress
 from holdfast.core.policy import NORMAL
+from holdfast.ledger import Ledger
 from holdfast.ledger import plan as ledger_plan
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_demo.fleet import build_fleet, snapshot
-from tests.support.harness import T0
 from tests.support.fakes import Script
+from tests.support.harness import T0
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,

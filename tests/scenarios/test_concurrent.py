@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import threading
 
-from holdfast_fixtures.moto_patches import aws_semantics
-
-from holdfast.ledger.table import ensure_table
 from holdfast.core.policy import NORMAL
+from holdfast.ledger.table import ensure_table
 from holdfast.reconciler import tick
-
+from holdfast_fixtures.moto_patches import aws_semantics
 from tests.support.harness import Harness
 
 

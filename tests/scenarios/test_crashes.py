@@ -33,26 +33,24 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
-from tests.support import walks
-from holdfast.ledger import Ledger
-from holdfast.core.model import ALREADY, ENGAGED, FAILED, KINDS
 from holdfast.aws import Clients
 from holdfast.clock import FakeClock
-from holdfast_fixtures.moto_patches import aws_semantics
-from holdfast_demo.fleet import build_fleet, snapshot
-from holdfast.ledger import DEFAULT_TABLE
-from holdfast.ledger import plan as ledger_plan
+from holdfast.core.model import ALREADY, ENGAGED, FAILED, KINDS
+from holdfast.core.policy import CONTROLLED, NORMAL
+from holdfast.engine import Engine
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import leases as ledger_leases
+from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.ledger.table import ensure_table
-from holdfast.core.policy import CONTROLLED, HOLD, NORMAL
-from holdfast.engine import Engine
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-
-from tests.support.harness import T0
+from holdfast_demo.fleet import build_fleet, snapshot
+from holdfast_fixtures.moto_patches import aws_semantics
+from tests.support import walks
 from tests.support.fakes import Crash, Script
+from tests.support.harness import T0
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})
@@ -387,7 +385,6 @@ def test_a_crash_before_a_mappings_deferred_tag_restores_from_the_ledger_and_a_l
     the ledger only. A restore then works from that record alone, and the next engage
     tick writes the missing tags without writing any cap again."""
     event.impaired()
-    start = Counter(event.tap.done)
     event.crash(Point("before", "TagResource", mapping_tag))
     tags, ledger = event.records()
     capped = {a for a, cap in _mapping_caps(event).items() if cap == SETTINGS.esm_floor}

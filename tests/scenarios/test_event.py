@@ -9,19 +9,18 @@ from collections import Counter
 
 import pytest
 
-from holdfast.ledger import Ledger
-from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, KINDS
 from holdfast.clock import FakeClock
-from holdfast.ledger import plan as ledger_plan
-from holdfast_demo.fleet import build_fleet, snapshot
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, KINDS
 from holdfast.core.policy import CONTROLLED, NORMAL
+from holdfast.ledger import Ledger
+from holdfast.ledger import plan as ledger_plan
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
-
-from tests.support.harness import T0
+from holdfast_demo.fleet import build_fleet, snapshot
 from tests.support.fakes import Script
+from tests.support.fleet import aws_semantics  # noqa: F401  (a fixture: moto's gaps, patched narrowly)
+from tests.support.harness import T0
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "lambda_writes_per_second": 15})

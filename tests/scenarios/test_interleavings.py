@@ -7,14 +7,15 @@ its owner's later change)."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings as hsettings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis import HealthCheck
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from moto import mock_aws
 
 from holdfast.aws import Clients
-from holdfast.ledger.table import ensure_table
 from holdfast.core.policy import NORMAL
-
+from holdfast.ledger.table import ensure_table
 from tests.support.harness import Harness
 
 EXAMPLES = 15

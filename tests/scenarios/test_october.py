@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from holdfast.core.detector import IMPAIRED, NORMAL, RECOVERING
-from holdfast.observation.replay import verdict_changes
 from holdfast.core.signals import iso
+from holdfast.observation.replay import verdict_changes
 from tests.support.factory import SETTINGS, THROTTLED, capacity, config, health, launched, probe, signal
 
 TIMELINE = Path("/work/shared/data/oct2025-timeline.csv")

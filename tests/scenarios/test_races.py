@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import threading
 
-from holdfast.ledger import Ledger
 from holdfast.core.model import RAISED, REFUSED_STALE, RESTORED
-from holdfast.ledger import plan as ledger_plan
 from holdfast.core.policy import DRAIN, FRESH_WORK, HOLD, NORMAL
-
-from tests.support.harness import T0
+from holdfast.ledger import Ledger
+from holdfast.ledger import plan as ledger_plan
 
 
 def run_to(h, stage, *, limit=60):

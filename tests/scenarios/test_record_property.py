@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 
 import pytest
 from botocore.exceptions import ClientError
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from holdfast.ledger import Ledger
 from holdfast.actuators.esm import EsmActuator
 from holdfast.core.model import Record, StalePlan, no_guard
 from holdfast.core.tags import RECORD_KEYS, TagError, read_record
+from holdfast.ledger import Ledger
 from holdfast.ledger.conditions import FIRST_RECORD_VERSION, RECORD_UNCHANGED, RECORD_VERSION_IS
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings

@@ -13,7 +13,6 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from holdfast_cdk import Holdfast
 from holdfast_cdk.code import NOT_IN_ASSET
-from holdfast.settings import Settings
 
 ACCOUNT, REGION = "123456789012", "us-east-1"  # as tests/stack/conftest.py
 

@@ -13,8 +13,8 @@ from aws_cdk.assertions import Annotations, Match, Template
 from cfnlint.api import ManualArgs, lint
 
 from app import build_app
-from holdfast_cdk import GameDay
 from holdfast.settings import Settings, SettingsError
+from holdfast_cdk import GameDay
 
 ACCOUNT, REGION = "123456789012", "us-east-1"  # as conftest
 ASG_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"

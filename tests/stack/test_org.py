@@ -12,8 +12,8 @@ from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint
 
 from app import build_app
-from holdfast_cdk.org import READ_ONLY_ROLE_NAME, HoldfastMemberStack
 from holdfast.settings import SettingsError
+from holdfast_cdk.org import READ_ONLY_ROLE_NAME, HoldfastMemberStack
 
 ADMIN, ORG_ID, OU, REGIONS = "111111111111", "o-a1b2c3d4e5", "ou-ab12-cd345678", ["us-east-1", "eu-west-1"]  # as conftest
 NAG = Match.string_like_regexp("AwsSolutions-.*")

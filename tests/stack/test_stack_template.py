@@ -189,8 +189,8 @@ def test_no_reservation_when_the_setting_is_zero(tmp_path):
     from aws_cdk import App, Stack
     from aws_cdk.assertions import Template
 
-    from holdfast_cdk import Holdfast
     from holdfast.settings import Settings
+    from holdfast_cdk import Holdfast
 
     app = App(outdir=str(tmp_path))
     stack = Stack(app, "Zero", env={"account": "123456789012", "region": "us-east-1"})

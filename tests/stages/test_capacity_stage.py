@@ -14,18 +14,19 @@ import pytest
 
 from holdfast.clock import FakeClock
 from holdfast.core.classify import CAPACITY
-from holdfast.core.policy import CAPACITY as CAPACITY_STAGE, NORMAL
+from holdfast.core.policy import CAPACITY as CAPACITY_STAGE
+from holdfast.core.policy import NORMAL
 from holdfast.core.signals import ASG, Signal
 from holdfast.core.tags import ORIGINAL_KEY
 from holdfast.ledger import Ledger
-from holdfast.ledger import signals as ledger_signals
 from holdfast.ledger import drain as ledger_records
+from holdfast.ledger import signals as ledger_signals
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast_fixtures.instance_health import InstanceHealth
-from tests.support.harness import T0
 from tests.support.fakes import Script
+from tests.support.harness import T0
 
 SETTINGS = Settings.from_mapping({"mode": "auto", "hold_minutes": 10, "capacity_hold_minutes": 30,
                                   "capacity_wave_groups_percent": 25, "capacity_wave_instances_percent": 40,

@@ -11,8 +11,8 @@ import pytest
 from holdfast.core import drain as dc
 from holdfast.core.policy import HOLD
 from holdfast.settings import Settings
-from tests.support.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
 from tests.stages.test_drain_stage import SETTINGS, Cloud, Controller, minute
+from tests.support.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 

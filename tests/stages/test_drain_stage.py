@@ -17,20 +17,20 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from holdfast.ledger import Ledger
 from holdfast.clock import FakeClock
 from holdfast.core import drain as dc
 from holdfast.core.model import REFUSED_STALE
 from holdfast.core.policy import DRAIN, HOLD, Plan
+from holdfast.ledger import Ledger
 from holdfast.ledger import drain as records
 from holdfast.ledger import plan as ledger_plan
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
 from holdfast.stages import drain as stage
-from tests.support.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
-from tests.support.fakes import Script
 from holdfast_fixtures.moto_patches import publish_service_metrics
+from tests.support.fakes import Script
+from tests.support.fleet import aws_semantics, make_function, make_mapping  # noqa: F401  (a fixture)
 
 T0 = datetime(2025, 10, 20, 9, 0, tzinfo=timezone.utc)
 ACCOUNT, REGION = "123456789012", "us-east-1"

@@ -10,16 +10,16 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from holdfast.ledger import Ledger
-from holdfast.observation.cloudwatch import PERIOD, complete_until
 from holdfast.clock import FakeClock
 from holdfast.core import replay as rp
 from holdfast.core.errors import StalePlan
 from holdfast.core.model import no_guard
 from holdfast.core.policy import REPLAY, Plan
+from holdfast.ledger import Ledger
 from holdfast.ledger import drain as records
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger.leases import guard_factory
+from holdfast.observation.cloudwatch import PERIOD, complete_until
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from holdfast.ledger import Ledger
 from holdfast.core import policy
+from holdfast.core.detector import Verdict
 from holdfast.core.model import (
-    LEAVE,
     ALREADY,
     DRIFT_KEPT,
     ENGAGED,
     KINDS,
+    LEAVE,
     PLANNED,
     RAISED,
     REFUSED_STALE,
@@ -35,7 +35,7 @@ from holdfast.core.model import (
     StalePlan,
     no_guard,
 )
-from holdfast.core.detector import Verdict
+from holdfast.ledger import Ledger
 from holdfast.ledger import plan as ledger_plan
 
 

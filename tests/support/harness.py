@@ -12,7 +12,6 @@ from holdfast.clock import FakeClock
 from holdfast.reconciler import tick
 from holdfast.runtime import Runtime
 from holdfast.settings import Settings
-
 from tests.support.fakes import FakeEngine, FakeStages, Script, Stepper, World
 
 T0 = datetime(2025, 10, 20, 6, 48, tzinfo=timezone.utc)

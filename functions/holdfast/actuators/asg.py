@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from holdfast.core import kinds
-from holdfast.iam import uses
-from holdfast.core.kinds.asg import PROCESSES as ASG_PROCESSES
-from holdfast.core.model import VANISHED, Candidate, Outcome, Resource
+from botocore.exceptions import BotoCoreError, ClientError
+
 from holdfast.actuators.selection import selected
 from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
+from holdfast.aws import AWS_ERRORS, error_code, error_message, error_text
+from holdfast.core import kinds
 from holdfast.core.audit import AuditResult, Progress
 from holdfast.core.errors import Vanished
-from holdfast.aws import AWS_ERRORS, error_code, error_message, error_text
-from botocore.exceptions import BotoCoreError, ClientError
+from holdfast.core.kinds.asg import PROCESSES as ASG_PROCESSES
+from holdfast.core.model import VANISHED, Candidate, Outcome, Resource
+from holdfast.iam import uses
 
 
 class AsgActuator(TaggedActuator):

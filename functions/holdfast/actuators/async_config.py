@@ -94,6 +94,8 @@ from typing import Any, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from holdfast.actuators.selection import selected, tagged
+from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource, pages, unreadable
 from holdfast.aws import AWS_ERRORS, destination_refused, error_code, error_text
 from holdfast.core import kinds, restore
 from holdfast.core.audit import AuditResult, Progress, retry_mode_finding
@@ -101,8 +103,6 @@ from holdfast.core.errors import Conflict, Vanished
 from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource, StalePlan
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError, decode
 from holdfast.iam import uses
-from holdfast.actuators.tagged import LambdaTagged, TaggedActuator, make_resource, pages, unreadable
-from holdfast.actuators.selection import selected, tagged
 
 logger = logging.getLogger(__name__)
 

@@ -55,21 +55,18 @@ the untag is sent whether or not the tag is still there.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any, Mapping
 
-import threading
-
-from holdfast.core import pollers, restore
-from holdfast.core.errors import Vanished
-from holdfast.aws import error_text
-from holdfast.core import kinds
-from holdfast.iam import uses
-from holdfast.core.model import SKIPPED, Candidate, Outcome, Record, Resource
-from holdfast.actuators.tagged import TAGS_LATER, LambdaTagged, TaggedActuator, make_resource, pages, unreadable
-from holdfast.aws import AWS_ERRORS
-from holdfast.core.audit import AuditResult, Progress
 from holdfast.actuators.selection import selected, tagged
+from holdfast.actuators.tagged import TAGS_LATER, LambdaTagged, TaggedActuator, make_resource, pages, unreadable
+from holdfast.aws import AWS_ERRORS, error_text
+from holdfast.core import kinds, pollers, restore
+from holdfast.core.audit import AuditResult, Progress
+from holdfast.core.errors import Vanished
+from holdfast.core.model import SKIPPED, Candidate, Outcome, Record, Resource
+from holdfast.iam import uses
 
 KEY = "MaximumConcurrency"
 TAGS_UNREAD = "tags_unread"   # Resource.ref: read without its own tags, for a cap before them

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from holdfast.core import kinds
-from holdfast.iam import uses
-from holdfast.core.model import SKIPPED, Candidate, Outcome, Resource
+from holdfast.actuators.selection import selected, tagged
 from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
 from holdfast.aws import AWS_ERRORS, error_code
+from holdfast.core import kinds
 from holdfast.core.audit import AuditResult, Progress
-from holdfast.actuators.selection import selected, tagged
+from holdfast.core.model import SKIPPED, Candidate, Outcome, Resource
+from holdfast.iam import uses
 
 PREFIX = "target_group_health."
 ATTRIBUTES = {

@@ -41,14 +41,14 @@ from typing import Any, Mapping
 
 from botocore.exceptions import ClientError
 
+from holdfast.actuators.selection import selected, tagged
+from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
+from holdfast.aws import AWS_ERRORS
 from holdfast.core import kinds
+from holdfast.core.audit import AuditResult, Progress
 from holdfast.core.errors import Vanished
 from holdfast.core.model import SKIPPED, Candidate, Guard, Outcome, Record, Resource
 from holdfast.iam import uses
-from holdfast.actuators.tagged import TaggedActuator, make_resource, pages, unreadable
-from holdfast.aws import AWS_ERRORS
-from holdfast.core.audit import AuditResult, Progress
-from holdfast.actuators.selection import selected, tagged
 
 KEY = "DynamicScalingInSuspended"
 FLAGS = ("DynamicScalingInSuspended", "DynamicScalingOutSuspended", "ScheduledScalingSuspended")

@@ -57,10 +57,6 @@ from holdfast.core import restore
 from holdfast.core.audit import AuditResult, Progress
 from holdfast.core.errors import Conflict, ReleasedByHand, Superseded, Vanished
 from holdfast.core.kinds import Kind
-from holdfast.core.own import NOT_OWN, Own
-from holdfast.iam import uses
-from holdfast.ledger.leases import LEASE_SECONDS
-from holdfast.core.tags import MAX_TAGS, RECORD_KEYS, TagError, owner_tags, read_record, record_tags, room_for_record
 from holdfast.core.model import (
     ALREADY,
     DRIFT_KEPT,
@@ -79,6 +75,10 @@ from holdfast.core.model import (
     Resource,
     StalePlan,
 )
+from holdfast.core.own import NOT_OWN, Own
+from holdfast.core.tags import MAX_TAGS, RECORD_KEYS, TagError, owner_tags, read_record, record_tags, room_for_record
+from holdfast.iam import uses
+from holdfast.ledger.leases import LEASE_SECONDS
 
 # Set by the engine's engage walk (holdfast.engine), which writes the deferred tags in its
 # second pass: an engage outside such a walk (one resource, a test) writes its tag first.

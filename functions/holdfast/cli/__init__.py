@@ -50,8 +50,8 @@ EXIT_CODES = {
     EXIT_INTERRUPTED: "interrupted",
 }
 
-from holdfast.cli.context import Context, UsageError, Unreachable, connection_failure, credential_failure  # noqa: E402
 from holdfast.cli import pages  # noqa: E402
+from holdfast.cli.context import Context, Unreachable, UsageError, connection_failure, credential_failure  # noqa: E402
 from holdfast.cli.output import FORMATS, QueryError, compile_query, reset_wide, set_wide  # noqa: E402
 
 # Command modules, in the order `holdfast --help` lists them.

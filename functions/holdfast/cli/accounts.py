@@ -69,15 +69,15 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import Clients, error_code, error_text
+from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts_file
+from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.iam import uses
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger import summary as ledger_summary
 from holdfast.ratelimit import TokenBucket
-from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts_file
-from holdfast.cli.context import LEDGER_TABLE_PARAMETER, Context, UsageError, _budgeted, operator_name, published, table
-from holdfast.ledger import DEFAULT_TABLE, Ledger
 
 DEFAULT_ROLE = "HoldfastReadOnly"
 OPERATOR_ROLE = "HoldfastOperator"

@@ -22,10 +22,10 @@ from typing import Callable
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_text
+from holdfast.cli.context import PARAMETER_ROOT, Context, UsageError, deployed_settings
 from holdfast.core.model import changes_nothing
 from holdfast.iam import uses
 from holdfast.settings import Settings, SettingsError
-from holdfast.cli.context import PARAMETER_ROOT, Context, UsageError, deployed_settings
 
 
 def add_write_options(parser, *, mode: bool = False) -> None:

@@ -5,27 +5,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import getpass
 import json
 import os
 import sys
-import getpass
-from urllib.parse import urlparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlparse
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 
 from holdfast.aws import Clients, error_code, error_text
-from holdfast.iam import uses
-from holdfast.ledger import DEFAULT_TABLE
+from holdfast.cli.output import render, table  # noqa: F401  (table: the commands' tables)
+from holdfast.cli.progress import Progress
 from holdfast.clock import SystemClock
 from holdfast.core.own import NOT_OWN, Own, from_document
-from holdfast.ledger import Ledger
+from holdfast.iam import uses
+from holdfast.ledger import DEFAULT_TABLE, Ledger
 from holdfast.runtime import Runtime, govern
 from holdfast.settings import CONTEXT_KEY, Settings, SettingsError
-from holdfast.cli.progress import Progress
-from holdfast.cli.output import render, table  # noqa: F401  (table: the commands' tables)
 
 # Where a deployed Holdfast publishes its expired-events queue: the stack writes the ARN
 # to SSM at <parameter prefix>/expired-queue-arn, the prefix being /holdfast/<stack name>

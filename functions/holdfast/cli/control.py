@@ -38,20 +38,20 @@ unreachable), 2 usage (a write not confirmed too), 3 AWS did not answer.
 from __future__ import annotations
 
 from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts
+from holdfast.cli.confirm import add_write_options, ask, caller
 from holdfast.cli.context import Context, UsageError, table
+from holdfast.cli.resources import held, held_text
 from holdfast.core import drain as dc
-from holdfast.core import errors, pollers, policy
-from holdfast.core.errors import LedgerUnavailable
+from holdfast.core import errors, policy, pollers
 from holdfast.core import replay as rp
+from holdfast.core.errors import LedgerUnavailable
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import drain as ledger_drain
 from holdfast.ledger import plan as ledger_plan
-from holdfast.observation import observe
 from holdfast.ledger.resources import ResourceLedger
-from holdfast.stages.drain import current_records, hold_started
+from holdfast.observation import observe
 from holdfast.stages import capacity as capacity_stage
-from holdfast.cli.resources import held, held_text
-from holdfast.cli.confirm import add_write_options, ask, caller
+from holdfast.stages.drain import current_records, hold_started
 
 
 def register(sub) -> None:

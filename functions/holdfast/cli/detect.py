@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from holdfast.observation.replay import infer_region, load, replay
 from holdfast.cli.context import UsageError, table
+from holdfast.observation.replay import infer_region, load, replay
 
 
 def register(sub) -> None:

@@ -13,14 +13,12 @@ Exit 0 when every check passed, 1 when any did not (each is named with its fix).
 
 from __future__ import annotations
 
-from holdfast import engine
-from holdfast.aws import AWS_ERRORS, error_summary
-from holdfast import readiness
+from holdfast import engine, readiness
+from holdfast.aws import AWS_ERRORS, Clients, error_summary
 from holdfast.cli import region_switch as region_switch_checks
-from holdfast.aws import Clients
+from holdfast.cli.context import table
 from holdfast.core.kinds import KINDS
 from holdfast.core.model import FAILED, SKIPPED
-from holdfast.cli.context import table
 
 
 def register(sub) -> None:

@@ -37,11 +37,11 @@ from urllib.parse import urlparse
 import botocore.loaders
 from botocore.exceptions import ClientError
 
-from holdfast.core.drain import estimate as drain
-from holdfast.core import drain as dc
 from holdfast.aws import error_code, error_message
-from holdfast.iam import uses
 from holdfast.cli.context import UsageError, table
+from holdfast.core import drain as dc
+from holdfast.core.drain import estimate as drain
+from holdfast.iam import uses
 from holdfast.observation.drain_inputs import function_name
 
 PERIOD_SECONDS = 300

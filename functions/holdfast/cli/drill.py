@@ -69,12 +69,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast import reconciler
 from holdfast.aws import error_code, error_text
+from holdfast.cli import EXIT_FAILED, EXIT_OK, drill_report
+from holdfast.cli.context import PARAMETER_ROOT, SETTINGS_PARAMETER, Context, UsageError, operator_name, published
 from holdfast.clock import FakeClock, SystemClock
 from holdfast.core import policy
-from holdfast.core.progress import held_marker
 from holdfast.core.classify import CAPACITY
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core.model import AUTO, DRIFT_KEPT, FAILED, REFUSED_STALE, changes_nothing
+from holdfast.core.progress import held_marker
 from holdfast.core.signals import iso
 from holdfast.engine import Engine
 from holdfast.iam import uses
@@ -88,8 +90,6 @@ from holdfast.observation import collect as fresh_verdict
 from holdfast.observation.intake import receive
 from holdfast.runtime import QUIET, Runtime
 from holdfast.settings import Settings, SettingsError
-from holdfast.cli import EXIT_FAILED, EXIT_OK, drill_report
-from holdfast.cli.context import PARAMETER_ROOT, SETTINGS_PARAMETER, Context, UsageError, operator_name, published
 
 DEFAULT_STACK = "Holdfast"
 TEMPLATE_PARAMETER = "experiment-template-id"   # published by holdfast_cdk.GameDay

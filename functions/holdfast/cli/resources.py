@@ -49,22 +49,21 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from holdfast import engine
 from holdfast.aws import error_code, error_message
-from holdfast.core.kinds import CONTROLLED, kind_of
-from holdfast.observation import drain_inputs
-from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, PLANNED, RESTORED, SKIPPED, VANISHED, Outcome
-from holdfast.core.errors import LedgerUnavailable
+from holdfast.cli import EXIT_FAILED, EXIT_OK, accounts, words
+from holdfast.cli.confirm import add_write_options, ask, caller, honour_mode
+from holdfast.cli.context import LEDGER_UNKNOWN, TAGGED_LEDGER, Context, UsageError, table
 from holdfast.core import policy
+from holdfast.core.errors import LedgerUnavailable
+from holdfast.core.kinds import CONTROLLED, kind_of
+from holdfast.core.model import ALREADY, DRIFT_KEPT, ENGAGED, PLANNED, RESTORED, SKIPPED, VANISHED, Outcome
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import failures as ledger_failures
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import readiness as ledger_readiness
 from holdfast.ledger.resources import ResourceLedger
-from holdfast.ledger.table import describe as describe_ledger, ensure_table
-from holdfast.cli import accounts, words
-from holdfast.cli.confirm import add_write_options, ask, caller, honour_mode
-from holdfast.cli.context import LEDGER_UNKNOWN, TAGGED_LEDGER, Context, UsageError, table
-
-from holdfast.cli import EXIT_FAILED, EXIT_OK
+from holdfast.ledger.table import describe as describe_ledger
+from holdfast.ledger.table import ensure_table
+from holdfast.observation import drain_inputs
 
 # Errors that are the caller's credentials, not the ledger's health: they stop the command.
 CREDENTIAL_ERRORS = frozenset({

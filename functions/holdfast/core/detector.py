@@ -58,7 +58,16 @@ from typing import Any, Iterable, Mapping
 
 from holdfast.core.classify import CAPACITY
 from holdfast.core.signals import (
-    ELB_TERMINATION, HEALTH, HEALTH_CLOSED, HEALTH_OPEN, LAUNCHED, PROBE, PROBE_FAILED, PROBE_INCONCLUSIVE, Signal, iso,
+    ELB_TERMINATION,
+    HEALTH,
+    HEALTH_CLOSED,
+    HEALTH_OPEN,
+    LAUNCHED,
+    PROBE,
+    PROBE_FAILED,
+    PROBE_INCONCLUSIVE,
+    Signal,
+    iso,
     parse_time,
 )
 

@@ -37,7 +37,8 @@ from typing import Any, Iterable, Mapping
 
 from holdfast.core.errors import PermanentError, TemporaryError
 from holdfast.core.model import AUTO, RECOMMEND, acts, is_off
-from holdfast.core.policy import CONTROL, ENGAGE, HOLD, NORMAL, Plan, posture as stage_posture, starts_hold
+from holdfast.core.policy import CONTROL, ENGAGE, HOLD, NORMAL, Plan, starts_hold
+from holdfast.core.policy import posture as stage_posture
 from holdfast.core.progress import held_marker
 
 ENGAGE_STEP, POSTURE_STEP, LIFT_STEP = "engage", "posture", "lift"

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from holdfast.core.errors import StalePlan  # noqa: F401  (re-exported: guards raise it)
-
 from holdfast.core.kinds import KINDS  # noqa: F401,E402  (re-exported)
 
 # Outcome actions.

@@ -47,7 +47,9 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Sequence
 
 from holdfast.core import gates as builtin
-from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE, ROUTING as ROUTING_EVIDENCE, DrainEvidence, Evidence
+from holdfast.core.evidence import DRAIN as DRAIN_EVIDENCE
+from holdfast.core.evidence import ROUTING as ROUTING_EVIDENCE
+from holdfast.core.evidence import DrainEvidence, Evidence
 from holdfast.core.kinds import CONTROLLED, KINDS, RELAXED_IN
 from holdfast.core.model import RECOMMEND
 

@@ -55,13 +55,12 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from holdfast.core import order, restore
 from holdfast.actuators import REGISTRY
-from holdfast.core import kinds
-from holdfast.core.kinds import KINDS, kind_of
-from holdfast.core.model import ALREADY, FAILED, LEAVE, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
 from holdfast.actuators.tagged import TAGS_LATER, make_resource
 from holdfast.aws import CALL_TAG, error_text
+from holdfast.core import kinds, order, restore
+from holdfast.core.kinds import KINDS, kind_of
+from holdfast.core.model import ALREADY, FAILED, LEAVE, SKIPPED, Candidate, Guard, Outcome, Resource, no_guard
 from holdfast.engine import bookkeeping
 from holdfast.engine.bookkeeping import NOT_WALKED, position
 from holdfast.ledger import Ledger

@@ -24,14 +24,13 @@ The Runtime is built on the first invocation (handlers/shell.py); tests inject o
 
 from __future__ import annotations
 
-
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from holdfast.core.signals import MALFORMED
+from holdfast.handlers.shell import runtime_from_env
 from holdfast.observation.intake import receive
 from holdfast.observation.trigger import after_signal
-from holdfast.handlers.shell import runtime_from_env
 from holdfast.runtime import Runtime
 
 logger = Logger(service="holdfast-detector")

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from holdfast import engine
+from holdfast import engine, readiness
 from holdfast.core import policy
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core.kinds import KINDS
@@ -42,7 +42,6 @@ from holdfast.core.model import FAILED, SKIPPED
 from holdfast.handlers.shell import runtime_from_env
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import readiness as ledger_readiness
-from holdfast import readiness
 from holdfast.runtime import Runtime
 
 logger = Logger(service="holdfast-readiness")

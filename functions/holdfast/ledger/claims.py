@@ -36,10 +36,9 @@ An unreachable ledger is LedgerUnavailable, as everywhere in holdfast.ledger.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 

@@ -15,10 +15,9 @@ when no plan is in force.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -29,9 +28,19 @@ from holdfast.core.release import ACTING, DONE, REQUESTED, Released, ReleaseRequ
 from holdfast.core.release import problem as release_problem
 from holdfast.iam import uses
 from holdfast.ledger import PK, SK, TTL_ATTRIBUTE
-from holdfast.ledger.conditions import (CURRENT, MALFORMED_RELEASE_UNCHANGED, NO_RELEASE_IN_FORCE, NOT_RELEASED_IN,
-                                       NOT_THIS_EXECUTION, PLAN_PK, RELEASE_CLAIMED_BY_ME, RELEASE_OPEN_AND_UNCLAIMED,
-                                       RELEASE_TO_TAKE, key, still_current)
+from holdfast.ledger.conditions import (
+    CURRENT,
+    MALFORMED_RELEASE_UNCHANGED,
+    NO_RELEASE_IN_FORCE,
+    NOT_RELEASED_IN,
+    NOT_THIS_EXECUTION,
+    PLAN_PK,
+    RELEASE_CLAIMED_BY_ME,
+    RELEASE_OPEN_AND_UNCLAIMED,
+    RELEASE_TO_TAKE,
+    key,
+    still_current,
+)
 
 if TYPE_CHECKING:
     from holdfast.ledger.store import Ledger

@@ -14,10 +14,9 @@ projection); a re-walk reads its kind's set with one GetItem. Items leave by TTL
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 

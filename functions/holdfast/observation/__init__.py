@@ -26,17 +26,17 @@ from typing import Any, Callable, Mapping
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.core import policy
+from holdfast.core.detector import Verdict, evaluate, lookback
 from holdfast.core.errors import LedgerUnavailable
+from holdfast.core.evacuation import holding
+from holdfast.core.evidence import Evidence
 from holdfast.ledger import control as ledger_control
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger.signals import recent, record_all
-from holdfast.core.evidence import Evidence
-from holdfast.core.evacuation import holding
-from holdfast.observation.alarms import gating_alarms
 from holdfast.observation import evidence as builtin_evidence
 from holdfast.observation import polling, probes
-from holdfast.core.detector import Verdict, evaluate, lookback
+from holdfast.observation.alarms import gating_alarms
 
 logger = logging.getLogger(__name__)
 

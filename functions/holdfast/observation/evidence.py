@@ -31,7 +31,14 @@ from typing import Any, Iterable
 from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import kinds
 from holdfast.core.evidence import (
-    DRAIN, ROUTING, Consumer, DrainEvidence, Evidence, Points, RoutingEvidence, TargetHealth,
+    DRAIN,
+    ROUTING,
+    Consumer,
+    DrainEvidence,
+    Evidence,
+    Points,
+    RoutingEvidence,
+    TargetHealth,
 )
 from holdfast.iam import uses
 from holdfast.ledger import Ledger

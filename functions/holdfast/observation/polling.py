@@ -29,8 +29,8 @@ from typing import Callable
 
 from botocore.config import Config
 
-from holdfast.iam import uses
 from holdfast.core.signals import activity_signal, iso, parse_time
+from holdfast.iam import uses
 
 PER_GROUP_MAX = 10
 MAX_PAGES = 20

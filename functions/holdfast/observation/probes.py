@@ -24,11 +24,10 @@ from datetime import datetime
 from typing import Any, Callable
 
 from botocore.config import Config
-
-from holdfast.iam import uses
 from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 
 from holdfast.core.signals import PROBE_API_CALLS, PROBE_OK, ProbeOutcome, Signal, probe_round
+from holdfast.iam import uses
 
 Resolver = Callable[[str], Any]
 

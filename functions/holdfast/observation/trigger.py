@@ -33,10 +33,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_text
 from holdfast.core import policy
+from holdfast.core.classify import CAPACITY
 from holdfast.core.detector import IMPAIRED, Verdict, evaluate, lookback
 from holdfast.core.errors import LedgerUnavailable
 from holdfast.core.model import is_off
-from holdfast.core.classify import CAPACITY
 from holdfast.core.signals import ELB_TERMINATION, HEALTH_OPEN
 from holdfast.iam import uses
 from holdfast.ledger import claims as ledger_claims

@@ -14,8 +14,18 @@ from typing import TYPE_CHECKING, Any, Callable
 from aws_lambda_powertools import Logger
 
 from holdfast.core.errors import StalePlan
-from holdfast.core.model import (ALREADY, DRIFT_KEPT, ENGAGED, RAISED, RESTORED, SKIPPED, VANISHED, Guard,
-                                 Outcome, recommends_only)
+from holdfast.core.model import (
+    ALREADY,
+    DRIFT_KEPT,
+    ENGAGED,
+    RAISED,
+    RESTORED,
+    SKIPPED,
+    VANISHED,
+    Guard,
+    Outcome,
+    recommends_only,
+)
 from holdfast.core.policy import Plan
 from holdfast.engine import TickEngine, WalkReport
 from holdfast.ledger import Ledger

@@ -126,8 +126,9 @@ from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import policy, progress
 from holdfast.core import release as release_requests
 from holdfast.core.errors import Contention, LedgerUnavailable, PlanConflict, StalePlan
+from holdfast.core.kinds import CONTROLLED as CONTROLLED_KINDS
+from holdfast.core.kinds import kind_of
 from holdfast.core.model import ENGAGED, FAILED, LEAVE, PLANNED, REFUSED_STALE, Outcome, is_off
-from holdfast.core.kinds import CONTROLLED as CONTROLLED_KINDS, kind_of
 from holdfast.core.policy import CONTROL, ENGAGE, NORMAL, REPLAY, RESTORE, Plan
 from holdfast.core.progress import Marker, held_marker
 from holdfast.engine import Engine
@@ -136,12 +137,25 @@ from holdfast.ledger import leases as ledger_leases
 from holdfast.ledger import plan as ledger_plan
 from holdfast.ledger import verdict as ledger_verdict
 from holdfast.ledger import walks as ledger_walks
-from holdfast.observation import Collect, collect as fresh_verdict, observe
+from holdfast.observation import Collect, observe
+from holdfast.observation import collect as fresh_verdict
 from holdfast.reconciler.announcements import announce_stalls, emit_metrics, notify
 from holdfast.reconciler.deadline import TickDeadline
 from holdfast.reconciler.releases import release
-from holdfast.reconciler.state import (CONTROLLED_DONE, LEFTOVERS, SUCCEEDED, WRITES, EngineFactory, KindReport,
-                                       Stages, StickyGuard, Tick, TickResult, Todo, logger)
+from holdfast.reconciler.state import (
+    CONTROLLED_DONE,
+    LEFTOVERS,
+    SUCCEEDED,
+    WRITES,
+    EngineFactory,
+    KindReport,
+    Stages,
+    StickyGuard,
+    Tick,
+    TickResult,
+    Todo,
+    logger,
+)
 from holdfast.runtime import Runtime
 from holdfast.stages import capacity as capacity_stage
 from holdfast.stages import drain as drain_stage

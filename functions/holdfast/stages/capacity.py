@@ -33,6 +33,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from holdfast.actuators.asg import unhealthy
 from holdfast.aws import error_text
 from holdfast.core import capacity
 from holdfast.core.classify import CAPACITY as CAPACITY_CLASS
@@ -41,7 +42,6 @@ from holdfast.core.model import ALREADY, DRIFT_KEPT, FAILED, RESTORED, VANISHED,
 from holdfast.ledger import Ledger
 from holdfast.ledger import drain as records
 from holdfast.ledger import signals as ledger_signals
-from holdfast.actuators.asg import unhealthy
 
 KIND = "asg"
 

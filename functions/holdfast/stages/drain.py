@@ -38,12 +38,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from holdfast.core import drain as dc
-from holdfast.core import kinds, pollers, policy
+from holdfast.core import kinds, policy, pollers
 from holdfast.core.drain import share
 from holdfast.core.errors import Conflict
 from holdfast.core.model import LEAVE, Resource
-from holdfast.ledger import drain as records
 from holdfast.ledger import Ledger
+from holdfast.ledger import drain as records
 from holdfast.observation import drain_inputs
 
 logger = logging.getLogger(__name__)

@@ -45,7 +45,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.aws import error_code, error_text, http_status
 from holdfast.core import drain as dc
-from holdfast.core import policy, replay as rp
+from holdfast.core import policy
+from holdfast.core import replay as rp
 from holdfast.core.errors import Conflict
 from holdfast.core.model import PLANNED, Guard, Outcome
 from holdfast.iam import uses

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -38,7 +38,6 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from holdfast.settings import LOG_RETENTION_DAYS, Settings
-
 from holdfast_cdk import code
 from holdfast_cdk import role_policies as policies
 
@@ -78,7 +77,6 @@ class Controllers(Construct):
         settings_parameter_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
         self.powertools = lambda_.LayerVersion.from_layer_version_arn(
             self,
             "Powertools",

@@ -12,8 +12,8 @@ import pytest
 from holdfast.core import drain as dc
 from holdfast.core.drain import CRITICAL, CUT, HOLD, RAISE, START, WARNING
 from holdfast.observation import drain_inputs
-from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 from holdfast.observation import evidence as gate_evidence
+from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
 
 T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
 FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2, seconds_per_message=0.8, baseline_failure_share=0.0,
@@ -377,7 +377,7 @@ def test_one_cloudwatch_lag_for_every_evidence_reader():
 
 # ---- invariants over arbitrary consumer evidence ---------------------------------------
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 @st.composite

@@ -64,8 +64,8 @@ from holdfast.core.drain.controller import (  # noqa: F401
     raise_to,
     reference,
     remembered_for,
-    start,
     slow_start_exit,
+    start,
     step_share,
 )
 from holdfast.core.drain.evidence import (  # noqa: F401

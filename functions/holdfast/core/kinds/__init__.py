@@ -50,20 +50,41 @@ Pure: no boto3.
 
 from __future__ import annotations
 
-from holdfast.core.kinds.kind import (  # noqa: F401  (the names the rest reads from holdfast.core.kinds)
-    APPLICATION_AUTOSCALING, AUTOSCALING, CAPACITY, DRAIN, DRAIN_EVIDENCE, ELB, FRESH_WORK, LAMBDA, ROUTING,
-    ROUTING_EVIDENCE, TAGGING, Kind, Service, Words,
-)
 from holdfast.core.kinds.asg import ASG, asg_finding  # noqa: F401
-from holdfast.core.kinds.esm import ESM, UNCAPPED_BATCHES, esm_finding  # noqa: F401
 from holdfast.core.kinds.async_config import (  # noqa: F401
-    ASYNC, ASYNC_DEFAULT_MAX_AGE, ASYNC_DEFAULT_RETRIES, async_finding,
+    ASYNC,
+    ASYNC_DEFAULT_MAX_AGE,
+    ASYNC_DEFAULT_RETRIES,
+    async_finding,
+)
+from holdfast.core.kinds.esm import ESM, UNCAPPED_BATCHES, esm_finding  # noqa: F401
+from holdfast.core.kinds.kind import (  # noqa: F401  (the names the rest reads from holdfast.core.kinds)
+    APPLICATION_AUTOSCALING,
+    AUTOSCALING,
+    CAPACITY,
+    DRAIN,
+    DRAIN_EVIDENCE,
+    ELB,
+    FRESH_WORK,
+    LAMBDA,
+    ROUTING,
+    ROUTING_EVIDENCE,
+    TAGGING,
+    Kind,
+    Service,
+    Words,
 )
 from holdfast.core.kinds.nlb import (  # noqa: F401
-    DNS_COUNT, DNS_PERCENTAGE, NLB, NLB_HEALTH_DEFAULTS, NLB_PROTOCOLS, ROUTING_COUNT, ROUTING_PERCENTAGE, nlb_finding,
+    DNS_COUNT,
+    DNS_PERCENTAGE,
+    NLB,
+    NLB_HEALTH_DEFAULTS,
+    NLB_PROTOCOLS,
+    ROUTING_COUNT,
+    ROUTING_PERCENTAGE,
+    nlb_finding,
 )
 from holdfast.core.kinds.scalable_target import SCALABLE_TARGET, SUSPENDED_FLAGS, scalable_target_finding  # noqa: F401
-
 
 # In the order the engine walks them, and the order the tables list them.
 ALL: tuple[Kind, ...] = (ASG, ESM, ASYNC, NLB, SCALABLE_TARGET)
