@@ -138,15 +138,31 @@ def test_invocations_longer_than_a_minute_raise_in_additive_steps_never_by_the_s
     # holds its batches on the downstream for five. The slow start is off.
     long = replace(FACTS, seconds_per_message=30.0, timeout_seconds=900.0, arrival_per_second=2.0)
     state = dc.CapState(cap=60, step=8, history=((m(0), 60),), prior_cap=2, measures=(measure(-5, 30, 60, 30000),))
-    # The queue's own metrics are of minute 17; the judged minute waits for the timeout.
-    r = replace(reading(1, deleted=120, ms=30000, sent=120.0), invocations=dp(1, 12.0), oldest_age=dp(17, 9000.0),
-                visible=dp(17, 20_000.0))
-    d = dc.decide(state, long, r, m(20))
+    # The queue's own metrics are of minute 3; the judged minute (1) is whole.
+    r = replace(reading(1, deleted=120, ms=30000, sent=120.0), invocations=dp(1, 12.0), oldest_age=dp(3, 9000.0),
+                visible=dp(3, 20_000.0))
+    d = dc.decide(state, long, r, m(5))
     assert d.action == RAISE and d.state.additive and d.cap < math.ceil(60 * dc.DEFAULTS.slow_start_factor), d.reasons
     assert any("no slow start" in n for n in d.reasons)
     # The same consumer with invocations of 30 s (one message a batch) keeps its slow start.
-    short = dc.decide(state, long, replace(r, invocations=dp(1, 120.0)), m(20))
+    short = dc.decide(state, long, replace(r, invocations=dp(1, 120.0)), m(5))
     assert short.cap == math.ceil(60 * dc.DEFAULTS.slow_start_factor) and not short.state.additive, short.reasons
+
+
+def test_a_long_consumers_late_minute_holds_and_never_raises():
+    # A 15-minute timeout: the newest whole minute is 18 minutes old. It is judged (the drain
+    # holds, and would cut), but a raise waits: what it does would be seen 18 minutes late.
+    long = replace(FACTS, seconds_per_message=30.0, timeout_seconds=900.0, arrival_per_second=2.0)
+    state = dc.CapState(cap=66, step=8, history=((m(-60), 60), (m(-30), 66)), prior_cap=2, additive=True,
+                        measures=(measure(-40, 60, 120, 30000),))
+    r = replace(reading(-10, deleted=132, ms=30000, sent=120.0), invocations=dp(-10, 13.2), oldest_age=dp(6, 9000.0),
+                visible=dp(6, 20_000.0))
+    d = dc.decide(state, long, r, m(8))
+    assert d.action == HOLD and d.cap == 66, d.reasons
+    assert any("no raise on evidence that late" in x for x in d.reasons), d.reasons
+    # The same minute read within the stale limit raises.
+    fresh = dc.decide(state, long, r, m(-1))
+    assert fresh.action == RAISE and fresh.cap > 66, fresh.reasons
 
 
 def test_a_long_consumers_judged_minute_is_not_stale_while_it_waits_for_its_timeout():

@@ -504,6 +504,14 @@ class Tick:
     verdict: "Verdict | None" = None              # the goodput's answer at the cap in force
 
     @property
+    def late(self) -> bool:
+        """The judged minute is older than `stale_seconds`: whole only once a long function's
+        invocations ended (`inputs.whole_minute`). It still starts, holds and cuts; a raise
+        waits for fresher evidence, since what a raise does is seen that much later."""
+        at = self.health.at
+        return at is not None and at + self.period + timedelta(seconds=self.c.stale_seconds) < self.now
+
+    @property
     def period(self) -> timedelta:
         return timedelta(seconds=self.c.period_seconds)
 
@@ -915,6 +923,8 @@ def _probe(k: Tick) -> CapDecision | None:
                            f"start ends, raises go on in additive steps")
             k.state = state = replace(state, additive=True)
         nxt = min(raise_to(tried, state.step, state.additive, k.top, c), below if below is not None else k.top)
+        if k.late:
+            nxt = tried     # kept, but no further probe on evidence that late (`Tick.late`)
         if state.additive:
             nxt = min(k.top, max(nxt, tried + math.floor(step_share(k.facts, c) * tried)),
                       below if below is not None else k.top)
@@ -1030,6 +1040,11 @@ def _raise(k: Tick) -> CapDecision:
     if cap >= top:
         return k.out(HOLD, cap, k.notes + [k.behind, f"at the {k.top_why} ({top})"], waiting=["the queue to catch up"],
                      caught_up_since=None)
+    if k.late:
+        return k.out(HOLD, cap, k.notes + [k.behind, f"the newest whole minute ({k.health.at.isoformat()}) is older than "
+                                                     f"{c.stale_seconds / 60:g} min, as long as the function's invocations "
+                                                     f"may run: holding at {cap}, no raise on evidence that late"],
+                     waiting=["a whole minute younger than the stale limit"], caught_up_since=None)
     evidence = ("every downstream alarm OK and " if k.counted else "") + "the goodput answering the cap"
     judged = k.verdict
     said = f"{evidence} at cap {cap}" + (f" ({judged.reason})" if judged is not None else "")
