@@ -16,8 +16,9 @@ The rule, written once here and explained in docs/drain.md:
   today's speed, nor below what the downstream carried before the event, unless failures
   are critical.
 - **Start** one step above the pre-event concurrency and **slow-start** by one-minute
-  probes until the downstream queues (HyStart), then additive steps; **restore** the owner's original once the oldest message has been back at its
-  baseline for the restore period.
+  probes until the downstream queues (HyStart), then additive steps; **restore** the
+  owner's original once the oldest message has been back at its baseline for the restore
+  period.
 """
 
 from __future__ import annotations
