@@ -172,6 +172,8 @@ LONGEST_FIRST = (
     "tests/scenarios/test_crashes.py",            # 47
     "tests/cli/test_drill_fis.py",                # 34
     "tests/scenarios/test_interleavings.py",      # 34
+    "tests/fixtures/test_recovery_model.py",      # 30
+    "tests/cli/test_output_formats.py",           # 26
     "tests/actuators/test_resilience.py",         # 25
     "tests/cli/test_confirmed_writes.py",         # 20
     "tests/cli/test_resources_cli.py",            # 19
@@ -180,6 +182,7 @@ LONGEST_FIRST = (
     "tests/cli/test_arn_option_scope.py",         # 16
     "tests/cli/test_cli_output.py",               # 16
     "tests/reconciler/test_release_requests.py",  # 15
+    "tests/stages/test_capacity_stage.py",        # 14
     "tests/stages/test_drain_stage.py",           # 14
     "tests/cli/test_drill_local.py",              # 14
     "tests/cli/test_release_scope.py",            # 12
@@ -195,7 +198,6 @@ LONGEST_FIRST = (
     "tests/architecture/test_layers.py",          # 8
     "tests/fixtures/test_throttle_proxy.py",      # 7
     "tests/cli/test_status_words.py",             # 7
-    "tests/fixtures/test_recovery_model.py",      # 7
     "tests/core/drain/test_drain_control.py",     # 7
     "tests/reconciler/test_engage_tick.py",       # 7
     "tests/actuators/test_tag_batches.py",        # 7
