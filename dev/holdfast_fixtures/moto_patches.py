@@ -70,6 +70,15 @@ One place holds every departure from moto that Holdfast depends on; the tests
   client error its API reference lists), Auto Scaling CreateOrUpdateTags LimitExceeded.
   (Moto's ELB AddTags already refuses past 10 tags, stricter than AWS's 50.)
 
+- The Resource Groups Tagging API's GetResources lists Lambda event source mappings
+  (resource type `lambda:event-source-mapping`, ARN
+  `arn:aws:lambda:<region>:<account>:event-source-mapping:<uuid>`): "The GetResources,
+  GetTagKeys, and GetTagValues operations support all resource types", with named
+  exceptions that do not include them (Resource Groups Tagging API reference, "Services
+  that support the Resource Groups Tagging API"), and mappings are taggable by their own
+  ARN (Lambda Developer Guide, "Using tags on event source mappings"). moto 5.2.5's Lambda
+  backend indexes functions only; the patch adds each tagged mapping with its tags.
+
 - Lambda UpdateAlias gives the alias a new RevisionId (GetAlias: "A unique identifier
   that changes when you update the alias"); moto keeps the one it was created with. (DeleteAlias's
   reference does not say whether an alias's async config goes with it; the emulation
@@ -377,8 +386,19 @@ def aws_semantics() -> Iterator[None]:
             answer["Concurrency"] = {"ReservedConcurrentExecutions": int(self.reserved_concurrency)}
         return answer
 
+    original_tagged = lambda_models.LambdaBackend.iter_tagged_resources
+
+    def iter_tagged_resources(self):
+        from moto.core.resource_tagging import TaggedResource
+
+        yield from original_tagged(self)
+        for esm in list(self._event_source_mappings.values()):
+            yield TaggedResource(arn=esm.arn, tags=esm.tags, resource_type="lambda:event-source-mapping")
+
     with ExitStack() as stack:
         stack.enter_context(mock.patch.object(lambda_models.LambdaFunction, "get_code", get_code))
+        stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "iter_tagged_resources",
+                                              iter_tagged_resources))
         stack.enter_context(mock.patch.object(lambda_models.LambdaAlias, "update", alias_update))
         _cheap_transactions(stack)
         _cheap_query_answers(stack)

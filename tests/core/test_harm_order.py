@@ -72,3 +72,12 @@ def test_an_uncapped_mapping_needing_two_calls_comes_after_a_capped_one_needing_
     ranked = sorted([("own-uncapped", per_call(2003, 2, 2)), ("fn-cap-501", per_call(1003, 1, 2)),
                      ("fn-cap-499", per_call(999, 1, 2))], key=lambda x: position(x[1], x[0]))
     assert [name for name, _ in ranked] == ["fn-cap-501", "own-uncapped", "fn-cap-499"]
+
+
+def test_a_resource_the_walk_does_not_expect_to_change_comes_after_every_one_that_may():
+    """A mapping the Tagging API's index does not list while it lists others (actuators.esm):
+    0 whatever its harm, so an uncapped one comes after an indexed cap of 2; among such, by ARN."""
+    assert per_call(2003, 2, 2, likely=False) == per_call(0, 1, 2, likely=False) == 0
+    ranked = sorted([("b-unlisted-uncapped", per_call(2003, 2, 2, likely=False)), ("z-indexed-cap-2", per_call(5, 1, 2)),
+                     ("a-unlisted-cap-500", per_call(1001, 2, 2, likely=False))], key=lambda x: position(x[1], x[0]))
+    assert [name for name, _ in ranked] == ["z-indexed-cap-2", "a-unlisted-cap-500", "b-unlisted-uncapped"]

@@ -33,24 +33,40 @@ for SQS event source mappings"):
 Selected by the mapping's own tag or its function's. Mappings carry their own tags
 (by their own ARN; they do not inherit the function's), read with ListTags: the record
 on the mapping may be only there (an engage while the ledger was unreachable wrote it
-nowhere else), and Holdfast has found no AWS reference that the Tagging API's
-GetResources indexes mappings (the Lambda developer guide's "Using tags on event source
-mappings" names only the Lambda API; moto does not). A mapping selected by its own tag
-needs that ListTags before its cap. One its function's tag selects does not, for its
-selection: during an engage walk whose tags come in the second pass (TAGS_LATER), with
-the ledger answering and holding no record of it, and its cap about to be lowered, it
-is capped through the ledger's record before its tags are read (`tags_unread`), one
-Lambda call instead of two, and its ListTags is made in the second pass, just before its
-record tag (`write_deferred`). There a record tag the ledger did not know is reconciled:
-the value the cap found was the owner's (Holdfast's own writes after an engagement all
-go through the ledger first), so the owner's change while engaged is what a restore puts
-back, and it is reported as drift; a value the tag's record shows as Holdfast's own
-(only if the ledger lost the record) keeps the tag unwritten and says so. With the
-ledger failing before such a cap, the mapping is left for the next walk (FAILED), never
-tagged without its tags read. Such a mapping's place in the walk is its harm per Lambda
-call before its cap (`calls_before_cap`, core.order.per_call). A relax skips the ListTags
-of a mapping the ledger holds a record for: the ledger's record is the engagement, and
-the untag is sent whether or not the tag is still there.
+nowhere else). The Tagging API's GetResources "support[s] all resource types" but the
+exceptions it names (Resource Groups Tagging API reference, "Services that support the
+Resource Groups Tagging API"; mappings are not among them), so the listing also reads
+the mappings that carry the selector from it, in bulk and off Lambda's budget
+(`lambda:event-source-mapping`, actuators.selection.tagged): the index. It is an index,
+not the tags: AWS updates it asynchronously (it may lag a tag written or removed), and
+an account may show no mappings in it at all; a failed read counts as empty.
+
+A mapping its function's tag selects, or one the index lists, is capped before its tags
+are read: during an engage walk whose tags come in the second pass (TAGS_LATER), with
+the ledger answering and holding no record of it, and its cap about to be lowered, it is
+capped through the ledger's record (`tags_unread`), one Lambda call instead of two, and
+its ListTags is made in the second pass, just before its record tag (`write_deferred`).
+There a record tag the ledger did not know is reconciled: the value the cap found was
+the owner's (Holdfast's own writes after an engagement all go through the ledger first),
+so the owner's change while engaged is what a restore puts back, and it is reported as
+drift; a value the tag's record shows as Holdfast's own (only if the ledger lost the
+record) keeps the tag unwritten and says so. A mapping only the index selected is
+confirmed there too, before its record tag: when its own tags do not carry the selector
+(the index lagged a tag its owner removed), no record tag is written and it is restored
+at once from the ledger's record just written (`_not_selected`: the value the cap found
+put back, an owner's change since kept, the record forgotten; no plan guard, as no plan
+engages a mapping that is not selected), and reported skipped; while the index still
+lists it, each walk caps and restores it so. With the ledger failing before such a cap,
+the mapping is left for the next walk (FAILED), never tagged without its tags read.
+
+A mapping neither selects costs ListTags (to learn whether its own tag selects it) and
+the cap. The walk's order is harm per Lambda call before the cap (`calls_before_cap`,
+core.order.per_call); when the index lists any mapping, those it does not list come after
+every one it does (`likely`: they are expected not to be selected, and each costs a call
+to find out), so no ListTags of the walk's first pass precedes an indexed mapping's cap.
+When it lists none, every mapping is as likely as before the index. A relax skips the
+ListTags of a mapping the ledger holds a record for: the ledger's record is the
+engagement, and the untag is sent whether or not the tag is still there.
 """
 
 from __future__ import annotations
@@ -65,11 +81,13 @@ from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import kinds, pollers, restore
 from holdfast.core.audit import AuditResult, Progress
 from holdfast.core.errors import Vanished
-from holdfast.core.model import SKIPPED, Candidate, Outcome, Record, Resource
+from holdfast.core.model import FAILED, SKIPPED, VANISHED, Candidate, Outcome, Record, Resource, no_guard
 from holdfast.iam import uses
 
 KEY = "MaximumConcurrency"
 TAGS_UNREAD = "tags_unread"   # Resource.ref: read without its own tags, for a cap before them
+BY_INDEX = "by_index"         # Resource.ref: selected by the Tagging API's index alone, not yet by its tags
+INDEX_TYPE = "lambda:event-source-mapping"
 
 
 def _service(arn: str) -> str | None:
@@ -97,6 +115,7 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         super().__init__(*args, **kwargs)
         self._lock = threading.Lock()
         self._reserved_by_function: dict[str, int | None] = {}
+        self._indexed: frozenset[str] = frozenset()   # mappings the Tagging API's index lists as selected
 
     @uses("lambda:GetFunction", by=("reconciler", "cli", "readonly", "readiness"))
     def _reserved(self, function_arn: str) -> int | None:
@@ -119,10 +138,13 @@ class EsmActuator(LambdaTagged, TaggedActuator):
 
     @uses("lambda:ListEventSourceMappings", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
-        """Every SQS mapping; selected already when its function carries the selector."""
+        """Every SQS mapping; selected already when its function carries the selector. The
+        mappings the Tagging API's index lists as selected are kept for the walk (`indexed`)."""
         functions = tagged(self.clients, self.settings, "lambda:function")
+        indexed = self._index()
         with self._lock:
             self._function_tags = functions
+            self._indexed = indexed
         pages = self.clients("lambda").get_paginator("list_event_source_mappings").paginate()
         found = [
             Candidate(self._arn(m), m, selected=unqualified(m["FunctionArn"]) in functions)
@@ -131,6 +153,19 @@ class EsmActuator(LambdaTagged, TaggedActuator):
             if _service(m.get("EventSourceArn", "")) == "sqs"   # any partition: aws, aws-us-gov, aws-cn
         ]
         return sorted(found, key=lambda c: c.arn)
+
+    def _index(self) -> frozenset[str]:
+        """The mappings the Tagging API's index lists with the selector (module doc); empty
+        when it cannot be read: the walk is then as without an index, one ListTags first."""
+        try:
+            return frozenset(tagged(self.clients, self.settings, INDEX_TYPE))
+        except AWS_ERRORS:
+            return frozenset()
+
+    def indexed(self, candidate: Candidate) -> bool:
+        """Whether the Tagging API's index lists the mapping as carrying the selector."""
+        with self._lock:
+            return candidate.arn in self._indexed
 
     @uses("lambda:ListEventSourceMappings", by=("cli",))
     def audit(self, found: AuditResult, say: Progress) -> None:
@@ -165,13 +200,20 @@ class EsmActuator(LambdaTagged, TaggedActuator):
 
     def calls_before_cap(self, candidate: Candidate) -> int:
         """Lambda calls an engage spends on the mapping before its cap: one (the cap) when its
-        function's tag selects it, two (ListTags, then the cap) when only its own tag can."""
-        return 1 if candidate.selected else 2
+        function's tag selects it or the index lists it, two (ListTags, then the cap) when
+        only its own tags can tell."""
+        return 1 if candidate.selected or self.indexed(candidate) else 2
+
+    def likely(self, candidate: Candidate) -> bool:
+        """Whether the walk expects the mapping to be selected: False only for one neither its
+        function's tag nor the index selects while the index lists other mappings."""
+        with self._lock:
+            return candidate.selected or not self._indexed or candidate.arn in self._indexed
 
     def _cap_before_tags(self, candidate: Candidate) -> bool:
         """Whether this engage may cap the mapping before reading its tags (module doc)."""
-        return (TAGS_LATER.get() and candidate.selected and self.ledger.cached(candidate.arn) is None
-                and self.ledger.available)
+        return bool(TAGS_LATER.get() and (candidate.selected or self.indexed(candidate))
+                    and self.ledger.cached(candidate.arn) is None and self.ledger.available)
 
     def tags_unread(self, resource: Resource) -> bool:
         return bool(resource.ref.get(TAGS_UNREAD))
@@ -181,7 +223,8 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         if self._cap_before_tags(candidate):
             resource = self._resource(candidate.listed, {})
             if self.posture(resource.current):
-                return replace(resource, confirmed=False, ref={**resource.ref, TAGS_UNREAD: True})
+                unread = {TAGS_UNREAD: True, **({} if candidate.selected else {BY_INDEX: True})}
+                return replace(resource, confirmed=False, ref={**resource.ref, **unread})
             # Nothing to write (already at the floor, or held harder by its reserved
             # concurrency): its tags are read now, so a record on them is kept as ever.
         client = self.clients("lambda")
@@ -297,18 +340,45 @@ class EsmActuator(LambdaTagged, TaggedActuator):
         for resource, record, outcome in items:
             if self.tags_unread(resource):
                 try:
-                    resource = self.confirm(resource)
+                    tags = self.own_tags(resource)
                 except (Vanished, *AWS_ERRORS) as err:
                     why = "it vanished" if isinstance(err, Vanished) else error_text(err)
                     outcome.notes["tag"] = {
                         "why": f"capped through the ledger's record; its tags could not be read yet ({why})",
                         "fix": "the next walk reads them and writes its record tag (the ledger's record restores it meanwhile)"}
                     continue
+                resource = self.with_tags(resource, tags)
+                if resource.ref.get(BY_INDEX) and not selected(self.settings, tags):
+                    self._not_selected(resource, outcome)
+                    continue
                 if not self._reconcile(resource, record, outcome):
                     continue
             ready.append((resource, record, outcome))
         super().write_deferred(ready)
         return [outcome for _, _, outcome in items]
+
+    def _not_selected(self, resource: Resource, outcome: Outcome) -> None:
+        """A mapping the index listed as selected whose own tags do not carry the selector:
+        restored from the ledger's record this walk wrote (never from a record on its tags,
+        an older engagement's, which is left as it is), so it ends as the cap found it (an
+        owner's change since kept), with no record anywhere of this walk's. No plan guard:
+        no plan engages a mapping that is not selected. `outcome` becomes what happened."""
+        [restored] = self.restore_many([replace(resource, record=None)], no_guard)
+        key, value = self.settings.selector_key, self.settings.selector_value
+        note = {"why": (f"the Tagging API's index listed it with {key}={value} but its own tags (ListTags) do not "
+                        "carry it (the index lags the tags): capped before its tags were read, then restored from "
+                        "the record this walk wrote"),
+                "restore": {"action": restored.action, "changes": restored.changes, "drift": restored.drift}}
+        outcome.changes, outcome.drift, outcome.recorded_in = {}, restored.drift, []
+        if restored.action in (FAILED, VANISHED) or restored.error:
+            outcome.action, outcome.error = restored.action, restored.error
+            if restored.action == FAILED:
+                outcome.recorded_in = ["ledger"]
+                note["fix"] = (f"its ledger record restores it at the relax; `holdfast release {resource.arn}` "
+                               "restores it now")
+        else:
+            outcome.action = SKIPPED
+        outcome.notes["selection"] = note
 
     def _reconcile(self, resource: Resource, record: Record, outcome: Outcome) -> bool:
         """A record tag found after the cap (an engagement while the ledger was unreachable)

@@ -3,8 +3,10 @@
 GetResources (100 a page) returns the ARNs carrying the selector tag together with all
 their tags, so a kind needs no per-resource ListTags for functions, target groups or
 ECS services. It returns nothing for Auto Scaling groups (asg.py filters
-DescribeAutoScalingGroups instead), and event source mappings and scalable targets
-are read with their own services' ListTags calls (esm.py, scalable_target.py).
+DescribeAutoScalingGroups instead). Event source mappings are in it too (AWS: it
+supports "all resource types" but those it names), but their index is only an order
+and a first guess: their own ListTags confirms each before its record tag (esm.py).
+Scalable targets are read with their own service's ListTags (scalable_target.py).
 """
 
 from __future__ import annotations

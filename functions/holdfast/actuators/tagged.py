@@ -330,7 +330,10 @@ class TaggedActuator(ABC):
 
     def confirm(self, resource: Resource) -> Resource:
         """`resource` with its record read from the service's own tag API."""
-        tags = self.own_tags(resource)
+        return self.with_tags(resource, self.own_tags(resource))
+
+    def with_tags(self, resource: Resource, tags: Mapping[str, str]) -> Resource:
+        """`resource` with its record from `tags`, as the service's own tag API gave them."""
         again = make_resource(self.kind, resource.arn, resource.name, resource.current, tags, resource.ref,
                               selected=resource.selected)
         return replace(again, current=resource.current, tag_count=max(again.tag_count, resource.tag_count))

@@ -11,7 +11,10 @@ calls is the order in which harm goes away. Two decisions:
   calls of the one budget before their change lands, the harm each call removes (Smith's
   rule: the order that removes the most harm soonest serves the highest harm per unit of
   time first), scaled by the kind's `most` so that it stays a whole number and a kind
-  whose resources all cost the same keeps its harm as it is.
+  whose resources all cost the same keeps its harm as it is. A resource the walk does not
+  expect to need a change (`likely` False: a mapping the Tagging API's index does not list
+  as selected while it lists others, actuators.esm) removes no harm the walk can count
+  on: 0, after every resource that may, among themselves by ARN.
 - `lane_steps(kinds, defers_tag)`: the steps of one service's lane: every kind's engage in
   the order given (the most dangerous first: SQS mappings, which flood a dependency, before
   async configs), then the second pass of the record tags a kind deferred
@@ -37,9 +40,11 @@ def position(harm: int, arn: str) -> str:
     return f"{HARM_CEILING - harm:013d} {arn}"
 
 
-def per_call(harm: int, calls: int, most: int = 1) -> int:
+def per_call(harm: int, calls: int, most: int = 1, *, likely: bool = True) -> int:
     """`harm` per call of `calls` (1..most) before the change lands, as a whole number on
-    the scale of `most` calls: harm * most // calls."""
+    the scale of `most` calls: harm * most // calls; 0 when the change is not `likely`."""
+    if not likely:
+        return 0
     calls = max(1, min(int(calls), int(most)))
     return int(harm) * int(most) // calls
 

@@ -56,13 +56,16 @@ NOT_WALKED = object()
 def position(act, candidate: Candidate, ledger=None) -> str:
     """The candidate's place in the engage order (core.order.position): most harm first
     (for a kind whose resources cost different calls of the budget before their change,
-    the most harm per call: core.order.per_call), then by ARN. An engaged resource's harm
+    the most harm per call: core.order.per_call; after them, those it does not expect to
+    change: `likely`), then by ARN. An engaged resource's harm
     is its original's (the ledger's record), so engaging it does not move it."""
     record = ledger.cached(candidate.arn) if ledger is not None else None
     harm = act.harm(candidate, record.original if record else None)
     most = getattr(act, "most_calls_before_cap", 1)
     if most > 1:   # resources of the kind cost different calls before their change (actuators.esm)
-        harm = order.per_call(harm, act.calls_before_cap(candidate), most)
+        likely = getattr(act, "likely", None)
+        harm = order.per_call(harm, act.calls_before_cap(candidate), most,
+                              likely=likely(candidate) if likely is not None else True)
     return order.position(harm, candidate.arn)
 
 
