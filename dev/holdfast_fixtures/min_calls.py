@@ -12,12 +12,16 @@ Reads (bulk wherever an API lists in bulk):
   function's do not) and carry its record, which an engage while the ledger was
   unreachable wrote nowhere else, so even a mapping its function selects needs them
   before a write (reading none would re-record an owner's change as the original:
-  nothing an owner changed is lost). `esm_tags="tagging"` counts instead a GetResources page of 100 per
-  mapping selected by its own tag: what it would cost if the Tagging API indexed
-  mappings, which no AWS reference Holdfast found says (moto does not), so it is a
-  what-if, not the minimum. (This model's first version made "tagging" the default; the
-  issue's "about 350 s" counts the ListTags.) The function's reserved concurrency (a cap
-  above it only throttles; below the floor the mapping is skipped): one GetFunction per
+  nothing an owner changed is lost). `esm_tags="tagging"` counts instead a GetResources
+  page of 100 per mapping selected by its own tag and no ListTags: what it would cost if
+  the Tagging API's index could be trusted for the records, which it cannot (AWS updates
+  it asynchronously: it may lag a tag written or removed), so it is a what-if, not the
+  minimum. (This model's first version made "tagging" the default; the issue's "about
+  350 s" counts the ListTags.) `esm_tags="index"` is what Holdfast does: those
+  GetResources pages as an index (the API "support[s] all resource types" but those its
+  reference names, mappings not among them), and every ListTags still made, after the
+  caps of the mappings it lists (`lambda_before_caps`). The function's reserved
+  concurrency (a cap above it only throttles; below the floor the mapping is skipped): one GetFunction per
   distinct function of a mapping the floor lowers (`esm_lowered_functions`), on
   GetFunction's own 100/s budget — there is no bulk read of it.
 - async: GetResources (lambda:function, 100 a page) finds the functions and their tags;
@@ -82,8 +86,8 @@ def _pages(n: int, size: int) -> int:
 
 def engage(f: Fleet, *, esm_tags: str = "listtags", tag_record: bool = True) -> dict[str, Counter[str]]:
     """kind -> Counter("service:Operation" -> calls) of the fewest calls of a correct engage."""
-    if esm_tags not in ("tagging", "listtags"):
-        raise ValueError("esm_tags is 'tagging' or 'listtags'")
+    if esm_tags not in ("tagging", "listtags", "index"):
+        raise ValueError("esm_tags is 'tagging', 'listtags' or 'index'")
     out: dict[str, Counter[str]] = {}
     n, e = f.selected.get("asg", 0), f.engaged.get("asg", 0)
     out["asg"] = Counter({
@@ -100,9 +104,9 @@ def engage(f: Fleet, *, esm_tags: str = "listtags", tag_record: bool = True) -> 
         "lambda:TagResource": e if tag_record else 0,
         "dynamodb:PutItem": e,
     })
-    if esm_tags == "listtags":
+    if esm_tags in ("listtags", "index"):
         esm["lambda:ListTags"] = f.all_mappings
-    elif f.esm_by_own_tag:
+    if esm_tags in ("tagging", "index") and f.esm_by_own_tag:
         esm["tagging:GetResources"] = _pages(f.esm_by_own_tag, PAGE["tagging"])
     out["esm"] = esm
     n, e = f.selected.get("async", 0), f.engaged.get("async", 0)
@@ -124,6 +128,17 @@ def engage(f: Fleet, *, esm_tags: str = "listtags", tag_record: bool = True) -> 
         "dynamodb:PutItem": e,
     })
     return {k: +c for k, c in out.items()}
+
+
+def lambda_before_caps(f: Fleet, *, esm_tags: str = "listtags") -> int:
+    """The Lambda control-plane calls (GetFunction has its own budget) an engage cannot avoid
+    before its last mapping's cap: the listing and every cap, and without the index the
+    ListTags of every mapping its function's tag does not select (any of them may be one its
+    own tag selects); with it ("index"), none: the mappings it lists are capped first, each
+    with one call, and their ListTags follow the caps."""
+    by_function = f.selected.get("esm", 0) - f.esm_by_own_tag
+    reads = 0 if esm_tags in ("index", "tagging") else f.all_mappings - by_function
+    return _pages(f.all_mappings, PAGE["esm"]) + reads + f.engaged.get("esm", 0)
 
 
 def restore(f: Fleet, *, tag_record: bool = True) -> dict[str, Counter[str]]:
