@@ -317,11 +317,17 @@ def test_engage_and_resume_the_issue_fleet_behind_aws_rate_limits(moto_server, a
         least = min_calls.engage(needs)
         result = {"engage": _report("engage", wall, code, engaged, proxy, least, counts)}
         result["engage"]["harm"] = _print_harm_curve("engage", weights, proxy, began)
-        for name, variant in (("mappings' tags from the Tagging API, if it indexed them (a what-if)",
+        for name, variant in (("mappings' records from the Tagging API's index, no ListTags (a what-if: it lags)",
                                min_calls.engage(needs, esm_tags="tagging")),
                               ("the record in the ledger only, no write-ahead tag", min_calls.engage(needs, tag_record=False))):
             lam = _lambda_floor_ops(_all_kinds(variant))
             print(f"  minimum with {name}: {lam} Lambda calls, floor {min_calls.floor_seconds(lam, 15, 15):.1f} s")
+        # Holdfast's own budget (10/s by default) sets when the mappings' last cap can land.
+        rate = LAMBDA_RATE or Settings().lambda_writes_per_second
+        before = {how: min_calls.lambda_before_caps(needs, esm_tags=how) for how in ("index", "listtags")}
+        print(f"  Lambda calls no engage avoids before the mappings' last cap: {before['index']} with the "
+              f"mappings' tagging index ({before['index'] / rate:.1f} s at {rate:g}/s), {before['listtags']} "
+              f"without ({before['listtags'] / rate:.1f} s)")
 
         if not RESUME:
             return
