@@ -344,3 +344,27 @@ def test_a_queue_with_no_traffic_is_caught_up_not_stalled():
     drain = _drain(raised(20, 20, since=0))
     step = dc.advance(drain, replace(dc.Reading(None, None, None, None), visible_now=0), 20, m(5))
     assert step.stalled is None and step.action in (HOLD, dc.RESTORE)
+
+
+def _back_from(measures) -> dc.CapDecision:
+    """A drain past its slow start, at cap 10 since minute 20 after a cut, with a whole
+    minute measured there at the drain's best speed."""
+    state = dc.CapState(cap=10, step=2, history=((m(0), 32), (m(20), 10)), prior_cap=2, additive=True,
+                        measures=tuple(measures) + (measure(21, 10, 750, 800),))
+    return dc.decide(state, FACTS, reading(21, deleted=750, ms=800), m(25))
+
+
+def test_below_a_cap_the_downstream_carried_at_its_best_the_climb_back_is_by_slow_start_probes():
+    # Cap 32 ran at 800 ms a message and 75 deletions a batch; the downstream failed, the
+    # cap was cut to 10, and it is back at its best speed there: the next probe is
+    # × 1.75 (18), not an additive step (12), and never past 32.
+    back = _back_from([measure(5, 32, 2400, 800)])
+    assert back.action == RAISE and back.cap == math.ceil(10 * dc.DEFAULTS.slow_start_factor), back.reasons
+    assert back.state.probe_from == 10
+    assert dc.known_good(back.state.measures, FACTS) == 32
+    assert dc.climb(28, 2, True, 1000, 32) == 32 and dc.climb(32, 2, True, 1000, 32) == dc.raise_to(32, 2, True, 1000)
+    # The newest minute at 32 was slow (its capacity dropped there): nothing above 10 is
+    # known good, and the raise is the additive step.
+    dropped = _back_from([measure(5, 32, 2400, 800), measure(15, 32, 1500, 1300)])
+    assert dropped.action == RAISE and dropped.cap == 12, dropped.reasons
+    assert dc.known_good(dropped.state.measures, FACTS) == 10

@@ -461,6 +461,31 @@ def step_share(facts: Facts, constants: Constants = DEFAULTS) -> float:
     return max(constants.raise_share_of_cap, 3 * noise(facts))
 
 
+def known_good(measures, facts: Facts, constants: Constants = DEFAULTS) -> int | None:
+    """The highest cap whose newest minute, in the history kept, ran at the drain's best:
+    each message within `slow_start_exit` of the fastest minute and each batch deleting
+    within it of the most any cap did. Below it, raises climb back by slow-start probes
+    (TCP's slow start up to ssthresh): after the downstream failed and came back, the caps
+    it carried before are found again in a few probes, not one additive step at a time.
+    None: no such cap."""
+    if not measures:
+        return None
+    rise = slow_start_exit(facts, constants)
+    fastest = min(m.seconds_per_message for m in measures)
+    best = max(m.deleted / m.cap for m in measures)
+    newest = {m.cap: m for m in measures}
+    good = [c for c, m in newest.items()
+            if m.seconds_per_message <= fastest * (1 + rise) and m.deleted / c >= best / (1 + rise)]
+    return max(good, default=None)
+
+
+def climb(cap: int, step: int, additive: bool, top: int, good: int | None, constants: Constants = DEFAULTS) -> int:
+    """`raise_to`, with slow-start steps wherever the cap is below `known_good`, up to it."""
+    if additive and good is not None and cap < good:
+        return min(good, raise_to(cap, step, False, top, constants))
+    return raise_to(cap, step, additive, top, constants)
+
+
 def arrivals_need(reading: Reading, measures, recent: int = 10) -> int | None:
     """The cap the arrivals need: sends per minute ÷ the most deletions per cap-minute among
     the `recent` newest measures (Little's law at the best speed measured lately; a cap past
@@ -923,10 +948,11 @@ def _probe(k: Tick) -> CapDecision | None:
                            f"ms, more than {rise:.0%} over the drain's fastest {fastest * 1000:,.0f} ms: the slow "
                            f"start ends, raises go on in additive steps")
             k.state = state = replace(state, additive=True)
-        nxt = min(raise_to(tried, state.step, state.additive, k.top, c), below if below is not None else k.top)
+        good = known_good(state.measures, k.facts, c)
+        nxt = min(climb(tried, state.step, state.additive, k.top, good, c), below if below is not None else k.top)
         if k.late:
             nxt = tried     # kept, but no further probe on evidence that late (`Tick.late`)
-        if state.additive:
+        elif state.additive:
             nxt = min(k.top, max(nxt, tried + math.floor(step_share(k.facts, c) * tried)),
                       below if below is not None else k.top)
         if nxt > tried:
@@ -1057,6 +1083,9 @@ def _raise(k: Tick) -> CapDecision:
                                                           f"until it is judged (slow start)"],
                          caught_up_since=None, probe_at=k.now, probe_from=cap)
     new = min(top, cap + max(state.step, math.floor(step_share(k.facts, c) * cap)))
+    good = known_good(state.measures, k.facts, c)
+    if good is not None and cap < good:
+        new = max(new, climb(cap, state.step, True, top, good, c))
     if below is not None:
         halfway = (cap + below + 1) // 2
         if halfway <= cap * (1 + noise(k.facts)) or halfway <= cap:
