@@ -368,3 +368,18 @@ def test_below_a_cap_the_downstream_carried_at_its_best_the_climb_back_is_by_slo
     dropped = _back_from([measure(5, 32, 2400, 800), measure(15, 32, 1500, 1300)])
     assert dropped.action == RAISE and dropped.cap == 12, dropped.reasons
     assert dc.known_good(dropped.state.measures, FACTS) == 10
+
+
+def test_a_downstream_still_down_after_a_cut_keeps_the_limit_found_before():
+    # Cut from 32 at minute 20 (raises stop below 32); at 16 the next whole minute delivers
+    # nothing at all, every message failing: the database is down. The cut goes on, but
+    # 16 is not a limit of the database's: raises still stop below 32, not below 16.
+    state = dc.CapState(cap=16, step=2, history=((m(0), 32), (m(20), 16)), prior_cap=2, additive=True,
+                        measures=(measure(5, 32, 2400, 800),), alarmed_cap=32, alarmed_at=m(20),
+                        acted_through=m(19))
+    down = dc.decide(state, FACTS, reading(21, deleted=0, ms=30000, received=1200), m(25))
+    assert down.action == CUT and down.cap < 16, down.reasons
+    assert down.state.alarmed_cap == 32, down.reasons
+    # A minute that still delivered, slowly, at 16 is a limit there: remembered.
+    slow = dc.decide(state, FACTS, reading(21, deleted=600, ms=29000, received=1200), m(25))
+    assert slow.action == CUT and slow.state.alarmed_cap == 16, slow.reasons

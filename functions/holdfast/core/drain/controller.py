@@ -700,6 +700,12 @@ def _critical(k: Tick) -> CapDecision | None:
     names = ", ".join(sorted(name for _, name in bad))
     stamp = newest.isoformat()
     remembered = _remembered(state, then, k.now, c)
+    if own and not critical and health.knee_estimate == 0 and state.alarmed_cap is not None \
+            and not _forgotten(state, k.now, c):
+        # Nothing delivered at all, again, below a limit already remembered: the downstream
+        # is down, which says nothing of where its knee is. The cut protects it; the limit
+        # found before stays the one raises stop below.
+        remembered = state.alarmed_cap
     said = f"{names} critical on the datapoint of {stamp}, measured at cap {then}"
     after = f"raises stop below {remembered} for {c.remember_alarm_seconds / 60:g} min"
     common = dict(acted_through=newest, caught_up_since=None, alarmed_cap=remembered, alarmed_at=k.now, additive=True,
