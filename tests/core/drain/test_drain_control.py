@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ast
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -107,12 +109,19 @@ def test_hold_until_a_datapoint_measured_at_the_current_cap():
     assert any("measured at cap 16" in r for r in d.reasons) and d.waiting_on
 
 
-def test_an_owners_warning_ends_the_slow_start_and_the_search_goes_on_in_probes():
-    # A warning set below the SLO is passed long before the SLO's throughput: it is not the
-    # limit (the critical alarm is); raises go on additively, each a one-minute probe.
+def test_an_owners_warning_ends_the_slow_start_only_where_it_is_their_only_limit_named():
+    # A warning set below the SLO is passed long before the SLO's throughput: where the
+    # critical alarm is named (and OK), it is the limit, and the slow start goes on.
     d = dc.decide(state(16, additive=False), FACTS, reading(downstream=alarms(state_warn=ALARM, at=1)), m(3))
-    assert d.action == RAISE and d.state.additive and d.state.probe_from == 16, d.reasons
+    assert d.action == RAISE and not d.state.additive and d.state.probe_from == 16, d.reasons
+    assert d.cap == math.ceil(16 * dc.DEFAULTS.slow_start_factor)
     assert any("warning db-latency-warning in ALARM" in r for r in d.reasons)
+    # The warning alone named: it ends the slow start, raises go on additively, each a
+    # one-minute probe.
+    warning_only = alarms(state_warn=ALARM, at=1)[1:]
+    d = dc.decide(state(16, additive=False), FACTS, reading(downstream=warning_only), m(3))
+    assert d.action == RAISE and d.state.additive and d.state.probe_from == 16, d.reasons
+    assert d.cap < math.ceil(16 * dc.DEFAULTS.slow_start_factor)
 
 
 @pytest.mark.parametrize(

@@ -837,8 +837,12 @@ def _warned(k: Tick) -> CapDecision | None:
                 f"a warning ({', '.join(on_probe)}) measured at or after the probe's minute at cap {state.probe_cap}: "
                 f"the slow start ends at {new}"
             ], waiting=k.waiting, caught_up_since=None, additive=True, probe_at=None, probe_from=None, warned_at=None)
-    if warnings and not state.additive:
-        k.state = state = replace(state, additive=True)   # the slow start ends at the owner's warning
+    if warnings and not state.additive and not any(a.severity == CRITICAL for a in k.counted):
+        # The owner's warning, where it is their only limit named, ends the slow start. Where
+        # their critical alarm is named it is the limit: the slow start ends on a probe the
+        # warning caught before the critical judged it (above), on the HyStart rise, or at
+        # the critical itself.
+        k.state = state = replace(state, additive=True)
     warned = []
     if health.level == WARNING and health.at is not None and health.at >= k.since:
         warned.append(health.at)
