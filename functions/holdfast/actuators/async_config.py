@@ -1,12 +1,15 @@
 """Lambda async invoke configs: fewer retries, and a shorter event age only where what
 expires is kept.
 
-One resource per *qualifier that has a config*: each version and alias has its own
-event invoke config, and events sent to `fn:live` follow `live`'s, not the function's
-(ListFunctionEventInvokeConfigs lists them all, one call per selected function). The
-unqualified config ($LATEST's) is the function's ARN, and is engaged whether or not it
-exists yet; `arn:...:function:fn:live` is alias `live`'s. A qualifier without a config
-of its own is not one of them.
+One resource per *qualifier that has a config*, and per alias: each version and alias
+has its own event invoke config, and events sent to `fn:live` follow `live`'s, not the
+function's (ListFunctionEventInvokeConfigs lists them all, one call per selected
+function). The unqualified config ($LATEST's) is the function's ARN, and is engaged
+whether or not it exists yet; `arn:...:function:fn:live` is alias `live`'s, engaged
+whether or not it has one too (ListAliases: one more call per selected function, on the
+same Lambda budget as every other). A version without a config of its own is not one of
+them (versions are invoked by number far less often than through an alias; listing them
+would cost one more call per function again).
 
 Which config an alias (or version) without one of its own follows, when invoked
 asynchronously, AWS's documentation does not say. What it does say: each of "a
@@ -17,18 +20,28 @@ https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-configuring.html),
 error. It retains events in a queue for up to six hours" (API reference,
 PutFunctionEventInvokeConfig,
 https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
-Neither page, nor the API reference of Get/Update/ListFunctionEventInvokeConfigs, says
-whether the unqualified config is inherited. Users' reports point to the defaults (an
-alias follows none of the function's config: serverless/serverless#11609, "with
-provisioned concurrency you're creating a function alias, and then all settings apply to
-this alias"; davidgf/serverless-plugin-canary-deployments#149, settings "previously only
-applied to the unqualified ARN instead of the alias"), but they are not AWS's word. The
-safe choice either way is to give such an alias a config of its own while engaged (bounded
-whichever config would otherwise apply; restored by deleting it). Not done: such aliases
-are not engaged. Listing them is one more Lambda call, ListAliases, per selected function
-on every engage walk; a version that did so was taken back because, under a tight tick
-budget, the listing left the async walk no room to finish (tests/scenarios/test_event.py
-failed one run in three). Listing aliases must first become resumable across ticks.
+Neither page, nor the API reference of Get/Update/ListFunctionEventInvokeConfigs, nor the
+Developer Guide's pages on asynchronous invocation and on aliases (checked again for this
+change), says whether the unqualified config is inherited. Users' reports point to the
+defaults (an alias follows none of the function's config: serverless/serverless#11609,
+"with provisioned concurrency you're creating a function alias, and then all settings
+apply to this alias"; davidgf/serverless-plugin-canary-deployments#149, settings
+"previously only applied to the unqualified ARN instead of the alias"), but they are not
+AWS's word. So Holdfast does what is safe either way: an alias without a config of its
+own gets one while engaged, with the same bounds as the function's (the posture of a
+config with nothing set, i.e. of Lambda's defaults, which are also the most the
+unqualified config can allow), so whichever config would otherwise apply, the alias's
+retries and event age are bounded. Its original is recorded ahead as "no config"
+(`config: False`, its values None), so the restore *deletes* the alias's config
+(DeleteFunctionEventInvokeConfig with the Qualifier) rather than Putting one. A config
+its owner put on the alias while engaged is theirs: each value that differs from what
+Holdfast wrote is drift, kept and reported, and the restore Puts the owner's values back
+instead of deleting (the rule of every kind; one limit, as for the unqualified config: an
+owner value equal to Holdfast's reads as Holdfast's). An alias deleted while engaged is
+vanished: its record's tags, which its function carries, go, then the ledger's copy.
+ListAliases is asked only in an engage's listing (the selected functions), and in a
+relax's only to name an alias whose record key is a hash; an error listing one function's
+aliases leaves its configs engaged and is said on its outcome (`notes["aliases"]`).
 
 Keys (None = not set, so Lambda's default applies: 21,600 s and 2 retries):
 `config` (whether the qualifier has an event invoke config at all), `max_age`,
@@ -74,6 +87,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from dataclasses import replace
 from typing import Any, Mapping
@@ -86,9 +100,11 @@ from holdfast.aws import AWS_ERRORS, destination_refused, error_code, error_text
 from holdfast.core import kinds, restore
 from holdfast.core.audit import AuditResult, Progress, retry_mode_finding
 from holdfast.core.errors import Conflict, Vanished
-from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource
+from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource, StalePlan
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError, decode
 from holdfast.iam import uses
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_AGE = 21600
 DEFAULT_MAX_RETRIES = 2
@@ -190,28 +206,75 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         self._tagged: dict[str, Record] = {}           # arn -> the record this run wrote on its tags
         self._kms: tuple[str | None] | None = None      # the expired-events queue's KMS key, once read
         self._modified: dict[str, float | None] = {}    # arn -> the config's LastModified after Holdfast's write
+        self._alias_errors: dict[str, str] = {}         # function arn -> why its aliases were not listed
 
     # ---- discovery -------------------------------------------------------------------
 
     @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
-        """Each selected function's unqualified config, and every qualifier that has one."""
-        return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items()),
+        """Each selected function's unqualified config, every qualifier that has one, and
+        every alias that has none (ListAliases: one more call per selected function)."""
+        return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items(), aliases=True),
                       key=lambda c: c.arn)
 
-    def _list_configs(self, functions) -> list[Candidate]:
+    def _list_configs(self, functions, *, aliases: bool = False) -> list[Candidate]:
+        """The configs of `functions` ((arn, tags) each). `aliases`: with every alias that
+        has no config of its own (an engage's listing); otherwise with every qualifier whose
+        record is on its function's tags but whose config is not listed (a relax's: an alias
+        whose config its owner deleted, or an alias gone), read just before its relax."""
         client = self.clients("lambda")
         found = []
         for arn, tags in sorted(functions):
             try:
                 configs = [c for page in client.get_paginator("list_function_event_invoke_configs").paginate(FunctionName=arn)
                            for c in page.get("FunctionEventInvokeConfigs", [])]
+                named = self._aliases(arn) if aliases else None
             except client.exceptions.ResourceNotFoundException:
                 continue  # deleted since the tagging index listed it
             by_qualifier = {split(c["FunctionArn"])[1]: c for c in configs}
             found.append(Candidate(arn, (tags, by_qualifier.pop(None, None), None)))
             found += [Candidate(f"{arn}:{q}", (tags, c, q)) for q, c in by_qualifier.items()]
+            if aliases:
+                # An alias without a config of its own: engaged with one (the module doc).
+                found += [Candidate(f"{arn}:{q}", (tags, None, q)) for q in named or () if q not in by_qualifier]
+            else:
+                found += [Candidate(f"{arn}:{q}", (tags, _UNREAD, q))
+                          for q in self._recorded_qualifiers(arn, tags) if q not in by_qualifier]
         return found
+
+    @uses("lambda:ListAliases", by=("reconciler", "cli", "readonly", "readiness"))
+    def _aliases(self, arn: str, *, quiet: bool = False) -> list[str] | None:
+        """The names of the function's aliases; None when they could not be listed (an
+        error other than the function gone: its configs are engaged all the same, the
+        error is said on its outcome, and the next walk lists them again)."""
+        client = self.clients("lambda")
+        try:
+            return sorted(a["Name"] for page in client.get_paginator("list_aliases").paginate(FunctionName=arn)
+                          for a in page.get("Aliases", []))
+        except client.exceptions.ResourceNotFoundException:
+            raise
+        except AWS_ERRORS as err:
+            if not quiet:
+                with self._lock:
+                    self._alias_errors[arn] = error_text(err)
+                logger.warning("aliases of %s not listed: %s; its configs are engaged, its aliases without one "
+                               "are not until a walk lists them", arn, error_text(err))
+            return None
+
+    def _recorded_qualifiers(self, arn: str, tags: Mapping[str, str]) -> list[str]:
+        """The qualifiers whose record is on the function's tags (a hashed key names its
+        alias through ListAliases, asked only when there is one)."""
+        prefix = f"{ORIGINAL_KEY}:"
+        names = [k[len(prefix):] for k in tags if k.startswith(prefix)]
+        found = [n for n in names if not n.startswith("@")]
+        hashed = {n for n in names if n.startswith("@")}
+        if hashed:
+            try:
+                aliases = self._aliases(arn, quiet=True) or []
+            except self.clients("lambda").exceptions.ResourceNotFoundException:
+                aliases = []
+            found += [a for a in aliases if record_keys(a)[0][len(prefix):] in hashed]
+        return sorted(found)
 
     @uses("lambda:ListFunctions", "lambda:ListFunctionEventInvokeConfigs", by=("cli",))
     def audit(self, found: AuditResult, say: Progress) -> None:
@@ -275,6 +338,8 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         tags, config, qualifier = candidate.listed
         if config is _UNREAD:
             config = self._config(candidate.arn, qualifier)
+            if config is None and qualifier is not None and not self._qualifier_exists(split(candidate.arn)[0], qualifier):
+                return None   # the alias (or version) is gone, and its config with it: vanished
             resource = self._resource(candidate.arn, qualifier, config, tags)
             # Read just now, before the relax that follows: that read is the fresh one.
             return replace(resource, confirmed=False, ref={**resource.ref, "fresh": True})
@@ -484,10 +549,38 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     def plan(self, resource: Resource) -> Outcome:
         outcome = super().plan(resource)
         self._note_unkept(resource, outcome)
+        self._note_aliases(resource, outcome)
         return outcome
+
+    def _note_aliases(self, resource: Resource, outcome: Outcome) -> None:
+        """On the unqualified config's outcome: its function's aliases could not be listed."""
+        if resource.ref.get("qualifier"):
+            return
+        with self._lock:
+            why = self._alias_errors.pop(resource.arn, None)
+        if why is not None:
+            outcome.notes["aliases"] = {
+                "why": f"its aliases could not be listed ({why}): an alias without an async config of its own is "
+                       "not engaged by this walk",
+                "then": "the next walk lists them again (lambda:ListAliases)"}
+
+    def forget_vanished(self, arn: str, guard) -> Outcome:
+        """An alias (or version) gone: its record's tags are on its function, which outlives
+        it, so they go first (behind the guard, best effort), then the ledger's copy."""
+        function, qualifier = split(arn)
+        if qualifier is not None:
+            try:
+                guard()
+                self._call("untag_resource", Resource=function, TagKeys=list(record_keys(qualifier)))
+            except (ClientError, BotoCoreError, Vanished, StalePlan):
+                # The function gone too, the write not allowed, or a stale plan (the base says
+                # so): a tag left is read by a later relax, which finds the alias gone again.
+                pass
+        return super().forget_vanished(arn, guard)
 
     def engage(self, resource: Resource) -> Outcome:
         outcome = super().engage(resource)
+        self._note_aliases(resource, outcome)
         with self._lock:
             held = self._held.pop(resource.arn, None)
         if held is not None:
