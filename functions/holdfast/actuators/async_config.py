@@ -338,8 +338,12 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         tags, config, qualifier = candidate.listed
         if config is _UNREAD:
             config = self._config(candidate.arn, qualifier)
-            if config is None and qualifier is not None and not self._qualifier_exists(split(candidate.arn)[0], qualifier):
-                return None   # the alias (or version) is gone, and its config with it: vanished
+            if config is None and qualifier is not None and self.ledger.cached(candidate.arn) is not None \
+                    and not self._qualifier_exists(split(candidate.arn)[0], qualifier):
+                # The alias (or version) is gone, and its config with it: vanished (the walk
+                # forgets the ledger's record, forget_vanished its tags first). A record on the
+                # tags only is restored as it is: nothing to write, its tags removed.
+                return None
             resource = self._resource(candidate.arn, qualifier, config, tags)
             # Read just now, before the relax that follows: that read is the fresh one.
             return replace(resource, confirmed=False, ref={**resource.ref, "fresh": True})
