@@ -17,12 +17,13 @@ from collections import Counter
 import pytest
 from botocore.exceptions import ClientError
 
-from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RESTORED, VANISHED
+from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RESTORED, SKIPPED, VANISHED
+from holdfast.engine import bookkeeping
 from holdfast.ledger import Ledger
 from holdfast.ledger.resources import ResourceLedger
 from holdfast.settings import Settings
-from tests import walks
-from tests.actuators.fleet import make_function
+from tests.support import walks
+from tests.support.fleet import make_function
 
 pytestmark = pytest.mark.usefixtures("aws_semantics")
 SETTINGS = Settings()
@@ -209,22 +210,36 @@ def test_an_alias_deleted_while_engaged_through_its_tags_only_is_cleaned_up(clie
     assert record_tags(clients) == set()
 
 
-def test_aliases_that_cannot_be_listed_leave_the_function_engaged_and_say_so(clients, ledger_table):
+def test_aliases_that_cannot_be_listed_leave_everything_else_engaged_and_say_so(clients, ledger_table):
+    """ListAliases refused for one function: its configs are engaged, the other function's
+    alias is engaged in the same walk, the kind finishes (nothing waits on the refusal),
+    and an outcome of its own says what was left out and what lists it again."""
     alias = aliased(clients)
+    other = aliased(clients, "g")
     fn = alias.rsplit(":", 1)[0]
 
-    def refuse(**_):
-        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListAliases")
+    def refuse(params, **_):
+        if params["FunctionName"].endswith(":f"):
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "ListAliases")
 
     lam = clients("lambda")
     lam.meta.events.register("provide-client-params.lambda.ListAliases", refuse)
     try:
-        out = by_arn(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
+        report = walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS)
     finally:
         lam.meta.events.unregister("provide-client-params.lambda.ListAliases", refuse)
+    out = by_arn(report)
 
-    assert out[fn].action == ENGAGED and "not authorized" in out[fn].notes["aliases"]["why"]
+    assert out[fn].action == ENGAGED
+    note = out[f"aliases:{fn}"]
+    assert note.action == SKIPPED and "not authorized" in note.notes["aliases"]["why"]
+    assert "lambda:ListAliases" in note.notes["aliases"]["fix"]
     assert alias not in out and config(clients) is None
+    assert out[other].action == ENGAGED and config(clients, name="g") == BOUNDED
+    assert report.complete and report.cursor["async"] is None and not report.failed
+    # Only the other function's step is in the walk's keys: a re-walk lists f's aliases again.
+    assert bookkeeping.late_walk_key(fn) not in report.seen["async"]
+    assert bookkeeping.late_walk_key(other.rsplit(":", 1)[0]) in report.seen["async"]
     # The next walk lists them again and engages the alias.
     out = by_arn(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
     assert out[alias].action == ENGAGED and config(clients) == BOUNDED

@@ -100,7 +100,7 @@ from holdfast.aws import AWS_ERRORS, destination_refused, error_code, error_text
 from holdfast.core import kinds, restore
 from holdfast.core.audit import AuditResult, Progress, retry_mode_finding
 from holdfast.core.errors import Conflict, Vanished
-from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource, StalePlan
+from holdfast.core.model import ALREADY, ENGAGED, SKIPPED, Candidate, Outcome, Record, Resource, StalePlan
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError, decode
 from holdfast.iam import uses
 
@@ -118,6 +118,8 @@ MAX_KEY = 128           # characters in a tag key
 # In a record's applied values: Lambda refused Holdfast's queue as this config's on-failure
 # destination in this engagement. Not a setting (no original): a restore writes nothing for it.
 REFUSED = "dest_refused"
+# The outcome of a later-phase step whose ListAliases failed: "aliases:<function ARN>".
+ALIASES = "aliases:"
 
 
 def record_keys(qualifier: str | None) -> tuple[str, str]:
@@ -206,72 +208,91 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         self._tagged: dict[str, Record] = {}           # arn -> the record this run wrote on its tags
         self._kms: tuple[str | None] | None = None      # the expired-events queue's KMS key, once read
         self._modified: dict[str, float | None] = {}    # arn -> the config's LastModified after Holdfast's write
-        self._alias_errors: dict[str, str] = {}         # function arn -> why its aliases were not listed
 
     # ---- discovery -------------------------------------------------------------------
 
     @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
         """Each selected function's unqualified config, every qualifier that has one, and
-        every alias that has none (ListAliases: one more call per selected function)."""
-        return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items(), aliases=True),
+        every qualifier whose record its function's tags carry but that has no config (a
+        walk stopped between the record and the Put). The aliases with no config and no
+        record are found later in the walk (`late_candidates`)."""
+        return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items(), engage=True),
                       key=lambda c: c.arn)
 
-    def _list_configs(self, functions, *, aliases: bool = False) -> list[Candidate]:
-        """The configs of `functions` ((arn, tags) each). `aliases`: with every alias that
-        has no config of its own (an engage's listing); otherwise with every qualifier whose
-        record is on its function's tags but whose config is not listed (a relax's: an alias
-        whose config its owner deleted, or an alias gone), read just before its relax."""
+    def _list_configs(self, functions, *, engage: bool = False) -> list[Candidate]:
+        """The configs of `functions` ((arn, tags) each), and the qualifiers whose record is
+        on their function's tags but whose config is not listed. `engage`: those are listed
+        as having no config (the listing names every config), their names from the tags
+        alone (a hashed key is left to the later phase, which names it by ListAliases);
+        otherwise (a relax's) each is read just before its relax (an alias whose config
+        its owner deleted, or an alias gone), a hashed key named by ListAliases."""
         client = self.clients("lambda")
         found = []
         for arn, tags in sorted(functions):
             try:
                 configs = [c for page in client.get_paginator("list_function_event_invoke_configs").paginate(FunctionName=arn)
                            for c in page.get("FunctionEventInvokeConfigs", [])]
-                named = self._aliases(arn) if aliases else None
+                recorded = self._recorded_qualifiers(arn, tags, name_hashed=not engage)
             except client.exceptions.ResourceNotFoundException:
                 continue  # deleted since the tagging index listed it
             by_qualifier = {split(c["FunctionArn"])[1]: c for c in configs}
             found.append(Candidate(arn, (tags, by_qualifier.pop(None, None), None)))
             found += [Candidate(f"{arn}:{q}", (tags, c, q)) for q, c in by_qualifier.items()]
-            if aliases:
-                # An alias without a config of its own: engaged with one (the module doc).
-                found += [Candidate(f"{arn}:{q}", (tags, None, q)) for q in named or () if q not in by_qualifier]
-            else:
-                found += [Candidate(f"{arn}:{q}", (tags, _UNREAD, q))
-                          for q in self._recorded_qualifiers(arn, tags) if q not in by_qualifier]
+            found += [Candidate(f"{arn}:{q}", (tags, None if engage else _UNREAD, q))
+                      for q in recorded if q not in by_qualifier]
         return found
 
-    @uses("lambda:ListAliases", by=("reconciler", "cli", "readonly", "readiness"))
-    def _aliases(self, arn: str, *, quiet: bool = False) -> list[str] | None:
-        """The names of the function's aliases; None when they could not be listed (an
-        error other than the function gone: its configs are engaged all the same, the
-        error is said on its outcome, and the next walk lists them again)."""
-        client = self.clients("lambda")
-        try:
-            return sorted(a["Name"] for page in client.get_paginator("list_aliases").paginate(FunctionName=arn)
-                          for a in page.get("Aliases", []))
-        except client.exceptions.ResourceNotFoundException:
-            raise
-        except AWS_ERRORS as err:
-            if not quiet:
-                with self._lock:
-                    self._alias_errors[arn] = error_text(err)
-                logger.warning("aliases of %s not listed: %s; its configs are engaged, its aliases without one "
-                               "are not until a walk lists them", arn, error_text(err))
-            return None
+    # ---- the later phase: aliases with no config of their own -------------------------
 
-    def _recorded_qualifiers(self, arn: str, tags: Mapping[str, str]) -> list[str]:
-        """The qualifiers whose record is on the function's tags (a hashed key names its
-        alias through ListAliases, asked only when there is one)."""
+    def late_keys(self, listed: list[Candidate]) -> list[str]:
+        """The later phase of an engage walk (holdfast.engine.bookkeeping): one step per
+        listed function, in ARN order, each one ListAliases. It runs only once every config
+        the listing named is engaged, and resumes across ticks after the last function
+        whose aliases were all engaged (the kind's cursor)."""
+        return sorted(c.arn for c in listed if c.listed[2] is None)
+
+    def late_candidates(self, function: str, listed: Mapping[str, Candidate]) -> tuple[list[Candidate], Outcome | None]:
+        """The aliases of `function` that the listing did not name (no config of their own,
+        no record): each engaged with one (the module doc). When they cannot be listed,
+        none, and an outcome that says so (`notes["aliases"]`); the function's configs are
+        engaged all the same, and the walk goes on."""
+        tags = listed[function].listed[0] if function in listed else {}
+        try:
+            names = self._aliases(function)
+        except self.clients("lambda").exceptions.ResourceNotFoundException:
+            return [], None   # deleted since it was listed
+        except AWS_ERRORS as err:
+            logger.warning("aliases of %s not listed: %s; its configs are engaged, its aliases without one are not",
+                           function, error_text(err))
+            return [], Outcome(self.kind, f"{ALIASES}{function}", SKIPPED, name=f"{function.split(':')[6]} (aliases)",
+                               notes={"aliases": {
+                                   "why": f"its aliases could not be listed ({error_text(err)}): an alias of it "
+                                          "with no async config of its own is not engaged",
+                                   "fix": ("grant lambda:ListAliases on the function (the reconciler's policy allows "
+                                           "it on functions carrying the selector); the kind's next walk of a plan, "
+                                           "or its re-walk, lists them again")}})
+        return [Candidate(f"{function}:{q}", (tags, None, q)) for q in names if f"{function}:{q}" not in listed], None
+
+    @uses("lambda:ListAliases", by=("reconciler", "cli", "readonly", "readiness"))
+    def _aliases(self, arn: str) -> list[str]:
+        """The names of the function's aliases (ListAliases, paginated)."""
+        client = self.clients("lambda")
+        return sorted(a["Name"] for page in client.get_paginator("list_aliases").paginate(FunctionName=arn)
+                      for a in page.get("Aliases", []))
+
+    def _recorded_qualifiers(self, arn: str, tags: Mapping[str, str], *, name_hashed: bool) -> list[str]:
+        """The qualifiers whose record is on the function's tags. `name_hashed`: a hashed
+        key's alias is named through ListAliases, asked only when there is one (an error
+        leaves it unnamed: the ledger's record names it, or a later relax)."""
         prefix = f"{ORIGINAL_KEY}:"
         names = [k[len(prefix):] for k in tags if k.startswith(prefix)]
         found = [n for n in names if not n.startswith("@")]
         hashed = {n for n in names if n.startswith("@")}
-        if hashed:
+        if hashed and name_hashed:
             try:
-                aliases = self._aliases(arn, quiet=True) or []
-            except self.clients("lambda").exceptions.ResourceNotFoundException:
+                aliases = self._aliases(arn)
+            except AWS_ERRORS:
                 aliases = []
             found += [a for a in aliases if record_keys(a)[0][len(prefix):] in hashed]
         return sorted(found)
@@ -553,20 +574,7 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
     def plan(self, resource: Resource) -> Outcome:
         outcome = super().plan(resource)
         self._note_unkept(resource, outcome)
-        self._note_aliases(resource, outcome)
         return outcome
-
-    def _note_aliases(self, resource: Resource, outcome: Outcome) -> None:
-        """On the unqualified config's outcome: its function's aliases could not be listed."""
-        if resource.ref.get("qualifier"):
-            return
-        with self._lock:
-            why = self._alias_errors.pop(resource.arn, None)
-        if why is not None:
-            outcome.notes["aliases"] = {
-                "why": f"its aliases could not be listed ({why}): an alias without an async config of its own is "
-                       "not engaged by this walk",
-                "then": "the next walk lists them again (lambda:ListAliases)"}
 
     def forget_vanished(self, arn: str, guard) -> Outcome:
         """An alias (or version) gone: its record's tags are on its function, which outlives
@@ -584,7 +592,6 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
 
     def engage(self, resource: Resource) -> Outcome:
         outcome = super().engage(resource)
-        self._note_aliases(resource, outcome)
         with self._lock:
             held = self._held.pop(resource.arn, None)
         if held is not None:
