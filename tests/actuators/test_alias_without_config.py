@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 from botocore.exceptions import ClientError
 
+from holdfast.core import order
 from holdfast.core.model import DRIFT_KEPT, ENGAGED, FAILED, RESTORED, SKIPPED, VANISHED
 from holdfast.engine import bookkeeping
 from holdfast.ledger import Ledger
@@ -136,11 +137,16 @@ class FailPut:
                               "PutFunctionEventInvokeConfig")
 
 
-def _crash_between_record_and_put(clients, ledger_table) -> str:
+def _crash_between_record_and_put(clients, ledger_table, cursor: list | None = None) -> str:
     alias = aliased(clients)
     with FailPut(clients, "live"):
-        out = by_arn(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
+        report = walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS)
+    out = by_arn(report)
     assert out[alias].action == FAILED, out[alias]
+    # The function's config is engaged; the cursor stops before its aliases' step, in the later phase.
+    assert report.cursor["async"] == order.late_position(None)
+    if cursor is not None:
+        cursor.append(report.cursor)
     # The record was written ahead (tag and ledger); the alias still has no config.
     assert {"holdfast:original:live", "holdfast:applied:live"} <= record_tags(clients)
     assert ledger(clients, ledger_table).get(alias) is not None
@@ -149,11 +155,17 @@ def _crash_between_record_and_put(clients, ledger_table) -> str:
 
 
 def test_a_crash_between_the_record_and_the_put_is_finished_by_the_next_walk(clients, ledger_table):
-    alias = _crash_between_record_and_put(clients, ledger_table)
+    cursor: list = []
+    alias = _crash_between_record_and_put(clients, ledger_table, cursor)
+    made: list[str] = []
+    clients("lambda").meta.events.register("before-parameter-build.lambda",
+                                           lambda model, **_: made.append(model.name))
 
-    out = by_arn(walks.engage_all(clients, SETTINGS, ledger_table, **OPTIONS))
+    out = by_arn(walks.engage_all(clients, SETTINGS, ledger_table, after=cursor[0], **OPTIONS))
 
     assert out[alias].action == ENGAGED, out[alias]
+    # Its record on the function's tags names it in the listing: engaged before any ListAliases.
+    assert made.index("PutFunctionEventInvokeConfig") < made.index("ListAliases")
     assert config(clients) == BOUNDED
     assert ledger(clients, ledger_table).get(alias).original["config"] is False
     # and its restore still deletes the config: the original stayed "no config"
