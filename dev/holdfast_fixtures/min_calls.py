@@ -23,7 +23,10 @@ Reads (bulk wherever an API lists in bulk):
 - async: GetResources (lambda:function, 100 a page) finds the functions and their tags;
   there is no bulk read of async configs, so one GetFunctionEventInvokeConfig each; and
   one ListAliases each (an alias with no async config of its own is engaged with one:
-  only ListAliases names it), on engage only.
+  only ListAliases names it), on engage only, in the walk's later phase after every
+  listed config is engaged (they delay no cap; they count toward the total). A walk
+  that spans ticks lists a few functions' aliases twice (steps finished past the one
+  the deadline stopped): not counted, as no correct engage needs them.
 - nlb: GetResources (elasticloadbalancing:targetgroup) for the tags; DescribeTargetGroups
   (400 a page, every group of the account) for the protocol; one
   DescribeTargetGroupAttributes each.

@@ -6,10 +6,9 @@ has its own event invoke config, and events sent to `fn:live` follow `live`'s, n
 function's (ListFunctionEventInvokeConfigs lists them all, one call per selected
 function). The unqualified config ($LATEST's) is the function's ARN, and is engaged
 whether or not it exists yet; `arn:...:function:fn:live` is alias `live`'s, engaged
-whether or not it has one too (ListAliases: one more call per selected function, on the
-same Lambda budget as every other). A version without a config of its own is not one of
-them (versions are invoked by number far less often than through an alias; listing them
-would cost one more call per function again).
+whether or not it has one too. A version without a config of its own is not one of them
+(versions are invoked by number far less often than through an alias; listing them would
+cost one more call per function again).
 
 Which config an alias (or version) without one of its own follows, when invoked
 asynchronously, AWS's documentation does not say. What it does say: each of "a
@@ -21,8 +20,7 @@ error. It retains events in a queue for up to six hours" (API reference,
 PutFunctionEventInvokeConfig,
 https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
 Neither page, nor the API reference of Get/Update/ListFunctionEventInvokeConfigs, nor the
-Developer Guide's pages on asynchronous invocation and on aliases (checked again for this
-change), says whether the unqualified config is inherited. Users' reports point to the
+Developer Guide's pages on asynchronous invocation and on aliases, says whether the unqualified config is inherited. Users' reports point to the
 defaults (an alias follows none of the function's config: serverless/serverless#11609,
 "with provisioned concurrency you're creating a function alias, and then all settings
 apply to this alias"; davidgf/serverless-plugin-canary-deployments#149, settings
@@ -39,9 +37,26 @@ Holdfast wrote is drift, kept and reported, and the restore Puts the owner's val
 instead of deleting (the rule of every kind; one limit, as for the unqualified config: an
 owner value equal to Holdfast's reads as Holdfast's). An alias deleted while engaged is
 vanished: its record's tags, which its function carries, go, then the ledger's copy.
-ListAliases is asked only in an engage's listing (the selected functions), and in a
-relax's only to name an alias whose record key is a hash; an error listing one function's
-aliases leaves its configs engaged and is said on its outcome (`notes["aliases"]`).
+
+Only ListAliases names an alias with no config: one more call per selected function, on
+the one Lambda budget every call spends. So the listing (`candidates`) names the configs
+alone, plus any qualifier whose record is on its function's tags with no config (a walk
+stopped between the record and the Put: it is finished first, with the listed configs),
+and the aliases are listed in the walk's later phase (`late_keys`, `late_candidates`;
+holdfast.engine.bookkeeping): one step per function in ARN order, only once every listed
+config is engaged (those carry the harm already known; no ListAliases delays their
+caps), each alias engaged as its function's step finds it. A walk the deadline stops in
+that phase leaves a cursor there (core.order.late_position: the last function whose
+aliases were all engaged), and the next tick's walk passes over the settled configs and
+resumes after it: across ticks, each function's aliases are listed once per plan
+generation (a few twice: steps the tick's writers finished past the one the deadline
+stopped), and a re-walk lists only those of functions no walk of the generation finished
+(one newly selected, or whose listing failed). An alias created during a hold on a function
+already listed is engaged at the next plan's walk, not by a re-walk. ListAliases that
+fails for a function (the selector gone, the permission missing) leaves its configs
+engaged and the walk going on: the step's own outcome (`aliases:<function ARN>`,
+skipped, `notes["aliases"]`) says which aliases were left out, and the kind is not held
+back. A relax lists aliases only to name one whose record key is a hash.
 
 Keys (None = not set, so Lambda's default applies: 21,600 s and 2 retries):
 `config` (whether the qualifier has an event invoke config at all), `max_age`,

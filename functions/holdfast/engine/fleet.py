@@ -22,7 +22,11 @@ that count, then reads and engages them most harmful first. Where a walk stands 
 the next walk of a kind may pass over — each candidate's `position`, the `Report.cursor`
 a kind resumes after, the `settled` candidates a resumed walk passes over, the walk keys
 of `Report.seen` a re-walk compares listings with — is the engine's walk bookkeeping
-(holdfast.engine.bookkeeping).
+(holdfast.engine.bookkeeping). A kind whose listing cannot name every resource (async
+configs: aliases with no config) finds the rest in a later phase of its walk
+(`late_keys`, `late_candidates`), run only once every listed candidate finished, and
+resumed across ticks from the kind's cursor; what it finds counts against max_resources
+as the listing did, and past it is left unchanged (`notes["limit"]`).
 
 Two engage walks: `engage` lists every kind before any write and counts them together
 against max_resources (a plan, a dry run); `engage_as_listed` walks each kind as soon as
