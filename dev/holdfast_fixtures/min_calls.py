@@ -25,7 +25,12 @@ Reads (bulk wherever an API lists in bulk):
   distinct function of a mapping the floor lowers (`esm_lowered_functions`), on
   GetFunction's own 100/s budget — there is no bulk read of it.
 - async: GetResources (lambda:function, 100 a page) finds the functions and their tags;
-  there is no bulk read of async configs, so one GetFunctionEventInvokeConfig each.
+  there is no bulk read of async configs, so one GetFunctionEventInvokeConfig each; and
+  one ListAliases each (an alias with no async config of its own is engaged with one:
+  only ListAliases names it), on engage only, in the walk's later phase after every
+  listed config is engaged (they delay no cap; they count toward the total). A walk
+  that spans ticks lists a few functions' aliases twice (steps finished past the one
+  the deadline stopped): not counted, as no correct engage needs them.
 - nlb: GetResources (elasticloadbalancing:targetgroup) for the tags; DescribeTargetGroups
   (400 a page, every group of the account) for the protocol; one
   DescribeTargetGroupAttributes each.
@@ -113,6 +118,7 @@ def engage(f: Fleet, *, esm_tags: str = "listtags", tag_record: bool = True) -> 
     out["async"] = Counter({
         "tagging:GetResources": _pages(n, PAGE["tagging"]),   # also gives esm its functions' tags
         "lambda:GetFunctionEventInvokeConfig": n,
+        "lambda:ListAliases": n,
         "lambda:PutOrUpdateFunctionEventInvokeConfig": e,
         "lambda:TagResource": e if tag_record else 0,
         "dynamodb:PutItem": e,

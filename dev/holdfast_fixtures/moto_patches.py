@@ -84,6 +84,11 @@ One place holds every departure from moto that Holdfast depends on; the tests
   reference does not say whether an alias's async config goes with it; the emulation
   keeps it, as moto does, and tests/actuators/test_recreated.py covers both answers.)
 
+- Lambda ListAliases takes the function's name or ARN (API reference, ListAliases:
+  FunctionName "The name or ARN of the Lambda function", name formats "Function name",
+  "Function ARN", "Partial ARN"). moto 5.2.5 reads the name from the request path without
+  URL-decoding it, so an ARN answers ResourceNotFoundException; the patch decodes it.
+
 - Lambda GetFunction's `Concurrency` (API reference: "The function's reserved
   concurrency") is in the answer whenever a reserved concurrency is set, 0 included (a
   function throttled to nothing). moto 5.2.5 leaves it out when it is 0 (`if
@@ -378,6 +383,13 @@ def aws_semantics() -> Iterator[None]:
         original_alias_update(self, *args, **kwargs)
         self.revision_id = str(lambda_models.random.uuid4())
 
+    def list_aliases(self):
+        name = unquote(self.path.rsplit("/", 2)[-2])
+        if name.startswith("arn:"):
+            name = self.backend._lambdas.split_function_arn(name)[1]
+        aliases = self.backend.list_aliases(name)
+        return 200, {}, json.dumps({"Aliases": [alias.to_json() for alias in aliases]})
+
     original_get_code = lambda_models.LambdaFunction.get_code
 
     def get_code(self):
@@ -400,6 +412,7 @@ def aws_semantics() -> Iterator[None]:
         stack.enter_context(mock.patch.object(lambda_models.LambdaBackend, "iter_tagged_resources",
                                               iter_tagged_resources))
         stack.enter_context(mock.patch.object(lambda_models.LambdaAlias, "update", alias_update))
+        stack.enter_context(mock.patch.object(LambdaResponse, "list_aliases", list_aliases))
         _cheap_transactions(stack)
         _cheap_query_answers(stack)
         _partition_queries(stack)

@@ -73,10 +73,14 @@ def test_a_full_event_restores_every_resource_and_keeps_the_owners_change(client
     assert [o.arn for o in outcomes if o.action == DRIFT_KEPT] == [drifted]
 
 
-def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int, seconds_per_call: float = 0.05):
+def engage_in_ticks(clients, ledger_table, fleet_size: dict, budget_calls: int, seconds_per_call: float = 0.05,
+                    prepare=None):
     """Engage a fleet tick by tick. The fake clock moves `seconds_per_call` per AWS call, so the tick
-    budget is spent after budget_calls calls; returns (fleet, ticks, calls, outcomes)."""
+    budget is spent after budget_calls calls; returns (fleet, ticks, calls, outcomes).
+    `prepare(fleet)`: changes the fleet before the first tick."""
     fleet = build_fleet(clients, **fleet_size, unselected=0, workers=1)  # in-process moto is not thread-safe while creating
+    if prepare is not None:
+        prepare(fleet)
     settings = Settings.from_mapping({**SETTINGS.to_mapping(), "tick_budget_seconds": max(10, round(budget_calls * seconds_per_call))})
     clock, script = FakeClock(T0), Script()
     for service in ("autoscaling", "lambda", "elbv2", "application-autoscaling", "dynamodb", "resourcegroupstaggingapi"):
@@ -111,6 +115,38 @@ def test_a_fleet_engages_over_several_ticks_with_nothing_written_twice(clients, 
     assert not [o for o in outcomes if o.action == "failed"]
     writes = mutations(calls)
     print(f"\n{len(selected)} resources engaged in {ticks} ticks; {sum(calls.values())} API calls, {sum(writes.values())} mutating")
+
+
+def test_aliases_without_a_config_are_engaged_over_ticks_only_after_every_listed_config(clients, ledger_table,
+                                                                                         aws_semantics):
+    """Each function of the fleet has an alias with no async config: the aliases are listed
+    (one ListAliases per function) in the later phase of the async walk, which resumes
+    tick after tick, and not one of those calls comes before the last listed config's cap."""
+    made: list[tuple[str, str | None]] = []
+    aliases: list[str] = []
+
+    def with_aliases(fleet) -> None:
+        lam = clients("lambda")
+        for arn in fleet.selected["async"]:
+            name = arn.split(":")[6]
+            lam.create_alias(FunctionName=name, Name="live", FunctionVersion=lam.publish_version(FunctionName=name)["Version"])
+            aliases.append(f"{arn}:live")
+        lam.meta.events.register("before-parameter-build.lambda",
+                                 lambda model, params, **_: made.append((model.name, params.get("Qualifier"))))
+
+    fleet, ticks, calls, outcomes = engage_in_ticks(clients, ledger_table, {"esms": 12, "asyncs": 12}, 40, 0.25,
+                                                    prepare=with_aliases)
+    engaged = Counter(o.arn for o in outcomes if o.action == ENGAGED)
+    assert ticks > 2 and max(engaged.values()) == 1
+    assert all(engaged[a] == 1 for a in aliases)
+    assert not [o for o in outcomes if o.action == "failed"]
+    writes = [i for i, (op, q) in enumerate(made) if q is None
+              and op in ("PutFunctionEventInvokeConfig", "UpdateFunctionEventInvokeConfig")]
+    assert max(writes) < made.index(("ListAliases", None))
+    # One ListAliases per listed function, but for the few a tick's writers finished past its
+    # cursor (the cursor stops at the first step the deadline reached): listed again, once.
+    functions = {o.arn for o in outcomes if o.kind == "async" and o.arn.count(":") == 6}
+    assert len(functions) <= calls["lambda:ListAliases"] < 2 * len(functions)
 
 
 @pytest.mark.benchmark

@@ -1,12 +1,14 @@
 """Lambda async invoke configs: fewer retries, and a shorter event age only where what
 expires is kept.
 
-One resource per *qualifier that has a config*: each version and alias has its own
-event invoke config, and events sent to `fn:live` follow `live`'s, not the function's
-(ListFunctionEventInvokeConfigs lists them all, one call per selected function). The
-unqualified config ($LATEST's) is the function's ARN, and is engaged whether or not it
-exists yet; `arn:...:function:fn:live` is alias `live`'s. A qualifier without a config
-of its own is not one of them.
+One resource per *qualifier that has a config*, and per alias: each version and alias
+has its own event invoke config, and events sent to `fn:live` follow `live`'s, not the
+function's (ListFunctionEventInvokeConfigs lists them all, one call per selected
+function). The unqualified config ($LATEST's) is the function's ARN, and is engaged
+whether or not it exists yet; `arn:...:function:fn:live` is alias `live`'s, engaged
+whether or not it has one too. A version without a config of its own is not one of them
+(versions are invoked by number far less often than through an alias; listing them would
+cost one more call per function again).
 
 Which config an alias (or version) without one of its own follows, when invoked
 asynchronously, AWS's documentation does not say. What it does say: each of "a
@@ -17,18 +19,44 @@ https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-configuring.html),
 error. It retains events in a queue for up to six hours" (API reference,
 PutFunctionEventInvokeConfig,
 https://docs.aws.amazon.com/lambda/latest/api/API_PutFunctionEventInvokeConfig.html).
-Neither page, nor the API reference of Get/Update/ListFunctionEventInvokeConfigs, says
-whether the unqualified config is inherited. Users' reports point to the defaults (an
-alias follows none of the function's config: serverless/serverless#11609, "with
-provisioned concurrency you're creating a function alias, and then all settings apply to
-this alias"; davidgf/serverless-plugin-canary-deployments#149, settings "previously only
-applied to the unqualified ARN instead of the alias"), but they are not AWS's word. The
-safe choice either way is to give such an alias a config of its own while engaged (bounded
-whichever config would otherwise apply; restored by deleting it). Not done: such aliases
-are not engaged. Listing them is one more Lambda call, ListAliases, per selected function
-on every engage walk; a version that did so was taken back because, under a tight tick
-budget, the listing left the async walk no room to finish (tests/scenarios/test_event.py
-failed one run in three). Listing aliases must first become resumable across ticks.
+Neither page, nor the API reference of Get/Update/ListFunctionEventInvokeConfigs, nor the
+Developer Guide's pages on asynchronous invocation and on aliases, says whether the unqualified config is inherited. Users' reports point to the
+defaults (an alias follows none of the function's config: serverless/serverless#11609,
+"with provisioned concurrency you're creating a function alias, and then all settings
+apply to this alias"; davidgf/serverless-plugin-canary-deployments#149, settings
+"previously only applied to the unqualified ARN instead of the alias"), but they are not
+AWS's word. So Holdfast does what is safe either way: an alias without a config of its
+own gets one while engaged, with the same bounds as the function's (the posture of a
+config with nothing set, i.e. of Lambda's defaults, which are also the most the
+unqualified config can allow), so whichever config would otherwise apply, the alias's
+retries and event age are bounded. Its original is recorded ahead as "no config"
+(`config: False`, its values None), so the restore *deletes* the alias's config
+(DeleteFunctionEventInvokeConfig with the Qualifier) rather than Putting one. A config
+its owner put on the alias while engaged is theirs: each value that differs from what
+Holdfast wrote is drift, kept and reported, and the restore Puts the owner's values back
+instead of deleting (the rule of every kind; one limit, as for the unqualified config: an
+owner value equal to Holdfast's reads as Holdfast's). An alias deleted while engaged is
+vanished: its record's tags, which its function carries, go, then the ledger's copy.
+
+Only ListAliases names an alias with no config: one more call per selected function, on
+the one Lambda budget every call spends. So the listing (`candidates`) names the configs
+alone, plus any qualifier whose record is on its function's tags with no config (a walk
+stopped between the record and the Put: it is finished first, with the listed configs),
+and the aliases are listed in the walk's later phase (`late_keys`, `late_candidates`;
+holdfast.engine.bookkeeping): one step per function in ARN order, only once every listed
+config is engaged (those carry the harm already known; no ListAliases delays their
+caps), each alias engaged as its function's step finds it. A walk the deadline stops in
+that phase leaves a cursor there (core.order.late_position: the last function whose
+aliases were all engaged), and the next tick's walk passes over the settled configs and
+resumes after it: across ticks, each function's aliases are listed once per plan
+generation (a few twice: steps the tick's writers finished past the one the deadline
+stopped), and a re-walk lists only those of functions no walk of the generation finished
+(one newly selected, or whose listing failed). An alias created during a hold on a function
+already listed is engaged at the next plan's walk, not by a re-walk. ListAliases that
+fails for a function (the selector gone, the permission missing) leaves its configs
+engaged and the walk going on: the step's own outcome (`aliases:<function ARN>`,
+skipped, `notes["aliases"]`) says which aliases were left out, and the kind is not held
+back. A relax lists aliases only to name one whose record key is a hash.
 
 Keys (None = not set, so Lambda's default applies: 21,600 s and 2 retries):
 `config` (whether the qualifier has an event invoke config at all), `max_age`,
@@ -74,6 +102,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from dataclasses import replace
 from typing import Any, Mapping
@@ -86,9 +115,11 @@ from holdfast.aws import AWS_ERRORS, destination_refused, error_code, error_text
 from holdfast.core import kinds, restore
 from holdfast.core.audit import AuditResult, Progress, retry_mode_finding
 from holdfast.core.errors import Conflict, Vanished
-from holdfast.core.model import ALREADY, ENGAGED, Candidate, Outcome, Record, Resource
+from holdfast.core.model import ALREADY, ENGAGED, SKIPPED, Candidate, Outcome, Record, Resource, StalePlan
 from holdfast.core.tags import APPLIED_KEY, ORIGINAL_KEY, TagError, decode
 from holdfast.iam import uses
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_AGE = 21600
 DEFAULT_MAX_RETRIES = 2
@@ -102,6 +133,8 @@ MAX_KEY = 128           # characters in a tag key
 # In a record's applied values: Lambda refused Holdfast's queue as this config's on-failure
 # destination in this engagement. Not a setting (no original): a restore writes nothing for it.
 REFUSED = "dest_refused"
+# The outcome of a later-phase step whose ListAliases failed: "aliases:<function ARN>".
+ALIASES = "aliases:"
 
 
 def record_keys(qualifier: str | None) -> tuple[str, str]:
@@ -195,23 +228,89 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
 
     @uses("lambda:ListFunctionEventInvokeConfigs", by=("reconciler", "cli", "readonly", "readiness"))
     def candidates(self) -> list[Candidate]:
-        """Each selected function's unqualified config, and every qualifier that has one."""
-        return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items()),
+        """Each selected function's unqualified config, every qualifier that has one, and
+        every qualifier whose record its function's tags carry but that has no config (a
+        walk stopped between the record and the Put). The aliases with no config and no
+        record are found later in the walk (`late_candidates`)."""
+        return sorted(self._list_configs(tagged(self.clients, self.settings, "lambda:function").items(), engage=True),
                       key=lambda c: c.arn)
 
-    def _list_configs(self, functions) -> list[Candidate]:
+    def _list_configs(self, functions, *, engage: bool = False) -> list[Candidate]:
+        """The configs of `functions` ((arn, tags) each), and the qualifiers whose record is
+        on their function's tags but whose config is not listed. `engage`: those are listed
+        as having no config (the listing names every config), their names from the tags
+        alone (a hashed key is left to the later phase, which names it by ListAliases);
+        otherwise (a relax's) each is read just before its relax (an alias whose config
+        its owner deleted, or an alias gone), a hashed key named by ListAliases."""
         client = self.clients("lambda")
         found = []
         for arn, tags in sorted(functions):
             try:
                 configs = [c for page in client.get_paginator("list_function_event_invoke_configs").paginate(FunctionName=arn)
                            for c in page.get("FunctionEventInvokeConfigs", [])]
+                recorded = self._recorded_qualifiers(arn, tags, name_hashed=not engage)
             except client.exceptions.ResourceNotFoundException:
                 continue  # deleted since the tagging index listed it
             by_qualifier = {split(c["FunctionArn"])[1]: c for c in configs}
             found.append(Candidate(arn, (tags, by_qualifier.pop(None, None), None)))
             found += [Candidate(f"{arn}:{q}", (tags, c, q)) for q, c in by_qualifier.items()]
+            found += [Candidate(f"{arn}:{q}", (tags, None if engage else _UNREAD, q))
+                      for q in recorded if q not in by_qualifier]
         return found
+
+    # ---- the later phase: aliases with no config of their own -------------------------
+
+    def late_keys(self, listed: list[Candidate]) -> list[str]:
+        """The later phase of an engage walk (holdfast.engine.bookkeeping): one step per
+        listed function, in ARN order, each one ListAliases. It runs only once every config
+        the listing named is engaged, and resumes across ticks after the last function
+        whose aliases were all engaged (the kind's cursor)."""
+        return sorted(c.arn for c in listed if c.listed[2] is None)
+
+    def late_candidates(self, function: str, listed: Mapping[str, Candidate]) -> tuple[list[Candidate], Outcome | None]:
+        """The aliases of `function` that the listing did not name (no config of their own,
+        no record): each engaged with one (the module doc). When they cannot be listed,
+        none, and an outcome that says so (`notes["aliases"]`); the function's configs are
+        engaged all the same, and the walk goes on."""
+        tags = listed[function].listed[0] if function in listed else {}
+        try:
+            names = self._aliases(function)
+        except self.clients("lambda").exceptions.ResourceNotFoundException:
+            return [], None   # deleted since it was listed
+        except AWS_ERRORS as err:
+            logger.warning("aliases of %s not listed: %s; its configs are engaged, its aliases without one are not",
+                           function, error_text(err))
+            return [], Outcome(self.kind, f"{ALIASES}{function}", SKIPPED, name=f"{function.split(':')[6]} (aliases)",
+                               notes={"aliases": {
+                                   "why": f"its aliases could not be listed ({error_text(err)}): an alias of it "
+                                          "with no async config of its own is not engaged",
+                                   "fix": ("grant lambda:ListAliases on the function (the reconciler's policy allows "
+                                           "it on functions carrying the selector); the kind's next walk of a plan, "
+                                           "or its re-walk, lists them again")}})
+        return [Candidate(f"{function}:{q}", (tags, None, q)) for q in names if f"{function}:{q}" not in listed], None
+
+    @uses("lambda:ListAliases", by=("reconciler", "cli", "readonly", "readiness"))
+    def _aliases(self, arn: str) -> list[str]:
+        """The names of the function's aliases (ListAliases, paginated)."""
+        client = self.clients("lambda")
+        return sorted(a["Name"] for page in client.get_paginator("list_aliases").paginate(FunctionName=arn)
+                      for a in page.get("Aliases", []))
+
+    def _recorded_qualifiers(self, arn: str, tags: Mapping[str, str], *, name_hashed: bool) -> list[str]:
+        """The qualifiers whose record is on the function's tags. `name_hashed`: a hashed
+        key's alias is named through ListAliases, asked only when there is one (an error
+        leaves it unnamed: the ledger's record names it, or a later relax)."""
+        prefix = f"{ORIGINAL_KEY}:"
+        names = [k[len(prefix):] for k in tags if k.startswith(prefix)]
+        found = [n for n in names if not n.startswith("@")]
+        hashed = {n for n in names if n.startswith("@")}
+        if hashed and name_hashed:
+            try:
+                aliases = self._aliases(arn)
+            except AWS_ERRORS:
+                aliases = []
+            found += [a for a in aliases if record_keys(a)[0][len(prefix):] in hashed]
+        return sorted(found)
 
     @uses("lambda:ListFunctions", "lambda:ListFunctionEventInvokeConfigs", by=("cli",))
     def audit(self, found: AuditResult, say: Progress) -> None:
@@ -275,6 +374,12 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         tags, config, qualifier = candidate.listed
         if config is _UNREAD:
             config = self._config(candidate.arn, qualifier)
+            if config is None and qualifier is not None and self.ledger.cached(candidate.arn) is not None \
+                    and not self._qualifier_exists(split(candidate.arn)[0], qualifier):
+                # The alias (or version) is gone, and its config with it: vanished (the walk
+                # forgets the ledger's record, forget_vanished its tags first). A record on the
+                # tags only is restored as it is: nothing to write, its tags removed.
+                return None
             resource = self._resource(candidate.arn, qualifier, config, tags)
             # Read just now, before the relax that follows: that read is the fresh one.
             return replace(resource, confirmed=False, ref={**resource.ref, "fresh": True})
@@ -485,6 +590,20 @@ class AsyncConfigActuator(LambdaTagged, TaggedActuator):
         outcome = super().plan(resource)
         self._note_unkept(resource, outcome)
         return outcome
+
+    def forget_vanished(self, arn: str, guard) -> Outcome:
+        """An alias (or version) gone: its record's tags are on its function, which outlives
+        it, so they go first (behind the guard, best effort), then the ledger's copy."""
+        function, qualifier = split(arn)
+        if qualifier is not None:
+            try:
+                guard()
+                self._call("untag_resource", Resource=function, TagKeys=list(record_keys(qualifier)))
+            except (ClientError, BotoCoreError, Vanished, StalePlan):
+                # The function gone too, the write not allowed, or a stale plan (the base says
+                # so): a tag left is read by a later relax, which finds the alias gone again.
+                pass
+        return super().forget_vanished(arn, guard)
 
     def engage(self, resource: Resource) -> Outcome:
         outcome = super().engage(resource)

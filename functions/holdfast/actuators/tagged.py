@@ -170,6 +170,17 @@ class TaggedActuator(ABC):
         candidate by default (a record may be on a tag only)."""
         return self.candidates()
 
+    def late_keys(self, listed: list[Candidate]) -> list[str]:
+        """The steps of the later phase of an engage walk, in the order walked, from the
+        listing alone (no call): each names a listing that finds resources the kind's
+        listing cannot (holdfast.engine.bookkeeping). [] (no later phase) by default."""
+        return []
+
+    def late_candidates(self, key: str, listed: Mapping[str, Candidate]) -> tuple[list[Candidate], Outcome | None]:
+        """The candidates step `key` finds that are not among `listed` (by ARN), and an
+        outcome to report when its listing failed (its notes say what was left out)."""
+        return [], None
+
     def read_recorded(self, candidate: Candidate) -> Resource | None:
         """`read`, for a relax (a kind may skip a read the ledger's record makes moot)."""
         return self.read(candidate)

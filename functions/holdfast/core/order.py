@@ -22,6 +22,12 @@ calls is the order in which harm goes away. Two decisions:
   tags come last because they remove no harm: the resource is already in posture and its
   original already durable in the ledger, and every call they would spend earlier delays a
   cap. A lane whose kinds defer nothing has no tag step.
+- `late_position(key)` / `late_key(position)`: a kind whose listing cannot name every
+  resource (async configs: an alias with no config of its own is named only by one
+  ListAliases per function) finds the rest in a later phase of its walk, one step per
+  `key` (a function), only once every resource the listing named is engaged: those carry
+  the harm that is already known. A cursor in that phase is a position after every
+  listed resource's (`LATE` sorts after any rank), naming the last step finished.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Collection, Sequence
 
 HARM_CEILING = 10**12   # harm values stay below it (rank = HARM_CEILING - harm, 13 digits)
 ENGAGE, TAGS = "engage", "tags"
+LATE = "~"   # the rank of a later phase's cursor: after every position of a listed resource
 
 
 def position(harm: int, arn: str) -> str:
@@ -47,6 +54,20 @@ def per_call(harm: int, calls: int, most: int = 1, *, likely: bool = True) -> in
         return 0
     calls = max(1, min(int(calls), int(most)))
     return int(harm) * int(most) // calls
+
+
+def late_position(key: str | None) -> str:
+    """The cursor of a walk in its later phase: every listed resource finished, and every
+    step up to `key` (None: none yet). It sorts after every `position`."""
+    return f"{LATE} {key or ''}"
+
+
+def late_key(cursor: str | None) -> str | None:
+    """The last finished step a later-phase cursor names ('' when none yet); None for a
+    cursor that is not in a later phase (a position, a bare ARN, or None)."""
+    if cursor is None or not cursor.startswith(f"{LATE} "):
+        return None
+    return cursor[len(LATE) + 1:]
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,21 @@ process an IaC apply resumed, a cap it removed. The keys are kept per generation
 the ledger (holdfast.ledger.walks).
 
 `to_walk` puts the two together: whether this walk reads a candidate at all.
+
+Later phase. A kind whose listing cannot name every resource (async configs: an alias
+with no config of its own is named only by ListAliases, one call per function) has
+steps (`late_keys`: one per function) that find the rest (`late_candidates`), each
+engaged as it is found. They run after the walk's listed candidates, and only when every
+one of those finished (`walked_through`): no step's call is spent before a cap
+whose harm is already known. A walk that stops in the phase leaves a cursor after every
+listed candidate's position (core.order.late_position) naming the last step of the run
+of finished steps (`late_cursor`): the next walk passes over the listed candidates that
+are settled, reads those that are not, and, once they are finished, resumes the steps
+after it. A step is finished when its candidates are (a failure that is not stuck stops
+the cursor before it, so the next walk lists it again); a step whose listing failed is
+finished, its outcome says so, and only a later walk of the kind lists it again. A
+finished step's `late_walk_key` joins `Report.seen`, so a re-walk lists only the steps
+no walk of the generation finished (a function newly selected, one whose listing failed).
 """
 
 from __future__ import annotations
@@ -134,6 +149,15 @@ def finished(result: Any) -> bool:
         or tag_pending(result)))
 
 
+def walked_through(items: list[Candidate], results: list, stuck: frozenset[str] = frozenset()) -> bool:
+    """Whether the walk of `items` reached its end with every item finished (a stuck
+    resource's failure aside): what `cursor` answers None to, which it also answers for a
+    walk stopped before its first item."""
+    return not any(result is NOT_WALKED or tag_pending(result)
+                   or (isinstance(result, Outcome) and result.action == FAILED and item.arn not in stuck)
+                   for item, result in zip(items, results))
+
+
 def cursor(act, ledger, items: list[Candidate], results: list, start: str | None,
            stuck: frozenset[str] = frozenset()) -> str | None:
     """The position of the last of the run of finished items from the start; None when
@@ -146,6 +170,29 @@ def cursor(act, ledger, items: list[Candidate], results: list, start: str | None
             return at
         here = position(act, item, ledger)
         at = here if at is None or here > at else at
+    return None
+
+
+def late_walk_key(key: str) -> str:
+    """The walk key of a finished later-phase step (`Report.seen`)."""
+    return hashlib.sha1(f"{key}|late".encode()).hexdigest()[:12]
+
+
+def step_finished(outcomes: list, stuck: frozenset[str]) -> bool:
+    """Whether a later-phase step whose candidates gave `outcomes` is finished: each one
+    is, or failed and is stuck."""
+    return all(finished(o) or (isinstance(o, Outcome) and o.action == FAILED and o.arn in stuck) for o in outcomes)
+
+
+def late_cursor(steps: list[str], results: list, start: str | None) -> str | None:
+    """The later phase's cursor: None when every step finished (results: True finished,
+    False not, NOT_WALKED), else core.order.late_position of the last step of the run of
+    finished steps from the start (the one `start` names, when none)."""
+    at = order.late_key(start) or None
+    for key, result in zip(steps, results):
+        if result is not True:
+            return order.late_position(at)
+        at = key
     return None
 
 

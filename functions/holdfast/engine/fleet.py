@@ -22,7 +22,11 @@ that count, then reads and engages them most harmful first. Where a walk stands 
 the next walk of a kind may pass over — each candidate's `position`, the `Report.cursor`
 a kind resumes after, the `settled` candidates a resumed walk passes over, the walk keys
 of `Report.seen` a re-walk compares listings with — is the engine's walk bookkeeping
-(holdfast.engine.bookkeeping).
+(holdfast.engine.bookkeeping). A kind whose listing cannot name every resource (async
+configs: aliases with no config) finds the rest in a later phase of its walk
+(`late_keys`, `late_candidates`), run only once every listed candidate finished, and
+resumed across ticks from the kind's cursor; what it finds counts against max_resources
+as the listing did, and past it is left unchanged (`notes["limit"]`).
 
 Two engage walks: `engage` lists every kind before any write and counts them together
 against max_resources (a plan, a dry run); `engage_as_listed` walks each kind as soon as
@@ -301,6 +305,7 @@ class Engine:
         run.services(walk.acts, walk.list_kind)
         walk.listed = {k: walk.listed[k] for k in walk.acts if k in walk.listed}   # the kinds' order, whichever listed first
         walk.read, selected = _count_selected(walk.acts, walk.listed, limit)
+        walk.counted = selected
         if selected > limit:
             run.report.refused = (
                 f"the selector {self.settings.selector} matches {selected} resources, more than max_resources "
@@ -325,6 +330,7 @@ class Engine:
         it (the command's engage: its mappings are capped before Lambda's slowest listing,
         one call per function for the async configs, is made)."""
         walk = _EngageWalk(self, kinds, dry_run=dry_run, after=after, stuck=stuck, seen=seen, skip=skip)
+        walk.together = count_together
         walk.run.services(walk.acts, lambda kind: walk.list_and_engage(kind, count_together), walk.tags_of,
                           walk.defers)
         return walk.run.finish()
@@ -464,6 +470,10 @@ class _EngageWalk:
         self.read: dict[str, Resource | None] = {}
         self.tagging: dict[str, Callable[[], None]] = {}   # kind -> its finish, after its deferred tags
         self.counted = 0   # selected resources of the kinds listed so far (count_together)
+        # Whether max_resources counts the kinds together (`counted`) or each on its own
+        # (`per_kind`): the resources a kind's later phase finds are counted the same way.
+        self.together = True
+        self.per_kind: dict[str, int] = {}
         self.defers = frozenset(k for k, a in self.acts.items() if a.defers_tag) if not dry_run else frozenset()
 
     def list_kind(self, kind: str) -> None:
@@ -480,6 +490,7 @@ class _EngageWalk:
         got, selected = _count_selected({kind: self.acts[kind]}, {kind: self.listed[kind]}, limit)
         with run._lock:
             self.counted += selected
+            self.per_kind[kind] = selected
             over = self.counted > limit if count_together else selected > limit
             if over:
                 run.report.refused_kinds.add(kind)
@@ -522,6 +533,12 @@ class _EngageWalk:
                 results[j] = _named(outcome, resource)
             return results
 
+        def engage_found(found: list[Candidate]) -> list:
+            """The results of candidates a later-phase step found, engaged as the listed ones are."""
+            if act.tag_batch > 1 and not dry_run:
+                return many(found)
+            return [_safe(kind, one)(c) for c in found]
+
         def walk() -> None:
             # In the kind's call context: the ledger's one Query is counted with the kind that made it.
             # Holdfast's own resources are never engaged, whatever their tags (holdfast.core.own).
@@ -541,12 +558,21 @@ class _EngageWalk:
                     results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
                 else:
                     results = run.each("plan" if dry_run else "engage", kind, todo, _safe(kind, one))
+                late: tuple[str | None, set[str]] | None = None
+                if bookkeeping.walked_through(todo, results, self.stuck):
+                    # Every listed candidate finished: the later phase, if the kind has one.
+                    late = self.late_phase(kind, candidates, start, known, engage_found)
             finally:
                 TAGS_LATER.reset(token)
 
             def finish() -> None:
-                run.report.cursor[kind] = bookkeeping.cursor(act, ledger, todo, results, start, self.stuck)
-                run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if bookkeeping.finished(r)}
+                # After the deferred tags, if any: a tag left unwritten stops the cursor before its resource.
+                cursor = bookkeeping.cursor(act, ledger, todo, results, start, self.stuck)
+                if late is not None and bookkeeping.walked_through(todo, results, self.stuck):
+                    cursor = late[0]
+                run.report.cursor[kind] = cursor
+                run.report.seen[kind] = {prints[c.arn] for c, r in zip(todo, results) if bookkeeping.finished(r)} \
+                    | (late[1] if late is not None else set())
 
             if later:
                 self.tagging[kind] = finish   # after the deferred tags, last in the lane
@@ -554,6 +580,68 @@ class _EngageWalk:
                 finish()
 
         run.kind(kind, walk)
+
+    def late_phase(self, kind: str, listed: list[Candidate], start: str | None, known: set[str] | None,
+                   engage_found: Callable[[list[Candidate]], list]) -> tuple[str | None, set[str]]:
+        """The kind's later phase (holdfast.engine.bookkeeping): its steps after the one the
+        cursor `start` names (on a re-walk, `known`, those no finished walk has), each
+        listing and engaging what it finds. Returns the kind's cursor (None: every step
+        finished) and the walk keys of the steps finished."""
+        run, act = self.run, self.acts[kind]
+        keys = act.late_keys(listed)
+        if not keys:
+            return None, set()
+        resume = order.late_key(start)
+        steps = [k for k in keys if (not resume or k > resume)
+                 and (known is None or bookkeeping.late_walk_key(k) not in known)]
+        by_arn = {c.arn: c for c in self.listed[kind]}
+
+        def step(key: str) -> tuple[bool, bool]:
+            """(finished, listed): a step whose listing failed is finished but not listed."""
+            found, note = act.late_candidates(key, by_arn)
+            outcomes: list = [note] if note is not None else []
+            found = [c for c in found if c.arn not in self.skip and act.own_candidate(c) is None]
+            allowed = self.take(kind, len(found))
+            if allowed:
+                outcomes += engage_found(found)
+            else:
+                outcomes += [Outcome(kind, c.arn, SKIPPED, notes={"limit": {
+                    "why": f"found by the later phase of the walk past max_resources ({self.limit}): left unchanged",
+                    "fix": "raise max_resources, or narrow the selector"}}) for c in found]
+            outcomes = [o for o in outcomes if o is not None]
+            with run._lock:
+                run.report.outcomes.extend(o for o in outcomes if isinstance(o, Outcome))
+            return bookkeeping.step_finished(outcomes, self.stuck), note is None
+
+        def safe_step(key: str):
+            try:
+                return step(key)
+            except (ClientError, BotoCoreError) as err:
+                # A listing that failed (a kind says so in its own outcome; this is for what it
+                # does not catch): as a failed listing of the kind, retried by the next walk
+                # until it is stuck.
+                failed = f"discover:{kind}"
+                with run._lock:
+                    run.report.outcomes.append(Outcome(kind, failed, FAILED, error=f"{key}: {error_text(err)}"))
+                return failed in self.stuck, False
+
+        results = run.each("list late" if not self.dry_run else "plan late", kind, steps, safe_step)
+        cursor = bookkeeping.late_cursor(steps, [r if r is NOT_WALKED else r[0] for r in results], start)
+        prints = {bookkeeping.late_walk_key(k) for k, r in zip(steps, results) if r is not NOT_WALKED and all(r)}
+        return cursor, prints
+
+    def take(self, kind: str, n: int) -> bool:
+        """Whether `n` more resources of `kind`, found by its later phase, stay within
+        max_resources, counted as its listing's were (then they are counted)."""
+        with self.run._lock:
+            total = self.counted if self.together else self.per_kind.get(kind, 0)
+            if n and total + n > self.limit:
+                return False
+            if self.together:
+                self.counted += n
+            else:
+                self.per_kind[kind] = total + n
+            return True
 
     def tags_of(self, kind: str) -> None:
         """The second pass: the record tags of what `kind` engaged through the ledger's
