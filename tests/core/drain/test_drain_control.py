@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 import ast
+import math
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
