@@ -383,6 +383,10 @@ def _lower_bound(sc: Scenario, start_delay: int, slo: bool) -> float:
     limit = t + 40 * 86400
     settled = sc._events_end() + start_delay + 3600
     hour_ago = left
+    if left > 0 and _down_through(sc.downstream, t, limit):
+        # Nothing drains while the database is down, and arrivals only add to the backlog:
+        # the second-by-second walk below (up to 40 days) would end with left > 0, i.e. inf.
+        return math.inf
     while left > 0 and t < limit:
         left -= (sc.full_rate(t, slo=slo) if t >= sc.outage_end + start_delay else 0.0) - sc.arrival_at(t)
         t += 1
@@ -394,6 +398,16 @@ def _lower_bound(sc: Scenario, start_delay: int, slo: bool) -> float:
         return math.inf
     over = -left / max(1e-9, sc.full_rate(t - 1, slo=slo) - sc.arrival_at(t - 1))
     return t - sc.outage_end - over
+
+
+def _down_through(db: Downstream, t: int, limit: int) -> bool:
+    """Whether `db` is down at every second from `t` up to `limit` (its blips, chained)."""
+    while t < limit:
+        ends = [start + length for start, length in db.blips if start <= t < start + length]
+        if not ends:
+            return False
+        t = max(ends)
+    return True
 
 
 @lru_cache(maxsize=65536)
