@@ -114,20 +114,27 @@ def test_a_hold_below_what_the_arrivals_need_raises_towards_the_need():
     assert d.action == RAISE and d.cap > 12 and any("below what the arrivals need" in r for r in d.reasons), d.reasons
 
 
-def _slow_start_probe(probe_ms):
+def _slow_start_probe(probe_ms, deleted=2000):
     # In slow start at 16 (measured at 800 ms a message), probing 28 over minute 10.
     state = dc.CapState(cap=16, step=2, history=((m(0), 16), (m(9.5), 28), (m(11), 16)), prior_cap=2,
                         probe_at=m(9.5), probe_from=16, measures=(measure(5, 16, 1200, 800),))
-    return dc.decide(state, FACTS, reading(10, deleted=2000, ms=probe_ms), m(14))
+    return dc.decide(state, FACTS, reading(10, deleted=deleted, ms=probe_ms), m(14))
 
 
 def test_a_paid_probe_whose_messages_take_an_eighth_longer_than_the_fastest_ends_the_slow_start():
     # 16 -> 28 delivered 1,200 -> 2,000 a minute (paid) but each message took 1,000 ms
-    # against 800: the downstream queues; the next raise is additive, not × 1.75 (49).
+    # against 800: the downstream queues. The slow start ends at the concurrency that
+    # carries 2,000 a minute at 800 ms (26, Little's law: the batches above it only queue),
+    # no further probe now, and the search goes on from there in additive steps.
     slowed = _slow_start_probe(1000)
-    assert slowed.action == RAISE and slowed.state.probe_from == 28 and slowed.state.additive, slowed.reasons
-    assert slowed.cap < math.ceil(28 * dc.DEFAULTS.slow_start_factor)
-    assert any("slow start ends" in r for r in slowed.reasons)
+    assert slowed.action == RAISE and slowed.cap == 26 and slowed.state.additive, slowed.reasons
+    assert slowed.state.probe_at is None and slowed.state.probe_from is None
+    assert any("slow start ends at 26" in r for r in slowed.reasons)
+    # Where that concurrency is the probe's own cap or above, the probe is kept and the
+    # next one is additive, not × 1.75 (49).
+    faster = _slow_start_probe(1000, deleted=2100)
+    assert faster.action == RAISE and faster.state.probe_from == 28 and faster.state.additive, faster.reasons
+    assert faster.cap < math.ceil(28 * dc.DEFAULTS.slow_start_factor)
     # The same goodput at the same speed: the slow start goes on (× 1.75).
     flat = _slow_start_probe(800)
     assert flat.cap == math.ceil(28 * dc.DEFAULTS.slow_start_factor) and not flat.state.additive, flat.reasons

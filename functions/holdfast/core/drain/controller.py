@@ -958,6 +958,16 @@ def _probe(k: Tick) -> CapDecision | None:
                            f"ms, more than {rise:.0%} over the drain's fastest {fastest * 1000:,.0f} ms: the slow "
                            f"start ends, raises go on in additive steps")
             k.state = state = replace(state, additive=True)
+            # What the probe delivered, the cap it started from carries at its speed with
+            # fewer batches (Little's law): the batches above that only queue (BBR's drain
+            # after its startup, to the bandwidth-delay product). The slow start ends there,
+            # and the additive search goes on from it.
+            drained = tried if verdict.knee is None or verdict.knee >= tried else max(state.probe_from, verdict.knee)
+            if drained < tried:
+                return k.out(RAISE if drained > k.cap else HOLD, drained, k.notes + [
+                    k.behind, f"the probe: {verdict.reason}: the slow start ends at {drained}, the concurrency that "
+                              f"carries the probe's goodput at {state.probe_from}'s speed; the batches above it only "
+                              f"queue"], caught_up_since=None, probe_at=None, probe_from=None)
         good = known_good(state.measures, k.facts, c)
         nxt = min(climb(tried, state.step, state.additive, k.top, good, c), below if below is not None else k.top)
         if k.late:
