@@ -30,7 +30,7 @@ def three_controllers_through_a_full_event(moto_server):
     ensure_table(observer("dynamodb"), "ledger")
     h = Harness(observer, "ledger", per_kind=3)
     controllers = [moto_server.clients() for _ in range(3)]
-    errors, stages = [], []
+    errors = []
 
     def one(name, clients):
         try:
@@ -50,17 +50,18 @@ def three_controllers_through_a_full_event(moto_server):
             t.join(30)
         assert not errors, errors
         assert h.world.check() == []
-        plan = h.plan()
-        if not stages or stages[-1] != plan.label:
-            stages.append(plan.label)
-        if plan.stage == NORMAL:
+        if h.plan().stage == NORMAL:
             break
         h.minutes(1)
-    assert stages[0] == "hold" and stages[-1] == "normal", stages
-    assert stages == ["hold", "drain", "replay", "fresh-work", "routing", "capacity", "normal"]
     for arn, r in h.world.resources.items():
         assert r.value == r.true_original and r.record is None, arn
-    # every generation was written exactly once, by one of the three
+    # Every generation was written exactly once, by one of the three, and the stages went
+    # in order. Read from the plan's history, not from the plan seen after each round: two
+    # controllers of one round may each advance a stage (which one reads the plan after the
+    # other's write is the threads' order, not Holdfast's).
     items = observer("dynamodb").query(TableName="ledger", KeyConditionExpression="pk = :p AND begins_with(sk, :g)",
                                        ExpressionAttributeValues={":p": {"S": "PLAN"}, ":g": {"S": "GEN#"}})["Items"]
-    assert sorted(int(i["generation"]["N"]) for i in items) == list(range(1, len(stages) + 1))
+    history = sorted((int(i["generation"]["N"]), i["stage"]["S"]) for i in items)
+    stages = [stage for _, stage in history]
+    assert [generation for generation, _ in history] == list(range(1, len(history) + 1))
+    assert stages == ["hold", "drain", "replay", "fresh-work", "routing", "capacity", "normal"], stages

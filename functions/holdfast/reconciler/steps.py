@@ -88,6 +88,15 @@ Crash points, and how the next tick recovers (tests/scenarios/test_crashes.py):
   Lambda walk): the original is durable in the ledger, so a restore works from it alone;
   the kind is not done, so the next tick walks it again, finds the mapping in posture with
   the ledger's record only, and writes the tag (no cap is written twice).
+- during an engage walk's later phase, after an alias's write-ahead record (an alias with
+  no async config of its own), before its Put: the listing names a qualifier whose record
+  is on its function's tags though it has no config, so the next walk Puts it with the
+  known configs, before any ListAliases.
+- after a mapping the tagging index listed was capped, before the second pass's ListTags
+  (or the restore that follows where its tags no longer carry the selector): the original
+  is in the ledger; a later walk reads the mapping's tags first and, if it is not
+  selected, leaves it, capped until the relax or `holdfast release` restores it from the
+  record (as a mapping whose owner removed the selector while engaged).
 - during a relax (after the AWS write, before untag / forgetting the ledger record):
   the record is still there; the next tick's relax finds current == original and only
   cleans up, each step guarded again.
