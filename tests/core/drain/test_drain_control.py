@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -15,18 +15,12 @@ from hypothesis import strategies as st
 
 from holdfast.core import drain as dc
 from holdfast.core.drain import ALARM, CRITICAL, CUT, HOLD, INSUFFICIENT_DATA, OK, RAISE, RESTORE, START, WARNING
+from tests.core.drain.clock import T0, dp, m
 
-T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
 # 16 batches before the event, 0.8 s a message, nothing failing; 20 messages a second.
 FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2, seconds_per_message=0.8, baseline_failure_share=0.0)
 
 
-def m(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
-
-
-def dp(minute: float, value: float) -> dc.Datapoint:
-    return dc.Datapoint(m(minute), value)
 
 
 def alarms(state_slo=OK, state_warn=OK, at=0, at_warn=None):

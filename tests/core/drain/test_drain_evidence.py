@@ -14,18 +14,7 @@ from holdfast.core.drain import CRITICAL, CUT, HOLD, RAISE, START, WARNING
 from holdfast.observation import drain_inputs
 from holdfast.observation import evidence as gate_evidence
 from holdfast.observation.cloudwatch import COMPLETE_AFTER, complete_until
-
-T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
-FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2, seconds_per_message=0.8, baseline_failure_share=0.0,
-                 arrival_per_second=20.0, timeout_seconds=30.0)
-
-
-def m(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
-
-
-def dp(minute: float, value: float) -> dc.Datapoint:
-    return dc.Datapoint(m(minute), value)
+from tests.core.drain.clock import FACTS, dp, m
 
 
 def reading(minute=1, *, received=600.0, deleted=None, ms=800.0, duration=True, invocations=None, errors=None,

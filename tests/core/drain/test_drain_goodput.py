@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from holdfast.core import drain as dc
 from holdfast.core.drain import CUT, HOLD, RAISE
-
-T0 = datetime(2025, 10, 20, 9, 40, tzinfo=timezone.utc)
-FACTS = dc.Facts(pre_event_concurrency=16, baseline_age_seconds=2, seconds_per_message=0.8, baseline_failure_share=0.0,
-                 arrival_per_second=20.0, timeout_seconds=30.0)
-
-
-def m(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
-
-
-def dp(minute: float, value: float) -> dc.Datapoint:
-    return dc.Datapoint(m(minute), value)
+from tests.core.drain.clock import FACTS, dp, m
 
 
 def measure(minute, cap, deleted, ms, failures=0.0) -> dc.Measure:
