@@ -378,3 +378,14 @@ def test_a_downstream_still_down_after_a_cut_keeps_the_limit_found_before():
     # A minute that still delivered, slowly, at 16 is a limit there: remembered.
     slow = dc.decide(state, FACTS, reading(21, deleted=600, ms=29000, received=1200), m(25))
     assert slow.action == CUT and slow.state.alarmed_cap == 16, slow.reasons
+
+
+def test_a_paid_probe_judged_on_a_late_minute_is_kept_and_no_further_probe_follows_in_additive_steps_either():
+    # Past the slow start, probing 18 from 16 over minute 10. With a 15-minute timeout its
+    # minute is whole, and judged, only at minute 28, older than the stale limit: the probe
+    # is kept, and what a further raise does would be seen that late, so none is made.
+    state = dc.CapState(cap=16, step=2, history=((m(0), 16), (m(9.5), 18), (m(11), 16)), prior_cap=2, additive=True,
+                        probe_at=m(9.5), probe_from=16, measures=(measure(5, 16, 1200, 800),))
+    late = replace(reading(10, deleted=1350, ms=800), oldest_age=dp(27, 9000.0), visible=dp(27, 100_000.0))
+    d = dc.decide(state, replace(FACTS, timeout_seconds=900.0), late, m(28))
+    assert d.action == RAISE and d.cap == 18 and d.state.probe_at is None, d.reasons

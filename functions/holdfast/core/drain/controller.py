@@ -1103,9 +1103,7 @@ def _raise(k: Tick) -> CapDecision:
                                                           f"until it is judged (slow start)"],
                          caught_up_since=None, probe_at=k.now, probe_from=cap)
     new = min(top, cap + max(state.step, math.floor(step_share(k.facts, c) * cap)))
-    good = known_good(state.measures, k.facts, c)
-    if good is not None and cap < good:
-        new = max(new, climb(cap, state.step, True, top, good, c))
+    new = max(new, climb(cap, state.step, True, top, known_good(state.measures, k.facts, c), c))
     if below is not None:
         halfway = (cap + below + 1) // 2
         if halfway <= cap * (1 + noise(k.facts)) or halfway <= cap:
