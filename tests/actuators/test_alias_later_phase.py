@@ -155,6 +155,10 @@ def test_aliases_past_max_resources_are_left_unchanged_and_said_so(clients, ledg
     report = walks.engage_all(clients, settings, ledger_table, **OPTIONS)
 
     out = by_arn(report)
-    assert all(out[f].action == ENGAGED for f in functions) and out[aliases[0]].action == ENGAGED
-    assert out[aliases[1]].action == SKIPPED and "max_resources (3)" in out[aliases[1]].notes["limit"]["why"]
+    assert all(out[f].action == ENGAGED for f in functions)
+    # One alias fits under the limit, the other is left and said so; which is which is the
+    # walk's threads' order (two writers), not a rule.
+    engaged, [left] = ([a for a in aliases if out[a].action == ENGAGED],
+                       [a for a in aliases if out[a].action == SKIPPED])
+    assert len(engaged) == 1 and "max_resources (3)" in out[left].notes["limit"]["why"]
     assert Counter(o.action for o in report.outcomes)[ENGAGED] == 3

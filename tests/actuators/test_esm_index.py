@@ -169,3 +169,24 @@ def test_an_index_that_cannot_be_read_leaves_the_walk_as_without_one(clients, le
     report = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",), writers=1)
     assert report.complete and [o.action for o in report.outcomes] == [ENGAGED]
     assert _mine(calls, mapping)[:2] == ["ListTags", "UpdateEventSourceMapping"]
+
+
+def test_a_rewalk_caps_nothing_on_the_word_of_an_index_that_still_lags(clients, ledger_table):
+    """The first walk caps and restores a mapping the lagging index still lists (above). A
+    re-walk of the same plan is no race to cap first: it reads the mapping's tags before
+    anything else and, finding no selector, writes nothing to it."""
+    tagging = clients("resourcegroupstaggingapi")
+    mapping = make_mapping(clients, make_function(clients, "fn", selected=False), "q", cap=500, tags=SELECTOR)
+    arn = mapping["EventSourceMappingArn"]
+    with lagging_tag_index(tagging):
+        assert arn in tagged(clients, SETTINGS, INDEX_TYPE)
+        clients("lambda").untag_resource(Resource=arn, TagKeys=list(SELECTOR))
+        first = walks.engage_all(clients, SETTINGS, ledger_table, kinds=("esm",), writers=1)
+        assert [o.action for o in first.outcomes] == [SKIPPED]
+        calls = Calls(clients("lambda"))
+        walks.engine(clients, SETTINGS, ledger_table, kinds=("esm",), writers=1).engage(seen=first.seen)
+
+    assert "UpdateEventSourceMapping" not in _mine(calls, mapping), calls.order
+    assert _mine(calls, mapping)[:1] == ["ListTags"], calls.order
+    assert _cap(clients, mapping) == 500
+    assert ResourceLedger(Ledger(clients("dynamodb"), ledger_table)).records() == []

@@ -56,8 +56,10 @@ confirmed there too, before its record tag: when its own tags do not carry the s
 at once from the ledger's record just written (`_not_selected`: the value the cap found
 put back, an owner's change since kept, the record forgotten; no plan guard, as no plan
 engages a mapping that is not selected), and reported skipped; while the index still
-lists it, each walk caps and restores it so. With the ledger failing before such a cap,
-the mapping is left for the next walk (FAILED), never tagged without its tags read.
+lists it, the first walk of each plan generation caps and restores it so; a re-walk
+(REWALK) caps nothing on the index's word, reading the tags first. With the ledger
+failing before such a cap, the mapping is left for the next walk (FAILED), never tagged
+without its tags read.
 
 A mapping neither selects costs ListTags (to learn whether its own tag selects it) and
 the cap. The walk's order is harm per Lambda call before the cap (`calls_before_cap`,
@@ -76,7 +78,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from holdfast.actuators.selection import selected, tagged
-from holdfast.actuators.tagged import TAGS_LATER, LambdaTagged, TaggedActuator, make_resource, pages, unreadable
+from holdfast.actuators.tagged import REWALK, TAGS_LATER, LambdaTagged, TaggedActuator, make_resource, pages, unreadable
 from holdfast.aws import AWS_ERRORS, error_text
 from holdfast.core import kinds, pollers, restore
 from holdfast.core.audit import AuditResult, Progress
@@ -212,7 +214,8 @@ class EsmActuator(LambdaTagged, TaggedActuator):
 
     def _cap_before_tags(self, candidate: Candidate) -> bool:
         """Whether this engage may cap the mapping before reading its tags (module doc)."""
-        return bool(TAGS_LATER.get() and (candidate.selected or self.indexed(candidate))
+        by_index = self.indexed(candidate) and not REWALK.get()
+        return bool(TAGS_LATER.get() and (candidate.selected or by_index)
                     and self.ledger.cached(candidate.arn) is None and self.ledger.available)
 
     def tags_unread(self, resource: Resource) -> bool:

@@ -83,6 +83,10 @@ from holdfast.ledger.leases import LEASE_SECONDS
 # Set by the engine's engage walk (holdfast.engine), which writes the deferred tags in its
 # second pass: an engage outside such a walk (one resource, a test) writes its tag first.
 TAGS_LATER: contextvars.ContextVar[bool] = contextvars.ContextVar("holdfast_tags_later", default=False)
+# Set by the engine's engage walk while it is a re-walk (it compares listings with an earlier
+# finished walk of the same plan): no race to cap first there, so nothing is capped on an
+# index's word before its own tags are read (holdfast.actuators.esm).
+REWALK: contextvars.ContextVar[bool] = contextvars.ContextVar("holdfast_rewalk", default=False)
 
 
 def make_resource(kind: str, arn: str, name: str, current: Mapping[str, Any], tags: Mapping[str, str],

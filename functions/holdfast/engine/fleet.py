@@ -60,7 +60,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 from botocore.exceptions import BotoCoreError, ClientError
 
 from holdfast.actuators import REGISTRY
-from holdfast.actuators.tagged import TAGS_LATER, make_resource
+from holdfast.actuators.tagged import REWALK, TAGS_LATER, make_resource
 from holdfast.aws import CALL_TAG, error_text
 from holdfast.core import kinds, order, restore
 from holdfast.core.kinds import KINDS, kind_of
@@ -553,6 +553,7 @@ class _EngageWalk:
                     and bookkeeping.to_walk(act, c, ledger, after=start, seen=known)]
             later = act.defers_tag and not dry_run
             token = TAGS_LATER.set(later)   # its record tags in the second pass (tags_of)
+            again = REWALK.set(known is not None)
             try:
                 if act.tag_batch > 1 and not dry_run:
                     results = run.each_many("engage", kind, todo, act.walk_batch or act.tag_batch, many)
@@ -563,6 +564,7 @@ class _EngageWalk:
                     # Every listed candidate finished: the later phase, if the kind has one.
                     late = self.late_phase(kind, candidates, start, known, engage_found)
             finally:
+                REWALK.reset(again)
                 TAGS_LATER.reset(token)
 
             def finish() -> None:
