@@ -1080,19 +1080,26 @@ def _stop_when_caught_up(models: list[RecoveryModel], settle: int) -> Callable[[
     return stop
 
 
-def _until(bound: float, outage_end: int, horizon_bounds: float, horizon_seconds: int | None) -> int:
+def _until(bounds: tuple[float, float], outage_end: int, horizon_bounds: float, horizon_seconds: int | None) -> int:
+    """The run's last second: `horizon_bounds` × the longer of the two lower bounds (at the
+    downstream's most, and at its most within the SLO), so that a drain that keeps to the
+    SLO is not cut off before even the SLO's own bound has passed ("never" would then say
+    nothing of the drain)."""
     if horizon_seconds is not None:
         return outage_end + horizon_seconds
-    return outage_end + int(horizon_bounds * bound) if math.isfinite(bound) else outage_end + 86400
+    finite = [b for b in bounds if math.isfinite(b)]
+    return outage_end + int(horizon_bounds * max(finite)) if finite else outage_end + 86400
 
 
 def simulate(scenario: Scenario, strategy: Strategy | None, *, cap: int | None = None, horizon_bounds: float = 4.0,
              settle: int = 3600, horizon_seconds: int | None = None) -> RecoveryModel:
     """Run from the warm-up until the age has been back at baseline for `settle` seconds,
-    or `horizon_bounds` lower bounds after the outage (`horizon_seconds` after it when
-    given: a downstream that never recovers has no bound), whichever is first."""
+    or `horizon_bounds` lower bounds after the outage (the longer of the two bounds, `_until`;
+    `horizon_seconds` after it when given: a downstream that never recovers has no bound),
+    whichever is first."""
     model = RecoveryModel(scenario, cap=cap)
-    until = _until(scenario.lower_bound_seconds(), scenario.outage_end, horizon_bounds, horizon_seconds)
+    until = _until((scenario.lower_bound_seconds(), scenario.lower_bound_seconds(slo=True)), scenario.outage_end,
+                   horizon_bounds, horizon_seconds)
     done = _stop_when_caught_up([model], settle)
     return model.run(strategy, until, stop=lambda m: done())
 
@@ -1214,7 +1221,8 @@ def simulate_shared(shared: Shared, strategies: list[Strategy | None], *, horizo
                     settle: int = 3600) -> SharedRun:
     """simulate() for consumers sharing a database: until every one is back at baseline."""
     run = SharedRun(shared)
-    until = _until(shared.lower_bound_seconds(), shared.outage_end, horizon_bounds, None)
+    until = _until((shared.lower_bound_seconds(), shared.lower_bound_seconds(slo=True)), shared.outage_end,
+                   horizon_bounds, None)
     return run.run(strategies, until, stop=_stop_when_caught_up(run.models, settle))
 
 

@@ -58,8 +58,8 @@ first slow-start probe, one minute one step above it; for two consumers, their l
 those caps ÷ the knee); and how long after the outage's first minute was readable the
 drain reported the mapping stalled ("—": never).
 
-Goals, per row: it drains (where the downstream never recovers: a stalled report within
-30 minutes); ≤ 1.20× the SLO-bounded readable bound with no alarm named, ≤ 1.10× with the
+Goals, per row: it drains within 4 × the longer of the two bounds ("never": not within
+them; where the downstream never recovers: a stalled report within 30 minutes); ≤ 1.20× the SLO-bounded readable bound with no alarm named, ≤ 1.10× with the
 owner's alarms; no collapse; a start at or below the knee; nothing dead-lettered by the
 pacing; at most one datapoint over the SLO per knee crossed (the first, and one per time
 the knee moves).
