@@ -389,3 +389,20 @@ def test_a_paid_probe_judged_on_a_late_minute_is_kept_and_no_further_probe_follo
     late = replace(reading(10, deleted=1350, ms=800), oldest_age=dp(27, 9000.0), visible=dp(27, 100_000.0))
     d = dc.decide(state, replace(FACTS, timeout_seconds=900.0), late, m(28))
     assert d.action == RAISE and d.cap == 18 and d.state.probe_at is None, d.reasons
+
+
+def test_past_the_owners_limit_at_a_cap_whose_messages_got_slower_the_cut_is_multiplicative_not_down_the_old_ladder():
+    # 30 and 34 paid; 38 ran within the SLO at 900 ms a message (minute 5). At minute 19 the
+    # same 38 takes 1,100 ms and the SLO alarms on minute 20: the downstream itself shrank (a
+    # failover to a smaller replica), and 34, measured in the old downstream, says nothing
+    # of the new one. × 0.7, not back to 34.
+    ran = (measure(-20, 30, 1900, 880), measure(-10, 34, 2150, 890), measure(5, 38, 2400, 900))
+    alarm = (dc.Alarm(SLO, dc.ALARM, m(20)),)
+    slower = raised(34, 38, since=0, measures=ran + (measure(19, 38, 2000, 1100),))
+    d = dc.decide(slower, FACTS, reading(20, deleted=2000, ms=1100, downstream=alarm), m(23))
+    assert d.action == CUT and d.cap == 26 and "× 0.7" in " ".join(d.reasons), d.reasons
+    # The same crossing at the same speed (a noisy minute, a neighbour's burst) steps back to
+    # the cap measured below it, as a crossing at a cap newly set does.
+    same = raised(34, 38, since=0, measures=ran + (measure(19, 38, 2380, 910),))
+    d = dc.decide(same, FACTS, reading(20, deleted=2380, ms=910, downstream=alarm), m(23))
+    assert d.action == CUT and d.cap == 34 and "the last cap measured below it" in " ".join(d.reasons), d.reasons

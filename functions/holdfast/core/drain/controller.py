@@ -461,6 +461,22 @@ def step_share(facts: Facts, constants: Constants = DEFAULTS) -> float:
     return max(constants.raise_share_of_cap, 3 * noise(facts))
 
 
+def shrank(measures, cap: int, minute: datetime, facts: Facts, constants: Constants = DEFAULTS) -> bool:
+    """Whether the downstream itself shrank under `cap`: its newest minute there, up to the
+    one that crossed the limit, ran each message more than `slow_start_exit` slower than
+    the same cap did in an earlier minute (the consumer's minute may be read before the
+    alarm's, or after it). A cut then is multiplicative (TCP's decrease on loss), not back to the
+    cap measured below, which was measured in the old downstream: a walk down that ladder
+    costs a datapoint over the limit a step. A noisy minute, or a neighbour's burst, that
+    crosses at the same speed still steps back to the cap below."""
+    here = [m for m in measures if m.cap == cap and m.at <= minute]
+    if len(here) < 2:
+        return False
+    newest = max(here, key=lambda m: m.at)
+    before = min(m.seconds_per_message for m in here if m.at < newest.at)
+    return newest.seconds_per_message > before * (1 + slow_start_exit(facts, constants))
+
+
 def known_good(measures, facts: Facts, constants: Constants = DEFAULTS) -> int | None:
     """The highest cap whose newest minute, in the history kept, ran at the drain's best:
     each message within `slow_start_exit` of the fastest minute and each batch deleting
@@ -690,9 +706,12 @@ def _critical(k: Tick) -> CapDecision | None:
     target, how = cut_target(then, k.low, any(name == a.name for _, name in bad for a in critical),
                              health if own else None, c)
     paid_below = reference(state.measures, then, k.facts)
-    if not failures and paid_below and target < paid_below[0].cap < then:
-        # Past the SLO at `then`: back to the last cap measured below it, the one that paid,
-        # rather than × cut_factor; if that one alarms too, its own cut goes further.
+    moved = shrank(state.measures, then, newest, k.facts, c)
+    if not failures and paid_below and target < paid_below[0].cap < then and not moved:
+        # Past the limit at `then`: back to the last cap measured below it, the one that
+        # paid, rather than × cut_factor; if that one alarms too, its own cut goes further.
+        # Not where the downstream itself shrank (`shrank`): the caps measured below in the
+        # old one say nothing of the new one.
         target, how = paid_below[0].cap, "to the last cap measured below it"
     if target < floor:
         target, how = floor, how + (f", no lower than what the arrivals need and the downstream carried before the "
