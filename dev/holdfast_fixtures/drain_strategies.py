@@ -135,7 +135,8 @@ def reading(model: RecoveryModel, *, alarms: bool = True, wanted=None) -> dc.Rea
         visible=point("visible"),
         errors=point("errors"),
         throttles=point("throttles"),
-        downstream=tuple(dc.Alarm(a.name, a.state, a.measured_at, a.severity, a.breached) for a in model.alarms())
+        downstream=tuple(dc.Alarm(a.name, a.state, a.measured_at, a.severity, a.breached,
+                                    tuple(dc.Datapoint(p.at, p.value) for p in a.levels)) for a in model.alarms())
         if alarms else (),
         sent=point("sent"),
         deleted=point("deleted"),

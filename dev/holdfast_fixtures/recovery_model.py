@@ -665,6 +665,8 @@ class AlarmState:
     # The published minutes of the last ten whose mean latency was beyond the threshold, as
     # the shell reads them from the alarm's own metric (GetMetricData).
     breached: tuple[datetime, ...] = ()
+    # The same minutes' mean latency ÷ the threshold, as the shell reads them.
+    levels: tuple[Datapoint, ...] = ()
 
 
 METRICS = ("age", "visible", "sent", "deleted", "errors", "throttles", "concurrency", "latency", "received", "duration",
@@ -951,10 +953,11 @@ class RecoveryModel:
         recent = [(k, self.db.mean_latency(k)) for k in range(m - 9, m + 1) if self._published(k)]
         for name, threshold, severity in defined:
             breached = tuple(at(k * 60) for k, v in recent if v is not None and v > threshold)
+            levels = tuple(Datapoint(at(k * 60), v / threshold) for k, v in recent if v is not None)
             if mean is None:
-                out.append(AlarmState(name, INSUFFICIENT, at(m * 60), severity, breached))
+                out.append(AlarmState(name, INSUFFICIENT, at(m * 60), severity, breached, levels))
             else:
-                out.append(AlarmState(name, ALARM if mean > threshold else OK, at(m * 60), severity, breached))
+                out.append(AlarmState(name, ALARM if mean > threshold else OK, at(m * 60), severity, breached, levels))
         return tuple(out)
 
     def now(self) -> datetime:

@@ -223,3 +223,20 @@ def test_an_alarms_breached_minutes_follow_its_comparison_operator(comparison, t
     info = drain_inputs.AlarmInfo("db-slo", "OK", metric={"Namespace": "App"}, threshold=threshold,
                                   comparison=comparison)
     assert drain_inputs.breached(info, points) == tuple(m(k) for k in expected)
+
+
+@pytest.mark.parametrize("comparison, threshold, expected", [
+    ("GreaterThanThreshold", 0.25, (0.4, 2.0, 1.0)),
+    ("GreaterThanOrEqualToThreshold", 0.5, (0.2, 1.0, 0.5)),
+    # A lower limit, an anomaly band, a threshold of 0: no share of a limit to report.
+    ("LessThanThreshold", 0.25, ()),
+    ("LessThanLowerOrGreaterThanUpperThreshold", None, ()),
+    ("GreaterThanThreshold", 0.0, ()),
+])
+def test_an_alarms_levels_are_its_metric_as_shares_of_an_upper_threshold(comparison, threshold, expected):
+    points = [dc.Datapoint(m(0), 0.1), dc.Datapoint(m(1), 0.5), dc.Datapoint(m(2), 0.25)]
+    info = drain_inputs.AlarmInfo("db-slo", "OK", metric={"Namespace": "App"}, threshold=threshold,
+                                  comparison=comparison)
+    got = drain_inputs.levels(info, points)
+    assert tuple(round(p.value, 6) for p in got) == expected
+    assert all(p.at == m(k) for k, p in enumerate(got))

@@ -506,6 +506,19 @@ def breached(info: AlarmInfo, points: Iterable[dc.Datapoint]) -> tuple[datetime,
     return tuple(p.at for p in points if beyond(p.value, info.threshold))
 
 
+def levels(info: AlarmInfo, points: Iterable[dc.Datapoint]) -> tuple[dc.Datapoint, ...]:
+    """The alarm's own metric as shares of its threshold (`dc.Alarm.levels`), for an alarm
+    whose metric must stay at or below a positive static threshold; () for any other."""
+    if info.threshold is None or info.threshold <= 0 or info.comparison not in UPPER:
+        return ()
+    return tuple(dc.Datapoint(p.at, p.value / info.threshold) for p in points
+                 if math.isfinite(p.value) and p.value >= 0)
+
+
+# The comparisons whose threshold is an upper limit (a latency, an error count).
+UPPER = frozenset({"GreaterThanThreshold", "GreaterThanOrEqualToThreshold"})
+
+
 def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> datetime | None:
     """The time of the datapoint an alarm's state was decided on (see the module's table)."""
     if info.state is None:
@@ -588,8 +601,9 @@ def readings(clients, consumers: Iterable[Consumer], now: datetime, *, stale_sec
         for name, severity in [(n, dc.CRITICAL) for n in c.alarms] + [(n, dc.WARNING) for n in c.warnings]:
             info = infos.get(name, AlarmInfo(name, None))
             point = newest("alarm:" + name, "metric")
+            points = data.get(("alarm:" + name, "metric"), [])
             downstream.append(dc.Alarm(name, info.state, measured_at(info, point.at if point else None, now), severity,
-                                       breached(info, data.get(("alarm:" + name, "metric"), []))))
+                                       breached(info, points), levels(info, points)))
         judged = _judged_minute(data, c.arn, minutes.get(c.arn))
         out[c.arn] = dc.Reading(
             oldest_age=newest(c.arn, "age"), visible=newest(c.arn, "visible"), throttles=newest(c.arn, "throttles"),

@@ -406,3 +406,63 @@ def test_past_the_owners_limit_at_a_cap_whose_messages_got_slower_the_cut_is_mul
     same = raised(34, 38, since=0, measures=ran + (measure(19, 38, 2380, 910),))
     d = dc.decide(same, FACTS, reading(20, deleted=2380, ms=910, downstream=alarm), m(23))
     assert d.action == CUT and d.cap == 34 and "the last cap measured below it" in " ".join(d.reasons), d.reasons
+
+
+# ---- the owner's limit from their alarm's metric ------------------------------------------
+
+
+def _queueing(cap, seconds=0.1, capacity=50.0, work=0.7):
+    """A minute at `cap` on one queueing server (latency = seconds ÷ (1 − utilisation)), its
+    latency as a share of a 0.25 s SLO: (deleted a minute, seconds a message, level)."""
+    lo, hi = 0.0, capacity
+    for _ in range(60):                      # the throughput x at which cap = x × (work + latency)
+        x = (lo + hi) / 2
+        lo, hi = (x, hi) if x * (work + seconds / (1 - x / capacity)) < cap else (lo, x)
+    latency = seconds / (1 - x / capacity)
+    return x * 60, work + latency, latency / 0.25
+
+
+def test_the_owners_limit_is_where_their_metrics_rise_with_the_goodput_reaches_the_target():
+    measures = []
+    for minute, cap in ((1, 10), (5, 16), (9, 21)):
+        deleted, spm, level = _queueing(cap)
+        measures.append(dc.Measure(m(minute), cap, deleted, spm, 0.0, level))
+    cap, why = dc.owners_limit(measures)
+    # The SLO (level 1) is at 28.5 batches on this server; 90 % of it near 25.
+    assert 23 <= cap <= 26 and "90%" in why, why
+    # A downstream flat up to a wall warns of nothing: no limit.
+    flat = [dc.Measure(m(k), c, c * 75.0, 0.8, 0.0, 0.4) for k, c in ((1, 10), (5, 16), (9, 21))]
+    assert dc.owners_limit(flat) is None
+    # One cap measured, or none with a level: nothing to extrapolate.
+    assert dc.owners_limit(measures[:1]) is None
+    assert dc.owners_limit([replace(x, level=None) for x in measures]) is None
+
+
+def test_the_slow_start_ends_where_the_owners_metric_puts_their_limit_not_on_a_probe_past_it():
+    levels, measures = [], []
+    for minute, cap in ((-8, 2), (1, 21)):
+        deleted, spm, level = _queueing(cap)
+        measures.append(dc.Measure(m(minute), cap, deleted, spm, 0.0))
+        levels.append(dc.Datapoint(m(minute), level))
+    state = dc.CapState(cap=21, step=3, history=((m(-10), 2), (m(0), 21)), prior_cap=2, measures=tuple(measures[:1]))
+    deleted, spm, _ = _queueing(21)
+    slo = dc.Alarm(SLO, dc.OK, m(1), levels=tuple(levels))
+    d = dc.decide(state, FACTS, reading(1, deleted=deleted, ms=spm * 1000, downstream=(slo,)), m(4))
+    # × 1.75 would probe 37, past the SLO at 28.5; the owner's metric ends the slow start lower.
+    assert d.action == RAISE and 22 <= d.cap <= 26 and d.state.additive, d.reasons
+    assert any("the slow start ends" in r for r in d.reasons), d.reasons
+    # Without the levels the same reading probes × 1.75.
+    blind = dc.decide(state, FACTS, reading(1, deleted=deleted, ms=spm * 1000, downstream=(dc.Alarm(SLO, dc.OK, m(1)),)),
+                      m(4))
+    assert blind.action == RAISE and blind.cap == 37 and not blind.state.additive, blind.reasons
+
+
+def test_a_measure_keeps_its_level_in_the_record_and_reads_one_written_before_levels():
+    x = dc.Measure(m(1), 21, 1400.0, 0.9, 0.0, 0.75)
+    assert dc.Measure.from_list(x.to_list()) == x
+    assert dc.Measure.from_list(x.to_list()[:5]) == replace(x, level=None)
+    with pytest.raises(ValueError):
+        dc.Measure.from_list(x.to_list() + [1])
+    with pytest.raises(ValueError, match="levels"):
+        dc.Alarm(SLO, dc.OK, m(1), levels=((m(1), 0.5),))
+

@@ -117,6 +117,10 @@ class Constants:
     # goodput ÷ delay, is greatest where a raise's goodput grows by half its proportion:
     # below it more of each added batch waits on the downstream than works.
     pay_share: float = 0.5
+    # Where the owner's critical alarm reports its metric's values (`Alarm.levels`), the slow
+    # start ends at the cap the metric's rise with the goodput puts at this share of its
+    # threshold (controller.owners_limit), not on a probe past it.
+    owner_level_target: float = 0.9
     # The cut on the built-in evidence goes to the concurrency that would carry the
     # measured goodput at the baseline time per message (Little's law: the knee when the
     # downstream is saturated), times this margin; never below half the cap it measured.
@@ -157,6 +161,7 @@ class Constants:
             (0 < self.failure_critical_slack <= 1, "failure_critical_slack must be in (0, 1]"),
             (0 < self.warning_step_back < 1, "warning_step_back must be in (0, 1)"),
             (0 < self.pay_share < 1, "pay_share must be in (0, 1)"),
+            (0 < self.owner_level_target <= 1, "owner_level_target must be in (0, 1]"),
             (0.5 <= self.knee_margin <= 1, "knee_margin must be in [0.5, 1]"),
             (self.plausible_start_factor >= 1, "plausible_start_factor must be ≥ 1"),
             (self.stall_seconds >= 300, "stall_seconds must be ≥ 300"),

@@ -64,14 +64,22 @@ class Measure:
     deleted: float            # NumberOfMessagesDeleted in the minute
     seconds_per_message: float
     failure_share: float
+    # The owner's critical alarm's metric in the minute, as a share of its threshold (None:
+    # not reported, or not read yet): kept with the minute, since the shell reads the
+    # alarm's own datapoints for the last few minutes only.
+    level: float | None = None
 
     def to_list(self) -> list:
-        return [self.at.isoformat(), self.cap, self.deleted, self.seconds_per_message, self.failure_share]
+        out = [self.at.isoformat(), self.cap, self.deleted, self.seconds_per_message, self.failure_share]
+        return out if self.level is None else out + [self.level]
 
     @classmethod
     def from_list(cls, raw) -> "Measure":
-        at, cap, deleted, spm, share = raw
-        return cls(datetime.fromisoformat(at), int(cap), float(deleted), float(spm), float(share))
+        at, cap, deleted, spm, share, *level = raw   # five fields in a record written before `level`
+        if len(level) > 1:
+            raise ValueError(f"a measure has 5 or 6 fields, got {len(raw)}")
+        return cls(datetime.fromisoformat(at), int(cap), float(deleted), float(spm), float(share),
+                   float(level[0]) if level else None)
 
 
 @dataclass(frozen=True)
@@ -502,6 +510,47 @@ def climb(cap: int, step: int, additive: bool, top: int, good: int | None, const
     return raise_to(cap, step, additive, top, constants)
 
 
+def critical_levels(reading: Reading) -> dict[datetime, float]:
+    """Each minute's highest level among the owner's critical alarms (`Alarm.levels`)."""
+    levels: dict[datetime, float] = {}
+    for a in reading.downstream:
+        if a.severity == CRITICAL:
+            for p in a.levels:
+                levels[p.at] = max(levels.get(p.at, 0.0), p.value)
+    return levels
+
+
+def owners_limit(measures, constants: Constants = DEFAULTS) -> tuple[int, str] | None:
+    """The cap at which the owner's critical alarm's metric is expected to reach
+    `owner_level_target` of its threshold, from how it rose with the goodput over the caps
+    measured within it (None: no levels reported, or no rise to extrapolate — a downstream
+    flat up to a wall warns of nothing).
+
+    A queueing downstream's latency is its service time ÷ (1 − utilisation): its inverse
+    falls in a straight line with the throughput, so the line through the caps' minutes
+    (least squares) says at which throughput the latency reaches the target (exact for one
+    server, late for many near their knee). The cap is that throughput × the time per
+    message there, from its own line (Little's law)."""
+    newest = {m.cap: m for m in measures if m.deleted > 0 and m.level is not None and 0 < m.level < 1}
+    within = sorted(newest.values(), key=lambda m: m.cap)
+    if len(within) < 2:
+        return None
+    xs, ys, ss = [m.deleted for m in within], [1 / m.level for m in within], [m.seconds_per_message for m in within]
+    mx, my, ms = sum(xs) / len(xs), sum(ys) / len(ys), sum(ss) / len(ss)
+    spread = sum((x - mx) ** 2 for x in xs)
+    if spread <= 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / spread
+    if slope >= 0:
+        return None
+    target = constants.owner_level_target
+    x = mx + (1 / target - my) / slope
+    seconds = max(within[-1].seconds_per_message, ms + sum((a - mx) * (b - ms) for a, b in zip(xs, ss)) / spread * (x - mx))
+    cap = max(1, math.floor(x / constants.period_seconds * seconds))
+    return cap, (f"the owner's critical alarm's metric at {within[-1].level:.0%} of its threshold at cap {within[-1].cap}, "
+                 f"rising with the goodput over {len(within)} caps: {target:.0%} of it near cap {cap}")
+
+
 def arrivals_need(reading: Reading, measures, recent: int = 10) -> int | None:
     """The cap the arrivals need: sends per minute ÷ the most deletions per cap-minute among
     the `recent` newest measures (Little's law at the best speed measured lately; a cap past
@@ -646,6 +695,10 @@ def _tick(state: CapState, facts: Facts, reading: Reading, now: datetime, c: Con
             kept = tuple(m for m in state.measures if m.at > horizon)
             state = replace(state, measures=kept + (Measure(health.at, measured, health.deleted,
                                                             health.seconds_per_message, health.failure_share or 0.0),))
+    levels = critical_levels(reading)
+    if any(m.level is None and m.at in levels for m in state.measures):
+        state = replace(state, measures=tuple(replace(m, level=levels[m.at]) if m.level is None and m.at in levels else m
+                                              for m in state.measures))
     notes = []
     invocation = mean_invocation(reading, health.at)
     if not state.additive and invocation is not None and invocation > c.period_seconds:
@@ -989,6 +1042,12 @@ def _probe(k: Tick) -> CapDecision | None:
                               f"queue"], caught_up_since=None, probe_at=None, probe_from=None)
         good = known_good(state.measures, k.facts, c)
         nxt = min(climb(tried, state.step, state.additive, k.top, good, c), below if below is not None else k.top)
+        owner = owners_limit(state.measures, c) if not state.additive else None
+        if owner is not None and owner[0] < nxt:
+            # As in `_raise`: the slow start ends where the owner's metric says their limit is.
+            nxt = max(tried, owner[0])
+            k.state = state = replace(state, additive=True)
+            k.notes.append(f"{owner[1]}: the slow start ends")
         if k.late:
             nxt = tried     # kept, but no further probe on evidence that late (`Tick.late`)
         elif state.additive:
@@ -1117,10 +1176,17 @@ def _raise(k: Tick) -> CapDecision:
     below = k.remembered_below()
     if not state.additive:
         nxt = min(raise_to(cap, state.step, False, top, c), below if below is not None else top)
+        owner = owners_limit(state.measures, c)
+        if owner is not None and owner[0] < nxt:
+            # The slow start's next probe would pass the owner's limit as their metric's rise
+            # puts it: it ends there, and the search goes on in additive steps.
+            nxt = owner[0]
+            k.state = state = replace(state, additive=True)
+            said = f"{said}; {owner[1]}: the slow start ends"
         if nxt > cap:
             return k.out(RAISE, nxt, k.notes + [k.behind, f"{said}: probing {nxt} for one minute, then back to {cap} "
-                                                          f"until it is judged (slow start)"],
-                         caught_up_since=None, probe_at=k.now, probe_from=cap)
+                                                          f"until it is judged ({'additive' if state.additive else 'slow start'})"],
+                         caught_up_since=None, probe_at=k.now, probe_from=cap, additive=state.additive)
     new = min(top, cap + max(state.step, math.floor(step_share(k.facts, c) * cap)))
     new = max(new, climb(cap, state.step, True, top, known_good(state.measures, k.facts, c), c))
     if below is not None:

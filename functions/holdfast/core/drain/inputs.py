@@ -55,10 +55,19 @@ class Alarm:
     # minutes crossed the owner's limit. () where the shell cannot tell (a composite or
     # metric-math alarm).
     breached: tuple[datetime, ...] = ()
+    # The same recent datapoints as shares of the threshold (value ÷ threshold: 1 is the
+    # owner's limit), for an alarm whose metric must stay at or below a positive static
+    # threshold. () where the shell cannot tell (a lower bound, an anomaly band, metric math).
+    levels: tuple[Datapoint, ...] = ()
 
     def __post_init__(self):
         if not (isinstance(self.breached, tuple) and all(isinstance(t, datetime) for t in self.breached)):
             raise ValueError(f"alarm {self.name}: breached must be a tuple of datetimes, got {self.breached!r}")
+        if not (isinstance(self.levels, tuple) and all(isinstance(p, Datapoint) and isinstance(p.value, (int, float))
+                                                       and math.isfinite(p.value) and p.value >= 0
+                                                       for p in self.levels)):
+            raise ValueError(f"alarm {self.name}: levels must be a tuple of datapoints of finite shares ≥ 0, "
+                             f"got {self.levels!r}")
         if self.state is not None and self.state not in ALARM_STATES:
             raise ValueError(f"alarm {self.name}: state {self.state!r} is not one of {ALARM_STATES}")
         if self.severity not in (WARNING, CRITICAL):
