@@ -146,6 +146,64 @@ def _register_in_process_answers() -> None:
 _register_in_process_answers()
 
 
+class VirtualWait:
+    """The clock of the rate budgets that Holdfast's own wiring builds in this process
+    (holdfast.runtime.govern: the CLI's `main` against moto in this process, a handler's
+    runtime; holdfast.cli.accounts' token buckets): a wait moves this clock on instead of
+    blocking, and the time it reads is the system's plus every wait so far. Against moto
+    the waits were real time in which nothing happened (a rate budget paces calls that
+    no quota throttles here: most of a CLI test's wall time); the budgets decide as
+    before, each call's slot on the same clock. The share board's lease times are on the
+    same clock (wall time plus the waits), so a lease a newcomer waits out lapses by that
+    clock too. A budget or bucket given its own clock (tests/budget) keeps it."""
+
+    def __init__(self):
+        import threading
+        import time
+
+        self._time, self._offset, self._lock = time, 0.0, threading.Lock()
+
+    def monotonic(self) -> float:
+        return self._time.monotonic() + self._offset
+
+    def time(self) -> float:
+        return self._time.time() + self._offset
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            with self._lock:
+                self._offset += seconds
+        self._time.sleep(0)   # other threads run, as a wait would let them
+
+    def install(self) -> None:
+        import functools
+
+        from holdfast import budget, ratelimit
+        from holdfast.ledger import budget_board
+
+        def defaults(cls, **clocks):
+            init = cls.__init__
+            if getattr(init, "virtual_wait", False):
+                return
+
+            @functools.wraps(init)
+            def __init__(obj, *args, **kwargs):
+                for name, clock in clocks.items():
+                    kwargs.setdefault(name, clock)
+                init(obj, *args, **kwargs)
+
+            __init__.virtual_wait = True
+            cls.__init__ = __init__
+
+        defaults(budget.RateBudget, monotonic=self.monotonic, sleep=self.sleep)
+        defaults(budget.Governor, monotonic=self.monotonic)
+        defaults(ratelimit.TokenBucket, monotonic=self.monotonic, sleep=self.sleep)
+        defaults(budget_board.LedgerShareBoard, clock=self.time)
+
+
+VirtualWait().install()
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     server = MotoServer()
