@@ -155,7 +155,11 @@ class VirtualWait:
     no quota throttles here: most of a CLI test's wall time); the budgets decide as
     before, each call's slot on the same clock. The share board's lease times are on the
     same clock (wall time plus the waits), so a lease a newcomer waits out lapses by that
-    clock too. A budget or bucket given its own clock (tests/budget) keeps it."""
+    clock too. A budget or bucket given its own clock (tests/budget) keeps it.
+
+    botocore's backoff before a retry (botocore.endpoint) waits on it too: the retries here
+    are of an endpoint that is down (a closed port: the CLI's exit 3) or that no test
+    serves (moto has no Region switch), which no wait changes; the attempts are the same."""
 
     def __init__(self):
         import threading
@@ -199,6 +203,12 @@ class VirtualWait:
         defaults(budget.Governor, monotonic=self.monotonic)
         defaults(ratelimit.TokenBucket, monotonic=self.monotonic, sleep=self.sleep)
         defaults(budget_board.LedgerShareBoard, clock=self.time)
+
+        import types
+
+        import botocore.endpoint
+
+        botocore.endpoint.time = types.SimpleNamespace(sleep=self.sleep)
 
 
 VirtualWait().install()
