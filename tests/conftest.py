@@ -146,6 +146,74 @@ def _register_in_process_answers() -> None:
 _register_in_process_answers()
 
 
+class VirtualWait:
+    """The clock of the rate budgets that Holdfast's own wiring builds in this process
+    (holdfast.runtime.govern: the CLI's `main` against moto in this process, a handler's
+    runtime; holdfast.cli.accounts' token buckets): a wait moves this clock on instead of
+    blocking, and the time it reads is the system's plus every wait so far. Against moto
+    the waits were real time in which nothing happened (a rate budget paces calls that
+    no quota throttles here: most of a CLI test's wall time); the budgets decide as
+    before, each call's slot on the same clock. The share board's lease times are on the
+    same clock (wall time plus the waits), so a lease a newcomer waits out lapses by that
+    clock too. A budget or bucket given its own clock (tests/budget) keeps it.
+
+    botocore's backoff before a retry (botocore.endpoint) waits on it too: the retries here
+    are of an endpoint that is down (a closed port: the CLI's exit 3) or that no test
+    serves (moto has no Region switch), which no wait changes; the attempts are the same."""
+
+    def __init__(self):
+        import threading
+        import time
+
+        self._time, self._offset, self._lock = time, 0.0, threading.Lock()
+
+    def monotonic(self) -> float:
+        return self._time.monotonic() + self._offset
+
+    def time(self) -> float:
+        return self._time.time() + self._offset
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            with self._lock:
+                self._offset += seconds
+        self._time.sleep(0)   # other threads run, as a wait would let them
+
+    def install(self) -> None:
+        import functools
+
+        from holdfast import budget, ratelimit
+        from holdfast.ledger import budget_board
+
+        def defaults(cls, **clocks):
+            init = cls.__init__
+            if getattr(init, "virtual_wait", False):
+                return
+
+            @functools.wraps(init)
+            def __init__(obj, *args, **kwargs):
+                for name, clock in clocks.items():
+                    kwargs.setdefault(name, clock)
+                init(obj, *args, **kwargs)
+
+            __init__.virtual_wait = True
+            cls.__init__ = __init__
+
+        defaults(budget.RateBudget, monotonic=self.monotonic, sleep=self.sleep)
+        defaults(budget.Governor, monotonic=self.monotonic)
+        defaults(ratelimit.TokenBucket, monotonic=self.monotonic, sleep=self.sleep)
+        defaults(budget_board.LedgerShareBoard, clock=self.time)
+
+        import types
+
+        import botocore.endpoint
+
+        botocore.endpoint.time = types.SimpleNamespace(sleep=self.sleep)
+
+
+VirtualWait().install()
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     server = MotoServer()
@@ -166,7 +234,9 @@ SYNTH_DIR = "tests/stack/"
 # other unit follows in xdist's order (most tests first). A unit missing here only starts
 # later than it should; measure again when one grows. (The recovery model's and the
 # interleavings' figures: theirs here scaled by what a run of each file alone took before
-# and after they were made faster, on the 2-core machine.)
+# and after they were made faster, on the 2-core machine; those of tests/cli/ whose rate
+# budgets and retries stopped sleeping (tests/conftest.py VirtualWait), the same way from
+# a run of tests/cli alone with -n 2, times 0.7.)
 LONGEST_FIRST = (
     "tests/demo/test_demo.py",                    # 90
     SYNTH_DIR,                                    # 76
@@ -181,33 +251,29 @@ LONGEST_FIRST = (
     "tests/cli/test_org_commands.py",             # 18
     "tests/packaging/test_wheel.py",              # 17
     "tests/fixtures/test_recovery_model.py",      # 16
-    "tests/cli/test_arn_option_scope.py",         # 16
-    "tests/cli/test_cli_output.py",               # 16
     "tests/reconciler/test_release_requests.py",  # 15
     "tests/stages/test_capacity_stage.py",        # 14
     "tests/stages/test_drain_stage.py",           # 14
     "tests/cli/test_drill_local.py",              # 14
-    "tests/cli/test_release_scope.py",            # 12
-    "tests/cli/test_audit_account.py",            # 12
     "tests/cli/test_drill_refusals.py",           # 11
     "tests/reconciler/test_control.py",           # 11
-    "tests/cli/test_doctor.py",                   # 11
     "tests/scenarios/test_concurrent.py",         # 10
+    "tests/cli/test_arn_option_scope.py",         # 9
     "tests/scenarios/test_event.py",              # 9
+    "tests/cli/test_cli_output.py",               # 8
     "tests/scenarios/test_races.py",              # 8
     "tests/reconciler/test_stuck.py",             # 8
     "tests/ledger/test_one_ledger_per_tick.py",   # 8
     "tests/architecture/test_layers.py",          # 8
+    "tests/cli/test_doctor.py",                   # 7
     "tests/fixtures/test_throttle_proxy.py",      # 7
-    "tests/cli/test_status_words.py",             # 7
     "tests/core/drain/test_drain_control.py",     # 7
     "tests/reconciler/test_engage_tick.py",       # 7
     "tests/actuators/test_tag_batches.py",        # 7
     "tests/handlers/test_readiness_schedule.py",  # 6
     "tests/reconciler/test_own_resources.py",     # 6
-    "tests/cli/test_engage_idempotent.py",        # 6
-    "tests/cli/test_status_all_accounts.py",      # 6
     "tests/actuators/test_drain_record.py",       # 6
+    "tests/cli/test_status_words.py",             # 5
     "tests/actuators/test_records.py",            # 5
     "tests/observation/test_evidence.py",         # 5
 )

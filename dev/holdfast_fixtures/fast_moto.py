@@ -1,4 +1,4 @@
-"""Five costs that a process running many moto accounts pays again and again, and that no
+"""Seven costs that a process running many moto accounts pays again and again, and that no
 test or demo observes; `install()` removes them. Call it before moto is imported.
 
 - moto's EC2 backend loads its default AMIs into each region's backend when the backend
@@ -33,6 +33,21 @@ test or demo observes; `install()` removes them. Call it before moto is imported
   anything else than JSON's types, bytes and sets goes to moto's serializer, as does
   every error and every other operation; tests/fixtures/test_fast_moto.py compares the
   parsed answers of both for every item operation and every attribute type.
+- Every boto3 session registers botocore's built-in handlers (about 130) and every client
+  copies its session's handlers and registers its own (the CLI builds a session and its
+  clients anew on each command, the tests a `Clients` per test): about 10 ms a session and
+  6 a client. Two answers in that are the same every time yet computed on each
+  registration, a third of the cost: whether a handler takes `**kwargs`
+  (`inspect.getfullargspec` of the handler, botocore.hooks) and the aliased name of an
+  event (`EventAliaser._alias_event_name`, cached per emitter, so per session and per
+  client). Both are kept for the process: the first per function (a bound method's is its
+  function's), the second per event name for botocore's own alias table, the only one any
+  emitter here is given.
+- Each `mock_aws()` start registers, for `requests` (the responses library), a callback per
+  HTTP method and moto URL pattern: about 1,300 `CallbackResponse` objects built anew, 7 ms
+  a start, and the suite starts a mock for most tests. The objects are the same every time
+  (method, pattern, moto's callback; nothing here calls AWS through `requests`, so none is
+  ever matched); each is built once and registered again at each start.
 """
 
 from __future__ import annotations
@@ -60,6 +75,8 @@ def install() -> None:
     import botocore.session
 
     botocore.session.create_loader = _shared_loader
+    _share_handler_checks()
+    _share_callback_responses()
 
     import moto.backends
 
@@ -74,6 +91,65 @@ def install() -> None:
 
     if not getattr(DynamoHandler.serialized, "fast_moto", False):
         DynamoHandler.serialized = _item_answers(DynamoHandler.serialized)
+
+
+def _share_callback_responses() -> None:
+    import moto.core.models
+
+    made = moto.core.models.CallbackResponse
+    if getattr(made, "fast_moto", False):
+        return
+    built: dict = {}
+
+    def CallbackResponse(*, method, url, callback):
+        key = (method, url, callback)
+        response = built.get(key)
+        if response is None:
+            response = built[key] = made(method=method, url=url, callback=callback)
+        return response
+
+    CallbackResponse.fast_moto = True
+    moto.core.models.CallbackResponse = CallbackResponse
+
+
+def _share_handler_checks() -> None:
+    import types
+    import weakref
+
+    import botocore.hooks
+
+    if getattr(botocore.hooks.accepts_kwargs, "fast_moto", False):
+        return
+    accepts = botocore.hooks.accepts_kwargs
+    known: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def accepts_kwargs(func):
+        key = func.__func__ if isinstance(func, types.MethodType) else func
+        if not isinstance(key, types.FunctionType):
+            return accepts(func)
+        try:
+            return known[key]
+        except KeyError:
+            known[key] = answer = accepts(func)
+            return answer
+
+    accepts_kwargs.fast_moto = True
+    botocore.hooks.accepts_kwargs = accepts_kwargs
+
+    aliaser = botocore.hooks.EventAliaser
+    alias = aliaser._alias_event_name
+    aliased: dict[str, str] = {}
+
+    def _alias_event_name(self, event_name):
+        if self._event_aliases is not botocore.hooks.EVENT_ALIASES:
+            return alias(self, event_name)
+        try:
+            return aliased[event_name]
+        except KeyError:
+            aliased[event_name] = name = alias(self, event_name)
+            return name
+
+    aliaser._alias_event_name = _alias_event_name
 
 
 # DynamoDB's operations whose output is items, keys and counts: no timestamp, nothing
