@@ -214,6 +214,27 @@ class VirtualWait:
 VirtualWait().install()
 
 
+def _offline() -> None:
+    """Nothing here reaches the network (docs/testing.md): a name other than the loopback's
+    does not resolve in this process, as on a machine with no network, so a call that
+    moto does not answer (an API it lacks, a command run outside `aws`) fails the same way
+    on every machine instead of reaching AWS with the test credentials."""
+    import socket
+
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else host
+        if name is None or name in ("localhost", "::1") or str(name).startswith("127."):
+            return resolve(host, *args, **kwargs)
+        raise socket.gaierror(socket.EAI_NONAME, f"the tests are offline: {name} is not resolved")
+
+    socket.getaddrinfo = getaddrinfo
+
+
+_offline()
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     server = MotoServer()

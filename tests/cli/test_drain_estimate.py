@@ -9,6 +9,12 @@ import pytest
 from holdfast.cli import main
 from holdfast.core.drain import estimate as drain
 
+@pytest.fixture(autouse=True)
+def _aws(aws):
+    """`main` looks for a deployed stack first (its SSM parameter, its ledger): in moto,
+    where there is none, not in the account the machine's network might reach."""
+
+
 PUBLISHED = ["--outage-minutes", "172", "--arrival-per-minute", "1200", "--consumer-per-minute", "1800"]
 
 
