@@ -9,6 +9,7 @@ import pytest
 from holdfast.cli import main
 from holdfast.core.drain import estimate as drain
 
+
 @pytest.fixture(autouse=True)
 def _aws(aws):
     """`main` looks for a deployed stack first (its SSM parameter, its ledger): in moto,
