@@ -226,6 +226,9 @@ def _run(args) -> int:
     except KeyboardInterrupt:
         print("holdfast: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if ctx is not None:
+            ctx.leave()
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -107,6 +107,9 @@ class Context:
     answered: int = 0
     unreached: int = 0
     _account: str | None = field(default=None, repr=False)
+    # The command's rate budgets (holdfast.runtime.govern; None: not budgeted): `leave`
+    # gives up its shares when it ends.
+    governor: Any = field(default=None, repr=False)
     # Whether the command printed its document, and the last thing it warned of: a command
     # that fails without a document gets an error document with --output json (main).
     emitted: bool = False
@@ -145,11 +148,13 @@ class Context:
             controller_id=f"cli:{operator_name()}",
         )
         endpoint_url = args.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+        governor = None
         if _budgeted(getattr(args, "rate_budget", "auto"), endpoint_url) and not found_by.startswith(UNRESOLVED):
-            govern(clients, settings, table=runtime.table, member=runtime.controller_id)
+            governor = govern(clients, settings, table=runtime.table, member=runtime.controller_id)
         ctx = cls(runtime=runtime, output=output_format(args), query=getattr(args, "compiled_query", None),
                   expired_queue_option=getattr(args, "expired_queue_arn", None),
-                  progress_seconds=getattr(args, "progress_seconds", 30.0), ledger_found_by=found_by)
+                  progress_seconds=getattr(args, "progress_seconds", 30.0), ledger_found_by=found_by,
+                  governor=governor)
         clients.on_client(ctx._count_answers)
         return ctx
 
@@ -216,6 +221,13 @@ class Context:
             self.warn(problem)
         self.runtime = self.runtime.but(own=self.runtime.own | found)
         return found
+
+    def leave(self) -> None:
+        """Give up the command's shares of the account's rate budgets as it ends: the
+        controllers it shared them with take them at once, not when its leases lapse. A
+        board that cannot be written is counted, not raised (`RateBudget.leave`)."""
+        if self.governor is not None:
+            self.governor.budgets.leave()
 
     @property
     def settings(self) -> Settings:
