@@ -497,6 +497,11 @@ BEYOND = {
 }
 
 
+# The comparisons whose threshold is an upper limit (a latency, an error count): their
+# metric as a share of the threshold is how near the owner's limit a minute came.
+UPPER = frozenset({"GreaterThanThreshold", "GreaterThanOrEqualToThreshold"})
+
+
 def breached(info: AlarmInfo, points: Iterable[dc.Datapoint]) -> tuple[datetime, ...]:
     """The minutes of the alarm's own metric whose datapoint is beyond its threshold, newest
     first (() for an alarm without a static threshold on one metric)."""
@@ -514,9 +519,6 @@ def levels(info: AlarmInfo, points: Iterable[dc.Datapoint]) -> tuple[dc.Datapoin
     return tuple(dc.Datapoint(p.at, p.value / info.threshold) for p in points
                  if math.isfinite(p.value) and p.value >= 0)
 
-
-# The comparisons whose threshold is an upper limit (a latency, an error count).
-UPPER = frozenset({"GreaterThanThreshold", "GreaterThanOrEqualToThreshold"})
 
 
 def measured_at(info: AlarmInfo, newest: datetime | None, now: datetime) -> datetime | None:

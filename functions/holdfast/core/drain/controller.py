@@ -533,22 +533,27 @@ def owners_limit(measures, constants: Constants = DEFAULTS) -> tuple[int, str] |
     message there, from its own line (Little's law)."""
     newest = {m.cap: m for m in measures if m.deleted > 0 and m.level is not None and 0 < m.level < 1}
     within = sorted(newest.values(), key=lambda m: m.cap)
-    if len(within) < 2:
-        return None
-    xs, ys, ss = [m.deleted for m in within], [1 / m.level for m in within], [m.seconds_per_message for m in within]
-    mx, my, ms = sum(xs) / len(xs), sum(ys) / len(ys), sum(ss) / len(ss)
-    spread = sum((x - mx) ** 2 for x in xs)
-    if spread <= 0:
-        return None
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / spread
-    if slope >= 0:
-        return None
+    xs = [m.deleted for m in within]
+    inverse = _line(xs, [1 / m.level for m in within])
+    if inverse is None or inverse(1.0) >= inverse(0.0):
+        return None     # one cap, or no fall to extrapolate (a wall)
     target = constants.owner_level_target
-    x = mx + (1 / target - my) / slope
-    seconds = max(within[-1].seconds_per_message, ms + sum((a - mx) * (b - ms) for a, b in zip(xs, ss)) / spread * (x - mx))
+    # The throughput where the line reaches 1 ÷ target.
+    x = (1 / target - inverse(0.0)) / (inverse(1.0) - inverse(0.0))
+    seconds = max(within[-1].seconds_per_message, _line(xs, [m.seconds_per_message for m in within])(x))
     cap = max(1, math.floor(x / constants.period_seconds * seconds))
     return cap, (f"the owner's critical alarm's metric at {within[-1].level:.0%} of its threshold at cap {within[-1].cap}, "
                  f"rising with the goodput over {len(within)} caps: {target:.0%} of it near cap {cap}")
+
+
+def _line(xs: list[float], ys: list[float]):
+    """The least-squares line through the points, as a function of x (None: fewer than two
+    distinct x)."""
+    if len(set(xs)) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return lambda x: my + slope * (x - mx)
 
 
 def arrivals_need(reading: Reading, measures, recent: int = 10) -> int | None:
@@ -640,6 +645,17 @@ class Tick:
         if not _forgotten(s, self.now, self.c) or self.warned_here():
             return s.alarmed_cap - 1
         return None
+
+    def owners_end(self, nxt: int) -> int:
+        """A slow-start probe to `nxt`, unless it would pass the owner's limit as the rise of
+        their critical alarm's metric puts it (`owners_limit`): then the slow start ends, at
+        that limit, and the search goes on in additive steps."""
+        owner = owners_limit(self.state.measures, self.c)
+        if owner is None or owner[0] >= nxt:
+            return nxt
+        self.state = replace(self.state, additive=True)
+        self.notes.append(f"{owner[1]}: the slow start ends")
+        return owner[0]
 
     def warned_here(self) -> bool:
         """The owner's warning alarm in ALARM on a datapoint measured wholly at the cap in force."""
@@ -1042,12 +1058,9 @@ def _probe(k: Tick) -> CapDecision | None:
                               f"queue"], caught_up_since=None, probe_at=None, probe_from=None)
         good = known_good(state.measures, k.facts, c)
         nxt = min(climb(tried, state.step, state.additive, k.top, good, c), below if below is not None else k.top)
-        owner = owners_limit(state.measures, c) if not state.additive else None
-        if owner is not None and owner[0] < nxt:
-            # As in `_raise`: the slow start ends where the owner's metric says their limit is.
-            nxt = max(tried, owner[0])
-            k.state = state = replace(state, additive=True)
-            k.notes.append(f"{owner[1]}: the slow start ends")
+        if not state.additive:
+            nxt = max(tried, k.owners_end(nxt))
+            state = k.state
         if k.late:
             nxt = tried     # kept, but no further probe on evidence that late (`Tick.late`)
         elif state.additive:
@@ -1175,14 +1188,8 @@ def _raise(k: Tick) -> CapDecision:
     said = f"{evidence} at cap {cap}" + (f" ({judged.reason})" if judged is not None else "")
     below = k.remembered_below()
     if not state.additive:
-        nxt = min(raise_to(cap, state.step, False, top, c), below if below is not None else top)
-        owner = owners_limit(state.measures, c)
-        if owner is not None and owner[0] < nxt:
-            # The slow start's next probe would pass the owner's limit as their metric's rise
-            # puts it: it ends there, and the search goes on in additive steps.
-            nxt = owner[0]
-            k.state = state = replace(state, additive=True)
-            said = f"{said}; {owner[1]}: the slow start ends"
+        nxt = k.owners_end(min(raise_to(cap, state.step, False, top, c), below if below is not None else top))
+        state = k.state
         if nxt > cap:
             return k.out(RAISE, nxt, k.notes + [k.behind, f"{said}: probing {nxt} for one minute, then back to {cap} "
                                                           f"until it is judged ({'additive' if state.additive else 'slow start'})"],
