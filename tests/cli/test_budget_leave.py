@@ -35,3 +35,24 @@ def test_a_command_gives_up_its_rate_budget_shares_when_it_ends(aws_semantics, c
     assert main(["--region", REGION, "--json", "plan"]) == 0
     capsys.readouterr()
     assert _leases(clients), "plan made no call through the rate budgets"
+
+
+def test_a_lease_the_command_may_not_delete_is_left_to_lapse_and_the_command_still_succeeds(aws_semantics, capsys,
+                                                                                          monkeypatch):
+    # AWS answers a DeleteItem the caller's role does not allow with AccessDeniedException
+    # (400): the lease then lapses by itself (3 s), and the command's outcome is its own.
+    from botocore.exceptions import ClientError
+
+    from holdfast.ledger.store import Ledger
+
+    def denied(self, **request):
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform: "
+                                     "dynamodb:DeleteItem"}, "ResponseMetadata": {"HTTPStatusCode": 400}}, "DeleteItem")
+
+    clients = Clients(region=REGION)
+    ensure_table(clients("dynamodb"), DEFAULT_TABLE)
+    make_mapping(clients, make_function(clients, "consumer"), "q")
+    monkeypatch.setattr(Ledger, "delete_item", denied)
+    assert main(["--region", REGION, "--json", "plan"]) == 0
+    capsys.readouterr()
+    assert _leases(clients), "the denied leave removed the lease after all"
