@@ -303,7 +303,10 @@ class ThrottleProxy:
         return f"http://{host}:{port}"
 
     def start(self) -> "ThrottleProxy":
-        self._thread = threading.Thread(target=self._server.serve_forever, name="throttle-proxy", daemon=True)
+        # serve_forever looks for a shutdown every poll_interval (0.5 s by default): stop()
+        # waits that long at most, after every test that started a proxy.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="throttle-proxy", daemon=True)
         self._thread.start()
         return self
 
