@@ -126,6 +126,11 @@ as JSON, as moto's DynamoDB did before that serializer (the result is the same d
 A base-table Query in moto reads every item of the table, sorted, and keeps those of
 the partition; the patch hands it only the partition's items (the same ones, in the
 same order), so a Query of one controller's leases no longer sorts the night's signals.
+Of those, when the key condition bounds the sort key and no Limit is given, only the items
+the condition keeps (the same test, `compare` on the sort key, moto makes of each after
+sizing it): a reconciler reads the last minutes of an hour's signals, and moto sized,
+sorted and compared the whole hour each time. As in AWS, where the key condition selects
+what is read, the items it leaves out no longer count toward the 1 MB a page reads.
 And moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
 and the ledger holds thousands of signal items by the recovery, so each guard cost
@@ -539,18 +544,25 @@ def _partition_queries(stack: ExitStack) -> None:
 
     query, all_items = Table.query, Table.all_items
     only = threading.local()
+    # Table.query's parameters after hash_key, as moto's backend passes them (positionally).
+    named = ("range_comparison", "range_objs", "limit", "exclusive_start_key", "scan_index_forward",
+             "projection_expressions", "index_name")
 
     def partition_query(self, hash_key, *args, **kwargs):
-        if kwargs.get("index_name") or hash_key is None:
+        given = {**dict(zip(named, args)), **{k: v for k, v in kwargs.items() if k in named}}
+        if given.get("index_name") or hash_key is None:
             return query(self, hash_key, *args, **kwargs)
-        only.partition = (self, hash_key)
+        # Unlimited, the page is every item the condition keeps wherever moto tests it;
+        # with a Limit, moto's page ends where it does (LastEvaluatedKey included).
+        bound = (given.get("range_comparison"), given.get("range_objs")) if given.get("limit") is None else (None, None)
+        only.partition = (self, hash_key, *bound)
         try:
             return query(self, hash_key, *args, **kwargs)
         finally:
             only.partition = None
 
     def items_of(self):
-        table, hash_key = getattr(only, "partition", None) or (None, None)
+        table, hash_key, comparison, bounds = getattr(only, "partition", None) or (None, None, None, None)
         if table is not self:
             return all_items(self)
         # The items a base-table Query keeps (`item.hash_key == hash_key`): the partition's.
@@ -558,7 +570,12 @@ def _partition_queries(stack: ExitStack) -> None:
         held = self.items.get(hash_key)
         if held is None:
             return []
-        return sorted(held.values(), key=lambda item: item.range_key) if self.range_key_attr else [held]
+        if not self.range_key_attr:
+            return [held]
+        items = held.values()
+        if comparison:
+            items = [item for item in items if item.range_key.compare(comparison, bounds)]
+        return sorted(items, key=lambda item: item.range_key)
 
     stack.enter_context(mock.patch.object(Table, "query", partition_query))
     stack.enter_context(mock.patch.object(Table, "all_items", items_of))
