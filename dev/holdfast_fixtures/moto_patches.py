@@ -131,6 +131,11 @@ the condition keeps (the same test, `compare` on the sort key, moto makes of eac
 sizing it): a reconciler reads the last minutes of an hour's signals, and moto sized,
 sorted and compared the whole hour each time. As in AWS, where the key condition selects
 what is read, the items it leaves out no longer count toward the 1 MB a page reads.
+moto then sizes each item it keeps twice (the page's 1 MB check, then its running total)
+and deep-copies the page before its handler turns the items into the answer's JSON; in a
+base-table Query the first size is kept for the second, and the page is not copied: the
+handler only reads the items (`item.attrs`, converted into new dicts), and moto's backend
+Query has no other caller.
 And moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
 and the ledger holds thousands of signal items by the recovery, so each guard cost
@@ -540,9 +545,10 @@ def _cheap_query_answers(stack: ExitStack) -> None:
 
 
 def _partition_queries(stack: ExitStack) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
 
-    query, all_items = Table.query, Table.all_items
+    query, all_items, item_size, item_copy = Table.query, Table.all_items, Item.size, Item.__deepcopy__
     only = threading.local()
     # Table.query's parameters after hash_key, as moto's backend passes them (positionally).
     named = ("range_comparison", "range_objs", "limit", "exclusive_start_key", "scan_index_forward",
@@ -555,11 +561,22 @@ def _partition_queries(stack: ExitStack) -> None:
         # Unlimited, the page is every item the condition keeps wherever moto tests it;
         # with a Limit, moto's page ends where it does (LastEvaluatedKey included).
         bound = (given.get("range_comparison"), given.get("range_objs")) if given.get("limit") is None else (None, None)
-        only.partition = (self, hash_key, *bound)
+        only.partition, only.sizes = (self, hash_key, *bound), {}
         try:
             return query(self, hash_key, *args, **kwargs)
         finally:
-            only.partition = None
+            only.partition = only.sizes = None
+
+    def size(self):
+        sizes = getattr(only, "sizes", None)
+        if sizes is None:
+            return item_size(self)
+        if id(self) not in sizes:   # the items are the table's own, alive for the whole Query
+            sizes[id(self)] = item_size(self)
+        return sizes[id(self)]
+
+    def deepcopy(self, memo):
+        return self if getattr(only, "sizes", None) is not None else item_copy(self, memo)
 
     def items_of(self):
         table, hash_key, comparison, bounds = getattr(only, "partition", None) or (None, None, None, None)
@@ -579,6 +596,8 @@ def _partition_queries(stack: ExitStack) -> None:
 
     stack.enter_context(mock.patch.object(Table, "query", partition_query))
     stack.enter_context(mock.patch.object(Table, "all_items", items_of))
+    stack.enter_context(mock.patch.object(Item, "size", size))
+    stack.enter_context(mock.patch.object(Item, "__deepcopy__", deepcopy))
 
 
 def _cheap_transactions(stack: ExitStack) -> None:
