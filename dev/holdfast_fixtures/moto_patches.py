@@ -126,6 +126,16 @@ as JSON, as moto's DynamoDB did before that serializer (the result is the same d
 A base-table Query in moto reads every item of the table, sorted, and keeps those of
 the partition; the patch hands it only the partition's items (the same ones, in the
 same order), so a Query of one controller's leases no longer sorts the night's signals.
+Of those, when the key condition bounds the sort key and no Limit is given, only the items
+the condition keeps (the same test, `compare` on the sort key, moto makes of each after
+sizing it): a reconciler reads the last minutes of an hour's signals, and moto sized,
+sorted and compared the whole hour each time. As in AWS, where the key condition selects
+what is read, the items it leaves out no longer count toward the 1 MB a page reads.
+moto then sizes each item it keeps twice (the page's 1 MB check, then its running total)
+and deep-copies the page before its handler turns the items into the answer's JSON; in a
+base-table Query the first size is kept for the second, and the page is not copied: the
+handler only reads the items (`item.attrs`, converted into new dicts), and moto's backend
+Query has no other caller.
 And moto's TransactWriteItems deep-copies every table it names, for its
 rollback. The reconciler's plan guard is a transaction before every relaxing write,
 and the ledger holds thousands of signal items by the recovery, so each guard cost
@@ -535,22 +545,41 @@ def _cheap_query_answers(stack: ExitStack) -> None:
 
 
 def _partition_queries(stack: ExitStack) -> None:
+    from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
 
-    query, all_items = Table.query, Table.all_items
+    query, all_items, item_size, item_copy = Table.query, Table.all_items, Item.size, Item.__deepcopy__
     only = threading.local()
+    # Table.query's parameters after hash_key, as moto's backend passes them (positionally).
+    named = ("range_comparison", "range_objs", "limit", "exclusive_start_key", "scan_index_forward",
+             "projection_expressions", "index_name")
 
     def partition_query(self, hash_key, *args, **kwargs):
-        if kwargs.get("index_name") or hash_key is None:
+        given = {**dict(zip(named, args)), **{k: v for k, v in kwargs.items() if k in named}}
+        if given.get("index_name") or hash_key is None:
             return query(self, hash_key, *args, **kwargs)
-        only.partition = (self, hash_key)
+        # Unlimited, the page is every item the condition keeps wherever moto tests it;
+        # with a Limit, moto's page ends where it does (LastEvaluatedKey included).
+        bound = (given.get("range_comparison"), given.get("range_objs")) if given.get("limit") is None else (None, None)
+        only.partition, only.sizes = (self, hash_key, *bound), {}
         try:
             return query(self, hash_key, *args, **kwargs)
         finally:
-            only.partition = None
+            only.partition = only.sizes = None
+
+    def size(self):
+        sizes = getattr(only, "sizes", None)
+        if sizes is None:
+            return item_size(self)
+        if id(self) not in sizes:   # the items are the table's own, alive for the whole Query
+            sizes[id(self)] = item_size(self)
+        return sizes[id(self)]
+
+    def deepcopy(self, memo):
+        return self if getattr(only, "sizes", None) is not None else item_copy(self, memo)
 
     def items_of(self):
-        table, hash_key = getattr(only, "partition", None) or (None, None)
+        table, hash_key, comparison, bounds = getattr(only, "partition", None) or (None, None, None, None)
         if table is not self:
             return all_items(self)
         # The items a base-table Query keeps (`item.hash_key == hash_key`): the partition's.
@@ -558,10 +587,17 @@ def _partition_queries(stack: ExitStack) -> None:
         held = self.items.get(hash_key)
         if held is None:
             return []
-        return sorted(held.values(), key=lambda item: item.range_key) if self.range_key_attr else [held]
+        if not self.range_key_attr:
+            return [held]
+        items = held.values()
+        if comparison:
+            items = [item for item in items if item.range_key.compare(comparison, bounds)]
+        return sorted(items, key=lambda item: item.range_key)
 
     stack.enter_context(mock.patch.object(Table, "query", partition_query))
     stack.enter_context(mock.patch.object(Table, "all_items", items_of))
+    stack.enter_context(mock.patch.object(Item, "size", size))
+    stack.enter_context(mock.patch.object(Item, "__deepcopy__", deepcopy))
 
 
 def _cheap_transactions(stack: ExitStack) -> None:
