@@ -535,22 +535,36 @@ def _cheap_query_answers(stack: ExitStack) -> None:
 
 
 def _partition_queries(stack: ExitStack) -> None:
+    """A base-table Query reads its partition alone, the items its key condition selects
+    (the ones moto's loop keeps, by the same comparison), each item's size worked out once.
+
+    moto's Table.query sorts every item of the table and walks them all, and asks each
+    item its size (a walk over every attribute value) twice: for the 1 MB page limit,
+    then to add it up. Here `all_items` answers the partition's items that the sort-key
+    condition selects, in sort-key order (DynamoDB reads only those, and counts only
+    those against the 1 MB page), and `Item.size` is remembered for the length of the
+    Query. An index Query (moto passes its name positionally) and a Query without a
+    partition key go to moto as they are."""
+    from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
 
-    query, all_items = Table.query, Table.all_items
+    query, all_items, item_size = Table.query, Table.all_items, Item.size
     only = threading.local()
 
-    def partition_query(self, hash_key, *args, **kwargs):
-        if kwargs.get("index_name") or hash_key is None:
-            return query(self, hash_key, *args, **kwargs)
-        only.partition = (self, hash_key)
+    def partition_query(self, hash_key, range_comparison=None, range_objs=(), *args, **kwargs):
+        # Table.query(hash_key, range_comparison, range_objs, limit, exclusive_start_key,
+        # scan_index_forward, projection_expressions, index_name, ...)
+        index_name = args[4] if len(args) > 4 else kwargs.get("index_name")
+        if index_name or hash_key is None:
+            return query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
+        only.partition, only.sizes = (self, hash_key, range_comparison, range_objs), {}
         try:
-            return query(self, hash_key, *args, **kwargs)
+            return query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
         finally:
-            only.partition = None
+            only.partition = only.sizes = None
 
     def items_of(self):
-        table, hash_key = getattr(only, "partition", None) or (None, None)
+        table, hash_key, comparison, objs = getattr(only, "partition", None) or (None, None, None, None)
         if table is not self:
             return all_items(self)
         # The items a base-table Query keeps (`item.hash_key == hash_key`): the partition's.
@@ -558,9 +572,25 @@ def _partition_queries(stack: ExitStack) -> None:
         held = self.items.get(hash_key)
         if held is None:
             return []
-        return sorted(held.values(), key=lambda item: item.range_key) if self.range_key_attr else [held]
+        if not self.range_key_attr:
+            return [held]
+        items = held.values()
+        if comparison:
+            items = [item for item in items if item.range_key.compare(comparison, objs)]
+        # DynamoType orders by its cast value (one type per key attribute): the same order.
+        return sorted(items, key=lambda item: item.range_key.cast_value)
+
+    def size(self):
+        sizes = getattr(only, "sizes", None)
+        if sizes is None:
+            return item_size(self)
+        known = sizes.get(id(self))   # the table's own item, held by the Query while it runs
+        if known is None:
+            known = sizes[id(self)] = item_size(self)
+        return known
 
     stack.enter_context(mock.patch.object(Table, "query", partition_query))
+    stack.enter_context(mock.patch.object(Item, "size", size))
     stack.enter_context(mock.patch.object(Table, "all_items", items_of))
 
 
