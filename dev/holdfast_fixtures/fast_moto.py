@@ -1,4 +1,4 @@
-"""Seven costs that a process running many moto accounts pays again and again, and that no
+"""Eight costs that a process running many moto accounts pays again and again, and that no
 test or demo observes; `install()` removes them. Call it before moto is imported.
 
 - moto's EC2 backend loads its default AMIs into each region's backend when the backend
@@ -43,6 +43,9 @@ test or demo observes; `install()` removes them. Call it before moto is imported
   client). Both are kept for the process: the first per function (a bound method's is its
   function's), the second per event name for botocore's own alias table, the only one any
   emitter here is given.
+- moto deep-copies every item a Query answers (and the item a write replaces) through
+  `copy.deepcopy` value by value: its memo lookups, its dispatch and its keep-alive list
+  for each attribute value. The same copy is made by direct calls (`_quick_item_copies`).
 - Each `mock_aws()` start registers, for `requests` (the responses library), a callback per
   HTTP method and moto URL pattern: about 1,300 `CallbackResponse` objects built anew, 7 ms
   a start, and the suite starts a mock for most tests. The objects are the same every time
@@ -91,6 +94,64 @@ def install() -> None:
 
     if not getattr(DynamoHandler.serialized, "fast_moto", False):
         DynamoHandler.serialized = _item_answers(DynamoHandler.serialized)
+    _quick_item_copies()
+
+
+def _quick_item_copies() -> None:
+    """moto's `Item.__deepcopy__` and `DynamoType.__deepcopy__` (a Query deep-copies every
+    item it answers, a write the item it replaces) copy each attribute value through
+    `copy.deepcopy`: its memo, its dispatch and its keep-alive list for every value of every
+    item. Here they copy the same fields (an Item's hash key, range key and attributes; a
+    value's type and value, lists and maps value by value, a set's members into a new list,
+    anything else shared as moto shares it) by calling each other, with the same memo."""
+    import copy
+
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+
+    if getattr(Item.__deepcopy__, "fast_moto", False):
+        return
+    sets = ("SS", "NS", "BS")
+
+    def value_copy(value, memo):
+        if not isinstance(value, DynamoType):
+            return copy.deepcopy(value, memo)
+        known = memo.get(id(value))
+        if known is not None:
+            return known
+        result = value.__class__.__new__(value.__class__)
+        memo[id(value)] = result
+        kind = result.type = value.type
+        inner = value.value
+        if kind == "L":
+            result.value = [value_copy(v, memo) for v in inner]
+        elif kind == "M":
+            result.value = {k: value_copy(v, memo) for k, v in inner.items()}
+        elif kind in sets:
+            result.value = list(inner)
+        else:
+            result.value = inner
+        return result
+
+    def item_copy(self, memo):
+        result = self.__class__.__new__(self.__class__)
+        memo[id(self)] = result
+        result.hash_key = value_copy(self.hash_key, memo)
+        result.range_key = value_copy(self.range_key, memo)
+        attrs = LimitedSizeDict.__new__(LimitedSizeDict)   # no size check: the source passed it
+        dict.__init__(attrs)
+        for key, value in self.attrs.items():
+            dict.__setitem__(attrs, key, value_copy(value, memo))
+        result.attrs = attrs
+        return result
+
+    def dynamo_copy(self, memo):
+        return value_copy(self, memo)
+
+    for function, moto_copy in ((item_copy, Item.__deepcopy__), (dynamo_copy, DynamoType.__deepcopy__)):
+        function.fast_moto = True
+        function.moto_copy = moto_copy
+    Item.__deepcopy__ = item_copy
+    DynamoType.__deepcopy__ = dynamo_copy
 
 
 def _share_callback_responses() -> None:

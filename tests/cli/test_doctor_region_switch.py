@@ -9,6 +9,8 @@ are moto's, in both Regions."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 
@@ -38,7 +40,14 @@ def _camel(node):
 
 
 def synthesized_workflows(*, post_recovery=True, mode="auto"):
-    """The plan's workflows as RegionSwitchSteps writes them, in the API's casing."""
+    """The plan's workflows as RegionSwitchSteps writes them, in the API's casing: each
+    variant synthesized once for the module (a synthesis is seconds of the jsii kernel's
+    CPU), each caller given its own copy."""
+    return copy.deepcopy(_synthesized(post_recovery, mode))
+
+
+@functools.cache
+def _synthesized(post_recovery, mode):
     stack = Stack(App(), "Plan", env=Environment(account=ACCOUNT, region="us-east-1"))
     steps = RegionSwitchSteps(stack, "Holdfast", regions=REGIONS, account=ACCOUNT, mode=mode)
     Workflow = arcregionswitch.CfnPlan.WorkflowProperty

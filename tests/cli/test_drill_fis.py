@@ -74,9 +74,23 @@ def experiment(status: str, *, end: datetime | None = None, reason: str | None =
 
 
 @pytest.fixture
-def account(aws_semantics, clients, tmp_path):
+def account(aws_semantics, clients):
     """A deployed Holdfast: the ledger, the settings and template parameters, the FIS
-    role, and a fleet."""
+    role, and a fleet of every kind."""
+    return deployed(clients, asgs=3, esms=2, asyncs=2, nlbs=1, services=1)
+
+
+@pytest.fixture
+def refusing_account(aws_semantics, clients):
+    """The same deployment with a fleet of three Auto Scaling groups across three zones
+    (and an unselected twin): what the preflight needs to pass (detect_min_groups,
+    detect_min_zones), so that each refusal below comes from the check it is about. A
+    refusal comes before anything is started or engaged, so no other kind is needed to
+    show that nothing was."""
+    return deployed(clients, asgs=3)
+
+
+def deployed(clients, **fleet):
     ensure_table(clients("dynamodb"), DEFAULT_TABLE)
     ssm = clients("ssm")
     ssm.put_parameter(Name=f"{PREFIX}/settings", Type="String", Value=json.dumps(DEPLOYED))
@@ -84,8 +98,7 @@ def account(aws_semantics, clients, tmp_path):
     clients("iam").create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps({
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Principal": {"Service": "fis.amazonaws.com"}, "Action": "sts:AssumeRole"}]}))
-    fleet = build_fleet(clients, asgs=3, esms=2, asyncs=2, nlbs=1, services=1)
-    return fleet
+    return build_fleet(clients, **fleet)
 
 
 def command(tmp_path, *extra: str):
@@ -185,7 +198,7 @@ def test_an_interrupted_drill_stops_the_experiment_and_says_what_is_left(account
 
 # ---- refusals, each before anything is started ------------------------------------------
 
-def test_without_yes_nothing_is_called(account, tmp_path, capsys):
+def test_without_yes_nothing_is_called(refusing_account, tmp_path, capsys):
     from holdfast.cli import main
 
     assert main(["--region", REGION, "drill", "--out", str(tmp_path)]) == 2
@@ -200,8 +213,8 @@ def test_without_yes_nothing_is_called(account, tmp_path, capsys):
     ("no-role", f"the FIS role {ROLE_ARN} of experiment template {TEMPLATE} does not exist"),
     ("rejected", f"FIS did not start experiment template {TEMPLATE}: ValidationException"),
 ])
-def test_a_missing_or_broken_template_is_refused_naming_the_problem(account, clients, tmp_path, case, message):
-    before = snapshot(clients, account)
+def test_a_missing_or_broken_template_is_refused_naming_the_problem(refusing_account, clients, tmp_path, case, message):
+    before = snapshot(clients, refusing_account)
     ctx, args, fis = command(tmp_path, "--yes")
     if case == "missing":
         fis.add_client_error("get_experiment_template", "ResourceNotFoundException", "Experiment template not found",
@@ -223,7 +236,7 @@ def test_a_missing_or_broken_template_is_refused_naming_the_problem(account, cli
 
     fis.assert_no_pending_responses()
     assert ledger_plan.read(Ledger(clients("dynamodb"), DEFAULT_TABLE)) is None
-    assert snapshot(clients, account) == before
+    assert snapshot(clients, refusing_account) == before
 
 
 @pytest.mark.parametrize("setup, message", [
@@ -235,7 +248,7 @@ def test_a_missing_or_broken_template_is_refused_naming_the_problem(account, cli
     ("two-stacks", f"2 Holdfast stacks in {REGION} have a game day (/holdfast/Holdfast, /holdfast/Second): "
                    "choose one with --stack-name"),
 ])
-def test_the_deployment_is_checked_before_fis_is_called(account, clients, tmp_path, setup, message):
+def test_the_deployment_is_checked_before_fis_is_called(refusing_account, clients, tmp_path, setup, message):
     ssm = clients("ssm")
     if setup == "no-settings":
         ssm.delete_parameter(Name=f"{PREFIX}/settings")
@@ -254,7 +267,7 @@ def test_the_deployment_is_checked_before_fis_is_called(account, clients, tmp_pa
         drill.drill(ctx, args, clock=FakeClock(START), sleep=lambda s: pytest.fail("no waiting after a refusal"))
 
 
-def test_settings_given_by_hand_are_used_and_reported_as_unconfirmed(account, clients, tmp_path):
+def test_settings_given_by_hand_are_used_and_reported_as_unconfirmed(refusing_account, clients, tmp_path):
     clients("ssm").delete_parameter(Name=f"{PREFIX}/settings")
     path = tmp_path / "cdk.json"
     path.write_text(json.dumps({"context": {"holdfast": {"mode": "off"}}}))
@@ -275,7 +288,7 @@ def _group_zones(clients) -> str:
     return ",".join(sorted({z for g in groups for z in g["AvailabilityZones"]}))
 
 
-def test_a_template_missing_a_zone_of_the_selected_groups_gets_their_zones_before_it_starts(account, clients, tmp_path):
+def test_a_template_missing_a_zone_of_the_selected_groups_gets_their_zones_before_it_starts(refusing_account, clients, tmp_path):
     """A game day deployed without game_day_availability_zones lists Fn::GetAZs, which in
     an account with a default VPC may leave out zones the groups launch in."""
     zones = _group_zones(clients)
@@ -296,7 +309,7 @@ def test_a_template_missing_a_zone_of_the_selected_groups_gets_their_zones_befor
     fis.assert_no_pending_responses()
 
 
-def test_a_template_of_zone_ids_missing_the_groups_zones_is_refused_with_the_setting_to_fix_it(account, clients, tmp_path):
+def test_a_template_of_zone_ids_missing_the_groups_zones_is_refused_with_the_setting_to_fix_it(refusing_account, clients, tmp_path):
     actions = {"LaunchesFailInEveryZone": {
         "actionId": drill.ASG_ICE_ACTION, "parameters": {"availabilityZoneIdentifiers": "use1-az1", "duration": "PT3M"},
         "targets": {"AutoScalingGroups": "SelectedGroups"}}}
