@@ -1,7 +1,8 @@
 """One synthesized app for the whole session, with cdk-nag's AwsSolutions checks on.
 
 Synth takes seconds, so every stack test shares this one; tests that need another
-configuration build only what they check.
+configuration build only what they check. Each app is synthesized once (`checks.synth`):
+its templates and its nag findings are read from that one cloud assembly.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from app import build_app
 from holdfast.settings import Settings
+from tests.stack.checks import Synth, synth
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -36,6 +38,7 @@ class Synthesized:
     stack: Stack
     template: Template
     settings: Settings
+    synth: Synth
     account: str = ACCOUNT
     region: str = REGION
 
@@ -51,7 +54,8 @@ def synthesized(tmp_path_factory) -> Synthesized:
     app = build_app(CONTEXT, outdir=str(tmp_path_factory.mktemp("cdk.out")))
     Aspects.of(app).add(AwsSolutionsChecks())
     (stack,) = [c for c in app.node.children if isinstance(c, Stack)]
-    return Synthesized(app, stack, Template.from_stack(stack), Settings.from_mapping(CONTEXT["holdfast"]))
+    done = synth(app)
+    return Synthesized(app, stack, done.template(stack), Settings.from_mapping(CONTEXT["holdfast"]), done)
 
 
 # ---- the organization's app: an OU and two regions ---------------------------------
@@ -78,6 +82,7 @@ class OrgSynthesized:
     templates: dict[str, Template]
     member_template: dict
     settings: Settings
+    synth: Synth
 
     def org(self) -> dict:
         return self.templates["HoldfastOrg"].to_json()
@@ -88,8 +93,10 @@ def org_synthesized(tmp_path_factory) -> OrgSynthesized:
     app = build_app(ORG_CONTEXT, outdir=str(tmp_path_factory.mktemp("cdk.out.org")))
     Aspects.of(app).add(AwsSolutionsChecks())
     stacks = {c.node.id: c for c in app.node.children if isinstance(c, Stack)}
-    templates = {name: Template.from_stack(stack) for name, stack in stacks.items()}
-    return OrgSynthesized(app, stacks, templates, stacks["HoldfastOrg"].member_template, Settings.from_mapping(ORG_CONTEXT["holdfast"]))
+    done = synth(app)
+    templates = {name: done.template(stack) for name, stack in stacks.items()}
+    return OrgSynthesized(app, stacks, templates, stacks["HoldfastOrg"].member_template,
+                          Settings.from_mapping(ORG_CONTEXT["holdfast"]), done)
 
 
 # ---- a user's own stack that already has resources, with Holdfast added -------------
@@ -103,6 +110,7 @@ class Foreign:
     key_stack: Stack
     key_holdfast: object
     key_template: Template
+    synth: Synth
 
 
 @pytest.fixture(scope="session")
@@ -145,7 +153,8 @@ def foreign(tmp_path_factory) -> Foreign:
     key_holdfast = Holdfast(key_stack, "Holdfast", expired_events_key=key, parameter_prefix="/holdfast/keyed")
     key_holdfast.grant_expired_events_destination(worker)
     key_stack.worker, key_stack.key = worker, key
-    return Foreign(app, stack, holdfast, Template.from_stack(stack), key_stack, key_holdfast, Template.from_stack(key_stack))
+    done = synth(app)
+    return Foreign(app, stack, holdfast, done.template(stack), key_stack, key_holdfast, done.template(key_stack), done)
 
 
 # ---- the stack with the game day on, from settings ----------------------------------
@@ -167,4 +176,5 @@ def game_day_synthesized(tmp_path_factory) -> Synthesized:
     app = build_app(GAME_DAY_CONTEXT, outdir=str(tmp_path_factory.mktemp("cdk.out.gameday")))
     Aspects.of(app).add(AwsSolutionsChecks())
     (stack,) = [c for c in app.node.children if isinstance(c, Stack)]
-    return Synthesized(app, stack, Template.from_stack(stack), Settings.from_mapping(GAME_DAY_CONTEXT["holdfast"]))
+    done = synth(app)
+    return Synthesized(app, stack, done.template(stack), Settings.from_mapping(GAME_DAY_CONTEXT["holdfast"]), done)

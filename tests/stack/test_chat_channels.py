@@ -7,16 +7,15 @@ import json
 
 import pytest
 from aws_cdk import App, Aspects, Environment, Stack
-from aws_cdk.assertions import Annotations, Match, Template
+from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint
 
 from holdfast_cdk import Holdfast, SlackChannel, TeamsChannel
+from tests.stack.checks import cfn_lint_errors, synth
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 TEAM, TENANT = "6f1a2b3c-4d5e-4f60-8a9b-0c1d2e3f4a5b", "0a1b2c3d-4e5f-4061-8273-9a8b7c6d5e4f"
 TEAMS_CHANNEL = "19%3a0123456789abcdef0123456789abcdef%40thread.tacv2"
-NAG = Match.string_like_regexp("AwsSolutions-.*")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +27,8 @@ def chat(tmp_path_factory):
         SlackChannel(workspace_id="T012ABCDEFG", channel_id="C0123456789"),
         TeamsChannel(team_id=TEAM, tenant_id=TENANT, channel_id=TEAMS_CHANNEL),
     ])
-    return stack, holdfast, Template.from_stack(stack)
+    done = synth(app)
+    return stack, holdfast, done.template(stack), done
 
 
 def _topic_ref(template: Template) -> dict:
@@ -37,7 +37,7 @@ def _topic_ref(template: Template) -> dict:
 
 
 def test_slack_and_teams_channels_subscribe_to_the_stage_topic(chat):
-    _, _, template = chat
+    _, _, template, _ = chat
     (slack,) = template.find_resources("AWS::Chatbot::SlackChannelConfiguration").values()
     (teams,) = template.find_resources("AWS::Chatbot::MicrosoftTeamsChannelConfiguration").values()
     topic = _topic_ref(template)
@@ -48,7 +48,7 @@ def test_slack_and_teams_channels_subscribe_to_the_stage_topic(chat):
 
 
 def test_the_channels_only_receive_their_role_has_no_policy_and_the_guardrail_denies_everything(chat):
-    _, _, template = chat
+    _, _, template, _ = chat
     (slack,) = template.find_resources("AWS::Chatbot::SlackChannelConfiguration").values()
     (teams,) = template.find_resources("AWS::Chatbot::MicrosoftTeamsChannelConfiguration").values()
     (guardrail_id, guardrail), = template.find_resources("AWS::IAM::ManagedPolicy").items()
@@ -71,10 +71,9 @@ def test_without_channels_nothing_of_chatbot_is_made(synthesized):
 
 
 def test_cdk_nag_and_cfn_lint_stay_clean_with_chat_channels(chat):
-    stack, _, template = chat
-    assert [f"{m.id}: {m.entry.data}" for m in Annotations.from_stack(stack).find_error("*", NAG)] == []
-    matches = lint(json.dumps(template.to_json()), config=ManualArgs(regions=[REGION]))
-    assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.severity == "error"] == []
+    stack, _, template, done = chat
+    assert done.nag_errors(stack) == []
+    assert cfn_lint_errors(template.to_json(), regions=[REGION]) == []
 
 
 @pytest.mark.parametrize("channel, message", [

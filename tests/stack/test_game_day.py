@@ -9,12 +9,12 @@ import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Annotations, Match, Template
-from cfnlint.api import ManualArgs, lint
+from aws_cdk.assertions import Template
 
 from app import build_app
 from holdfast.settings import Settings, SettingsError
 from holdfast_cdk import GameDay
+from tests.stack.checks import cfn_lint_errors
 
 ACCOUNT, REGION = "123456789012", "us-east-1"  # as conftest
 ASG_ACTION = "aws:ec2:asg-insufficient-instance-capacity-error"
@@ -101,10 +101,8 @@ def test_the_template_id_is_published_for_holdfast_drill(game_day_synthesized):
 
 
 def test_the_game_day_stack_passes_cdk_nag_and_cfn_lint(game_day_synthesized):
-    nag = Match.string_like_regexp("AwsSolutions-.*")
-    assert [f"{m.id}: {m.entry.data}" for m in Annotations.from_stack(game_day_synthesized.stack).find_error("*", nag)] == []
-    matches = lint(game_day_synthesized.json(), config=ManualArgs(regions=[REGION]))
-    assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.severity == "error"] == []
+    assert game_day_synthesized.synth.nag_errors(game_day_synthesized.stack) == []
+    assert cfn_lint_errors(game_day_synthesized.template.to_json(), regions=[REGION]) == []
 
 
 def test_without_a_stop_alarm_the_stack_has_no_experiment(synthesized):

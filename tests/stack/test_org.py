@@ -7,16 +7,14 @@ import json
 
 import pytest
 from aws_cdk import App, Aspects
-from aws_cdk.assertions import Annotations, Match
 from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint
 
 from app import build_app
 from holdfast.settings import SettingsError
 from holdfast_cdk.org import READ_ONLY_ROLE_NAME, HoldfastMemberStack
+from tests.stack.checks import cfn_lint_errors, synth
 
 ADMIN, ORG_ID, OU, REGIONS = "111111111111", "o-a1b2c3d4e5", "ou-ab12-cd345678", ["us-east-1", "eu-west-1"]  # as conftest
-NAG = Match.string_like_regexp("AwsSolutions-.*")
 
 
 def _stack_set(org_synthesized) -> dict:
@@ -124,19 +122,16 @@ def test_the_read_only_role_is_made_once_per_account_and_trusts_holdfasts_admin_
 
 def test_org_stacks_and_the_member_template_pass_cdk_nag_and_cfn_lint(org_synthesized, tmp_path):
     for name, stack in org_synthesized.stacks.items():
-        errors = [f"{m.id}: {m.entry.data}" for m in Annotations.from_stack(stack).find_error("*", NAG)]
-        assert errors == [], name
+        assert org_synthesized.synth.nag_errors(stack) == [], name
     member_app = App(outdir=str(tmp_path))
     Aspects.of(member_app).add(AwsSolutionsChecks())
     member = HoldfastMemberStack(member_app, "Holdfast", settings=org_synthesized.settings)
-    assert [f"{m.id}: {m.entry.data}" for m in Annotations.from_stack(member).find_error("*", NAG)] == []
+    assert synth(member_app).nag_errors(member) == []
 
     templates = {name: t.to_json() for name, t in org_synthesized.templates.items()}
     templates["member"] = org_synthesized.member_template
     for name, template in templates.items():
-        matches = lint(json.dumps(template), config=ManualArgs(regions=REGIONS))
-        errors = [f"{m.rule.id} {m.message}" for m in matches if m.rule.severity == "error"]
-        assert errors == [], name
+        assert cfn_lint_errors(template, regions=REGIONS) == [], name
 
 
 BAD_ORG = {

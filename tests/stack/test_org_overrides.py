@@ -9,15 +9,15 @@ import json
 
 import pytest
 from aws_cdk import Aspects
-from aws_cdk.assertions import Annotations, Match, Template
+from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint
 
 from app import build_app
 from holdfast.ledger.conditions import PLAN_PK
 from holdfast.ledger.control import CONTROL_PK
 from holdfast.settings import ENV_VAR, Settings, SettingsError
 from holdfast_cdk.org import OPERATOR_ROLE_NAME, READ_ONLY_ROLE_NAME
+from tests.stack.checks import cfn_lint_errors, synth
 
 ADMIN, ORG_ID, OU, REGIONS = "111111111111", "o-a1b2c3d4e5", "ou-ab12-cd345678", ["us-east-1", "eu-west-1"]
 PROD_OU, PAYMENTS = "ou-ab12-prod0001", "222222222222"
@@ -26,7 +26,6 @@ OVERRIDES = [
     {"name": "prod", "organizational_unit_ids": [PROD_OU], "settings": {"mode": "recommend"}},
     {"name": "payments", "accounts": [PAYMENTS], "settings": {"selector": "team:holdfast=on", "hold_minutes": 30}},
 ]
-NAG = Match.string_like_regexp("AwsSolutions-.*")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,8 @@ def org(tmp_path_factory):
     app = build_app({"holdfast": {**BASE, "org_overrides": OVERRIDES}}, outdir=str(tmp_path_factory.mktemp("cdk.out.overrides")))
     Aspects.of(app).add(AwsSolutionsChecks())
     stack = next(c for c in app.node.children if c.node.id == "HoldfastOrg")
-    return app, stack, Template.from_stack(stack)
+    done = synth(app)
+    return app, stack, done.template(stack), done
 
 
 def _stack_sets(template: Template) -> dict[str, dict]:
@@ -51,7 +51,7 @@ def _settings_of(member: dict) -> Settings:
 
 
 def test_each_distinct_settings_set_is_a_stackset_whose_targets_do_not_overlap(org):
-    _, _, template = org
+    _, _, template, _ = org
     sets = _stack_sets(template)
     assert set(sets) == {"Holdfast", "Holdfast-prod", "Holdfast-payments"}
     targets = {name: props["StackInstancesGroup"] for name, props in sets.items()}
@@ -73,7 +73,7 @@ def test_each_distinct_settings_set_is_a_stackset_whose_targets_do_not_overlap(o
 
 
 def test_each_member_template_runs_with_the_base_settings_and_its_changes(org):
-    _, stack, _ = org
+    _, stack, _, _ = org
     base, prod, payments = (_settings_of(stack.member_templates[n]) for n in (None, "prod", "payments"))
     assert (base.mode, base.selector, base.hold_minutes) == ("auto", "holdfast:protect=true", Settings().hold_minutes)
     assert (prod.mode, prod.selector, prod.hold_minutes) == ("recommend", "holdfast:protect=true", base.hold_minutes)
@@ -86,7 +86,7 @@ def test_each_member_template_runs_with_the_base_settings_and_its_changes(org):
 
 
 def test_each_stackset_reads_its_own_member_template(org):
-    app, stack, template = org
+    app, stack, template, _ = org
     for name, key in (("Holdfast", None), ("Holdfast-prod", "prod"), ("Holdfast-payments", "payments")):
         url = _stack_sets(template)[name]["TemplateURL"]["Fn::Sub"]
         with open(app.outdir + "/asset." + url.rsplit("/", 1)[1]) as f:
@@ -94,7 +94,7 @@ def test_each_stackset_reads_its_own_member_template(org):
 
 
 def test_the_base_stackset_keeps_its_logical_ids_when_overrides_are_added(org, org_synthesized):
-    _, _, template = org
+    _, _, template, _ = org
     without = org_synthesized.templates["HoldfastOrg"].find_resources("AWS::CloudFormation::StackSet")
     with_overrides = template.find_resources("AWS::CloudFormation::StackSet")
     assert set(without) <= set(with_overrides) and len(with_overrides) == len(without) + 2
@@ -109,7 +109,7 @@ def _operator_role(member: dict) -> dict:
 
 
 def test_the_operator_role_may_write_only_the_control_items_by_leading_key(org):
-    _, stack, _ = org
+    _, stack, _, _ = org
     for member in stack.member_templates.values():
         role = _operator_role(member)
         assert role["Condition"] == "IsReadOnlyRoleRegion"   # IAM is global: one per account
@@ -136,7 +136,7 @@ def test_the_operator_role_may_write_only_the_control_items_by_leading_key(org):
 
 
 def test_the_read_only_role_reads_what_plan_needs_and_writes_nothing(org):
-    _, stack, _ = org
+    _, stack, _, _ = org
     (role,) = [r for r in stack.member_templates[None]["Resources"].values()
                if r["Type"] == "AWS::IAM::Role" and r["Properties"].get("RoleName") == READ_ONLY_ROLE_NAME]
     actions = {a for s in role["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
@@ -146,11 +146,10 @@ def test_the_read_only_role_reads_what_plan_needs_and_writes_nothing(org):
 
 
 def test_the_org_stack_with_overrides_passes_cdk_nag_and_cfn_lint(org):
-    _, stack, template = org
-    assert [f"{m.id}: {m.entry.data}" for m in Annotations.from_stack(stack).find_error("*", NAG)] == []
+    _, stack, template, done = org
+    assert done.nag_errors(stack) == []
     for name, body in [("HoldfastOrg", template.to_json())] + [(f"member {k}", t) for k, t in stack.member_templates.items()]:
-        matches = lint(json.dumps(body), config=ManualArgs(regions=REGIONS))
-        assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.severity == "error"] == [], name
+        assert cfn_lint_errors(body, regions=REGIONS) == [], name
 
 
 def test_a_wrong_override_stops_the_app_naming_the_override_and_key(tmp_path):

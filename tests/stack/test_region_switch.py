@@ -11,14 +11,14 @@ import pytest
 from aws_cdk import App, Aspects, Environment, Stack
 from aws_cdk import aws_arcregionswitch as arcregionswitch
 from aws_cdk import aws_iam as iam
-from aws_cdk.assertions import Annotations, Match, Template
+from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint
 
 from holdfast.settings import Settings
 from holdfast_cdk import Holdfast, RegionSwitchAccess, RegionSwitchSteps
 from holdfast_cdk import role_policies as policies
 from holdfast_fixtures.iam_policy import allows
+from tests.stack.checks import cfn_lint, synth
 
 HOLDFAST, PLANS = "123456789012", "210987654321"
 REGIONS = ["us-east-1", "us-west-2"]
@@ -65,14 +65,15 @@ def app():
     same, _ = plan_stack(app, HOLDFAST, cross_account=False)
     other, _ = plan_stack(app, PLANS, cross_account=True)
     Aspects.of(app).add(AwsSolutionsChecks())
-    return {"holdfast": {r: Template.from_stack(s) for r, s in holdfasts.items()},
-            "same": Template.from_stack(same), "other": Template.from_stack(other),
-            "stacks": [*holdfasts.values(), same, other]}
+    done = synth(app)
+    return {"holdfast": {r: done.template(s) for r, s in holdfasts.items()},
+            "same": done.template(same), "other": done.template(other),
+            "stacks": [*holdfasts.values(), same, other], "synth": done}
 
 
 def lint_errors(template: Template | dict) -> list[str]:
     doc = template if isinstance(template, dict) else template.to_json()
-    matches = lint(json.dumps(doc), config=ManualArgs(regions=["us-east-1"]))
+    matches = cfn_lint(doc, regions=["us-east-1"])
     return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches if m.rule.severity == "error"]
 
 
@@ -96,8 +97,7 @@ def test_the_plan_is_valid_against_cloudformations_schema(app, which):
 
 
 def test_cdk_nag_has_no_unacknowledged_findings(app):
-    findings = [f"{m.id}: {m.entry.data}" for stack in app["stacks"]
-                for m in Annotations.from_stack(stack).find_error("*", Match.string_like_regexp("AwsSolutions-.*"))]
+    findings = [finding for stack in app["stacks"] for finding in app["synth"].nag_errors(stack)]
     assert findings == []
 
 
@@ -260,5 +260,4 @@ def test_an_app_that_fails_synth_on_cdk_validation_findings_synthesizes_the_plan
     an app with @aws-cdk/core:validateAgainstDefaultRules still synthesizes."""
     app = App(context={"@aws-cdk/core:validateAgainstDefaultRules": True})
     stack, _ = plan_stack(app, HOLDFAST, cross_account=False)
-    app.synth()
-    assert the_plan(Template.from_stack(stack))["Name"] == "orders"
+    assert the_plan(synth(app).template(stack))["Name"] == "orders"

@@ -5,23 +5,16 @@ from __future__ import annotations
 import json
 
 from aws_cdk import App, Aspects
-from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint
 
 from holdfast.settings import Settings
 from holdfast_cdk import HoldfastStack
 from holdfast_cdk import role_policies as policies
-
-NAG = Match.string_like_regexp("AwsSolutions-.*")
-
-
-def _nag_errors(stack) -> list[str]:
-    return [f"{m.id}: {m.entry.data}" for m in Annotations.from_stack(stack).find_error("*", NAG)]
+from tests.stack.checks import cfn_lint, synth
 
 
 def test_cdk_nag_has_no_unacknowledged_findings(synthesized):
-    assert _nag_errors(synthesized.stack) == []
+    assert synthesized.synth.nag_errors(synthesized.stack) == []
 
 
 def test_every_nag_acknowledgement_carries_a_reason(synthesized):
@@ -47,10 +40,11 @@ def test_cdk_nag_stays_clean_when_every_policy_slot_holds_an_action(tmp_path):
     app = App(outdir=str(tmp_path / "cdk.out"))
     Aspects.of(app).add(AwsSolutionsChecks())
     stack = HoldfastStack(app, "Full", settings=Settings(), policies_dir=tmp_path)
-    template = Template.from_stack(stack).to_json()
+    done = synth(app)
+    template = done.template_json(stack)
     inline = [p for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Role" for p in r["Properties"].get("Policies", [])]
     assert len(inline) == 3, "every controller role got its filled policy"
-    assert _nag_errors(stack) == []
+    assert done.nag_errors(stack) == []
 
 
 def _service(statement: dict) -> str:
@@ -59,6 +53,6 @@ def _service(statement: dict) -> str:
 
 
 def test_cfn_lint_finds_no_errors(synthesized):
-    matches = lint(synthesized.json(), config=ManualArgs(regions=[synthesized.region]))
+    matches = cfn_lint(synthesized.template.to_json(), regions=[synthesized.region])
     errors = [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches if m.rule.severity == "error"]
     assert errors == []
