@@ -21,7 +21,6 @@ from pathlib import Path
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 from aws_cdk.cx_api import CloudAssembly, SynthesisMessage, SynthesisMessageLevel
-from cfnlint.api import ManualArgs, lint
 
 NAG = re.compile("AwsSolutions-.*")   # as Match.string_like_regexp("AwsSolutions-.*"): a search
 
@@ -55,7 +54,11 @@ def synth(app: App) -> Synth:
 
 
 def cfn_lint(template: dict, regions: list[str]) -> list:
-    """Every cfn-lint match on the template."""
+    """Every cfn-lint match on the template. cfn-lint is imported here, not with this module:
+    it brings sympy and networkx (about 900 modules), which every pytest worker would
+    otherwise compile and import while collecting tests/stack/, though one runs them."""
+    from cfnlint.api import ManualArgs, lint
+
     return lint(json.dumps(template), config=ManualArgs(regions=list(regions)))
 
 
