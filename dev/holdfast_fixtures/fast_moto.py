@@ -1,4 +1,4 @@
-"""Nine costs that a process running many moto accounts pays again and again, and that no
+"""Ten costs that a process running many moto accounts pays again and again, and that no
 test or demo observes; `install()` removes them. Call it before moto is imported.
 
 - moto's EC2 backend loads its default AMIs into each region's backend when the backend
@@ -68,6 +68,10 @@ test or demo observes; `install()` removes them. Call it before moto is imported
   date and token headers, the same `Credential=` scope and `SignedHeaders=`, and 64 zeros
   for `Signature=`. Only `SigV4Auth` itself is changed (S3's and presigning's subclasses
   keep theirs); a console script run in a subprocess signs as botocore does.
+- moto names each answer with a request ID of 52 letters and digits drawn one
+  `random.choice` at a time (`gen_amzn_requestid_long`, from `BaseResponse`), a few
+  percent of a short call. The same 52 characters of the same pool are drawn from the
+  same generator (moto's `mock_random`) in one `choices`; no test reads an ID's value.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ def install() -> None:
     _share_handler_checks()
     _share_callback_responses()
     _unchecked_signatures()
+    _drawn_request_ids()
 
     import moto.backends
 
@@ -120,6 +125,29 @@ def install() -> None:
         _DynamoType = DynamoType
         _size.moto_size = DynamoType.size
         DynamoType.size = _size
+
+
+def _drawn_request_ids() -> None:
+    import string
+
+    import moto.core.responses
+
+    made = moto.core.responses.gen_amzn_requestid_long
+    if getattr(made, "fast_moto", False):
+        return
+    pool = string.ascii_letters + string.digits   # MotoRandom.get_random_string's
+
+    def gen_amzn_requestid_long(headerdict=None):
+        from moto.moto_api._internal import mock_random
+
+        req_id = "".join(mock_random.choices(pool, k=52))
+        if isinstance(headerdict, dict):
+            headerdict.update({"x-amzn-requestid": req_id})
+        return req_id
+
+    gen_amzn_requestid_long.fast_moto = True
+    gen_amzn_requestid_long.moto_requestid = made
+    moto.core.responses.gen_amzn_requestid_long = gen_amzn_requestid_long
 
 
 def _unchecked_signatures() -> None:
