@@ -1,4 +1,4 @@
-"""Eight costs that a process running many moto accounts pays again and again, and that no
+"""Eleven costs that a process running many moto accounts pays again and again, and that no
 test or demo observes; `install()` removes them. Call it before moto is imported.
 
 - moto's EC2 backend loads its default AMIs into each region's backend when the backend
@@ -51,6 +51,30 @@ test or demo observes; `install()` removes them. Call it before moto is imported
   a start, and the suite starts a mock for most tests. The objects are the same every time
   (method, pattern, moto's callback; nothing here calls AWS through `requests`, so none is
   ever matched); each is built once and registered again at each start.
+- moto's DynamoDB measures an item (`DynamoType.size`) to keep a Query's or Scan's page
+  under 1 MB, for every item of the partition it reads (twice for each it keeps, the
+  ledger's plan partition holds a hundred items and more), and an item's whole size again
+  for each attribute an update sets (`LimitedSizeDict`, the 400 KB limit). Its `size`
+  builds a new `DynamoType` for every member of a set and of a map, and asks each its
+  type through five methods: a Query in the ledger's plan partition cost several ms.
+  `_size` gives the same number, byte for byte (the same cases in the same order; a
+  member that is not a `DynamoType` yet is made one, as moto does), without building
+  anything; tests/fixtures/test_fast_moto.py compares both on every attribute type.
+- botocore signs every request with SigV4 (`SigV4Auth.add_auth`): a canonical request
+  (every header, the body's SHA-256), then five HMACs, about a sixth of a short call's
+  CPU against moto. Nothing in this process checks a signature: moto verifies none unless
+  its IAM authorization is switched on (`INITIAL_NO_AUTH_ACTION_COUNT`, then botocore's
+  own signing runs), the tests are offline (tests/conftest.py `_offline`), and what moto
+  and holdfast_fixtures.throttle_proxy read of the `Authorization` header is its
+  credential scope (the access key, which picks moto's account, the Region, the service).
+  So a request is signed as botocore does it but for the signature's value: the same
+  date and token headers, the same `Credential=` scope and `SignedHeaders=`, and 64 zeros
+  for `Signature=`. Only `SigV4Auth` itself is changed (S3's and presigning's subclasses
+  keep theirs); a console script run in a subprocess signs as botocore does.
+- moto names each answer with a request ID of 52 letters and digits drawn one
+  `random.choice` at a time (`gen_amzn_requestid_long`, from `BaseResponse`), a few
+  percent of a short call. The same 52 characters of the same pool are drawn from the
+  same generator (moto's `mock_random`) in one `choices`; no test reads an ID's value.
 """
 
 from __future__ import annotations
@@ -80,6 +104,8 @@ def install() -> None:
     botocore.session.create_loader = _shared_loader
     _share_handler_checks()
     _share_callback_responses()
+    _unchecked_signatures()
+    _drawn_request_ids()
 
     import moto.backends
 
@@ -95,6 +121,14 @@ def install() -> None:
     if not getattr(DynamoHandler.serialized, "fast_moto", False):
         DynamoHandler.serialized = _item_answers(DynamoHandler.serialized)
     _quick_item_copies()
+
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    if not getattr(DynamoType.size, "fast_moto", False):
+        global _DynamoType
+        _DynamoType = DynamoType
+        _size.moto_size = DynamoType.size
+        DynamoType.size = _size
 
 
 def _quick_item_copies() -> None:
@@ -152,6 +186,57 @@ def _quick_item_copies() -> None:
         function.moto_copy = moto_copy
     Item.__deepcopy__ = item_copy
     DynamoType.__deepcopy__ = dynamo_copy
+
+
+def _drawn_request_ids() -> None:
+    import string
+
+    import moto.core.responses
+
+    made = moto.core.responses.gen_amzn_requestid_long
+    if getattr(made, "fast_moto", False):
+        return
+    pool = string.ascii_letters + string.digits   # MotoRandom.get_random_string's
+
+    def gen_amzn_requestid_long(headerdict=None):
+        from moto.moto_api._internal import mock_random
+
+        req_id = "".join(mock_random.choices(pool, k=52))
+        if isinstance(headerdict, dict):
+            headerdict.update({"x-amzn-requestid": req_id})
+        return req_id
+
+    gen_amzn_requestid_long.fast_moto = True
+    gen_amzn_requestid_long.moto_requestid = made
+    moto.core.responses.gen_amzn_requestid_long = gen_amzn_requestid_long
+
+
+def _unchecked_signatures() -> None:
+    import botocore.auth
+
+    signer = botocore.auth.SigV4Auth
+    if getattr(signer.add_auth, "fast_moto", False):
+        return
+    sign = signer.add_auth
+
+    def add_auth(self, request):
+        from moto import settings
+
+        if type(self) is not signer or settings.INITIAL_NO_AUTH_ACTION_COUNT != float("inf"):
+            return sign(self, request)
+        if self.credentials is None:
+            raise botocore.auth.NoCredentialsError()
+        # SigV4Auth.add_auth but for the canonical request and the HMACs
+        request.context["timestamp"] = botocore.auth.get_current_datetime().strftime(botocore.auth.SIGV4_TIMESTAMP)
+        self._modify_request_before_signing(request)
+        self._inject_signature_to_request(request, UNCHECKED_SIGNATURE)
+
+    add_auth.fast_moto = True
+    add_auth.botocore_add_auth = sign
+    signer.add_auth = add_auth
+
+
+UNCHECKED_SIGNATURE = "0" * 64
 
 
 def _share_callback_responses() -> None:
@@ -269,3 +354,40 @@ class FunctionNames:
         from moto.core.utils import method_names_from_class
 
         return iter(method_names_from_class(self.cls))
+
+
+_SETS = frozenset({"SS", "NS", "BS"})
+_DynamoType = None   # moto.dynamodb.models.dynamo_type.DynamoType, once installed
+
+
+def _typed(value):
+    return value if type(value) is _DynamoType else _DynamoType(value)
+
+
+def _bytesize(value) -> int:
+    # moto.dynamodb.models.utilities.bytesize
+    return len(value if isinstance(value, bytes) else value.encode("utf-8"))
+
+
+def _size(self) -> int:
+    """`DynamoType.size` (moto.dynamodb.models.dynamo_type) without a `DynamoType` built
+    for each member: a number's digits as written, a set's members' sizes (a number
+    member's digits, another's bytes), a list's and a map's members' (a map's keys'
+    bytes too), a boolean or null 1, a string's or binary's bytes."""
+    kind, value = self.type, self.value
+    if kind == "N":
+        return len(str(value))
+    if kind in _SETS:
+        if kind == "NS":
+            return sum(len(str(v)) for v in value)
+        return sum(1 if isinstance(v, bool) else _bytesize(v) for v in value)
+    if kind == "L":
+        return sum(_size(_typed(v)) for v in value)
+    if kind == "M":
+        return sum(_bytesize(k) + _size(_typed(v)) for k, v in value.items())
+    if isinstance(value, bool):
+        return 1
+    return _bytesize(value)
+
+
+_size.fast_moto = True

@@ -130,6 +130,7 @@ class Tick:
         self.dry_run = recommends_only(self.settings.mode)
         self.started = runtime.clock.now()
         self.failing: dict[str, ledger_failures.Failure] = {}   # loaded by the walk
+        self.no_stale_relaxers: set[int] = set()   # generations with no older relaxer's lease (steps.stale_relaxers)
 
     def log(self, message: str, plan: Plan | None, **extra: Any) -> None:
         if not self.runtime.telemetry.decisions:

@@ -604,8 +604,21 @@ def stuck_now(t: Tick, plan: Plan) -> list[ledger_failures.Failure]:
 def stale_relaxers(t: Tick, plan: Plan) -> list[str]:
     """Controllers of an older generation whose relaxing write may have landed after
     this tick began (the lease is counted from the tick's start, not from now: a
-    write guarded shortly before the tick can land on a resource the tick engaged)."""
-    return ledger_leases.stale_relaxers(t.ledger, plan.generation, t.started)
+    write guarded shortly before the tick can land on a resource the tick engaged).
+
+    Once none is found for a generation, none is for the rest of the tick, so the leases
+    are read once, not once per kind walked: a lease under generation g is written only
+    while g is current (check_generation's condition), and this plan's generation was
+    current when the tick read it, so no lease older than it can appear after; one that
+    was there can only go (overwritten under a newer generation, or lapsed), and the
+    cutoff is the tick's start. A lease found is read again at the next kind, as it may
+    have gone."""
+    if plan.generation in t.no_stale_relaxers:
+        return []
+    found = ledger_leases.stale_relaxers(t.ledger, plan.generation, t.started)
+    if not found:
+        t.no_stale_relaxers.add(plan.generation)
+    return found
 
 
 def mark(t: Tick, plan: Plan, result: TickResult, marker: str) -> None:
