@@ -248,55 +248,40 @@ def moto_server():
 # in the jsii node process), once per worker that runs a test asking for it.
 SYNTH_FIXTURES = {"synthesized", "org_synthesized", "foreign", "game_day_synthesized"}
 SYNTH_DIR = "tests/stack/"
-# The work units that take 5 s or more, longest first (their seconds in a `make test` beside
-# another suite, from `--durations=0` summed per unit), handed out in this order: the
+# The work units that take 5 s or more, longest first (their seconds in a run of the whole
+# suite on 2 workers, `--durations=0` summed per unit), handed out in this order: the
 # longest start first and the short ones fill in at the end, so that neither worker runs
 # a long unit alone while the other has finished (longest processing time first). Every
 # other unit follows in xdist's order (most tests first). A unit missing here only starts
-# later than it should; measure again when one grows. (The recovery model's and the
-# interleavings' figures: theirs here scaled by what a run of each file alone took before
-# and after they were made faster, on the 2-core machine; those of tests/cli/ whose rate
-# budgets and retries stopped sleeping (tests/conftest.py VirtualWait), the same way from
-# a run of tests/cli alone with -n 2, times 0.7.)
+# later than it should; measure again when one grows.
 LONGEST_FIRST = (
-    "tests/demo/test_demo.py",                    # 90
-    SYNTH_DIR,                                    # 76
-    "tests/cli/test_readme_examples.py",          # 59
-    "tests/scenarios/test_crashes.py",            # 47
-    "tests/cli/test_drill_fis.py",                # 34
-    "tests/scenarios/test_interleavings.py",      # 30
-    "tests/cli/test_output_formats.py",           # 26
-    "tests/actuators/test_resilience.py",         # 25
-    "tests/cli/test_confirmed_writes.py",         # 20
-    "tests/cli/test_resources_cli.py",            # 19
-    "tests/cli/test_org_commands.py",             # 18
-    "tests/packaging/test_wheel.py",              # 17
-    "tests/fixtures/test_recovery_model.py",      # 16
-    "tests/reconciler/test_release_requests.py",  # 15
-    "tests/stages/test_capacity_stage.py",        # 14
-    "tests/stages/test_drain_stage.py",           # 14
-    "tests/cli/test_drill_local.py",              # 14
-    "tests/cli/test_drill_refusals.py",           # 11
-    "tests/reconciler/test_control.py",           # 11
-    "tests/scenarios/test_concurrent.py",         # 10
-    "tests/cli/test_arn_option_scope.py",         # 9
-    "tests/scenarios/test_event.py",              # 9
-    "tests/cli/test_cli_output.py",               # 8
-    "tests/scenarios/test_races.py",              # 8
-    "tests/reconciler/test_stuck.py",             # 8
-    "tests/ledger/test_one_ledger_per_tick.py",   # 8
-    "tests/architecture/test_layers.py",          # 8
-    "tests/cli/test_doctor.py",                   # 7
-    "tests/fixtures/test_throttle_proxy.py",      # 7
-    "tests/core/drain/test_drain_control.py",     # 7
-    "tests/reconciler/test_engage_tick.py",       # 7
-    "tests/actuators/test_tag_batches.py",        # 7
-    "tests/handlers/test_readiness_schedule.py",  # 6
-    "tests/reconciler/test_own_resources.py",     # 6
-    "tests/actuators/test_drain_record.py",       # 6
-    "tests/cli/test_status_words.py",             # 5
-    "tests/actuators/test_records.py",            # 5
-    "tests/observation/test_evidence.py",         # 5
+    SYNTH_DIR,                                   # 48
+    "tests/cli/test_readme_examples.py",         # 38
+    "tests/scenarios/test_crashes.py",           # 32
+    "tests/demo/test_demo.py",                   # 31
+    "tests/scenarios/test_interleavings.py",     # 19
+    "tests/fixtures/test_recovery_model.py",     # 19
+    "tests/cli/test_output_formats.py",          # 16
+    "tests/cli/test_drill_fis.py",               # 16
+    "tests/actuators/test_resilience.py",        # 13
+    "tests/cli/test_drill_local.py",             # 13
+    "tests/cli/test_resources_cli.py",           # 10
+    "tests/stages/test_capacity_stage.py",       # 9
+    "tests/cli/test_org_commands.py",            # 9
+    "tests/cli/test_confirmed_writes.py",        # 9
+    "tests/stages/test_drain_stage.py",          # 9
+    "tests/reconciler/test_release_requests.py", # 8
+    "tests/demo/test_serve_signals.py",          # 7
+    "tests/cli/test_arn_option_scope.py",        # 7
+    "tests/scenarios/test_event.py",             # 7
+    "tests/packaging/test_wheel.py",             # 6
+    "tests/cli/test_accounts_file.py",           # 6
+    "tests/actuators/test_esm_provisioned.py",   # 5
+    "tests/reconciler/test_stuck.py",            # 5
+    "tests/core/drain/test_drain_control.py",    # 5
+    "tests/cli/test_cli_output.py",              # 5
+    "tests/cli/test_doctor.py",                  # 5
+    "tests/scenarios/test_untuned_scenarios.py", # 5
 )
 
 
