@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import App, Aspects
+from aws_cdk import App, Aspects, Stack
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Annotations, Match
 from cdk_nag import AwsSolutionsChecks
 
 from holdfast.settings import Settings
@@ -15,6 +17,20 @@ from tests.stack.checks import cfn_lint, synth
 
 def test_cdk_nag_has_no_unacknowledged_findings(synthesized):
     assert synthesized.synth.nag_errors(synthesized.stack) == []
+
+
+def test_the_nag_reading_finds_what_cdk_nag_reports_on_a_stack_that_breaks_its_rules(tmp_path):
+    """Every other nag check expects no finding: this one shows the one-synthesis reading
+    (tests/stack/checks.py) sees cdk-nag's errors, the same ones `Annotations.from_stack`
+    finds by synthesizing again."""
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    Aspects.of(app).add(AwsSolutionsChecks())
+    stack = Stack(app, "Bare")
+    s3.Bucket(stack, "Bucket")   # no access logs, no TLS-only policy: AwsSolutions-S1 and -S10
+    found = synth(app).nag_errors(stack)
+    assert any(f.startswith("/Bare/Bucket/Resource: AwsSolutions-S1:") for f in found), found
+    expected = Annotations.from_stack(stack).find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+    assert sorted(found) == sorted(f"{m.id}: {m.entry.data}" for m in expected)
 
 
 def test_every_nag_acknowledgement_carries_a_reason(synthesized):
